@@ -1,0 +1,70 @@
+#include "ir/tensor_meta.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "ir/error.h"
+
+namespace kiln {
+
+std::string Device::str() const {
+  return kind == Kind::CPU ? std::string("cpu") : fmt::format("cuda:{}", index);
+}
+
+Strides contiguous_strides(const Shape& shape) {
+  Strides s(shape.size());
+  int64_t acc = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    s[i] = acc;
+    acc *= std::max<int64_t>(shape[i], 1);
+  }
+  return s;
+}
+
+int64_t numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string shape_str(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ",")); }
+
+bool TensorMeta::is_contiguous() const {
+  // Size-1 dims may have any stride, as in PyTorch.
+  int64_t expected = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    if (shape[i] == 0) return true;
+    if (shape[i] != 1 && strides[i] != expected) return false;
+    expected *= shape[i];
+  }
+  return true;
+}
+
+std::string TensorMeta::str() const {
+  std::string s = fmt::format("{}{}", dtype_name(dtype), shape_str(shape));
+  if (strides != contiguous_strides(shape)) s += fmt::format("{{{}}}", fmt::join(strides, ","));
+  if (device.kind != Device::Kind::CPU) s += "@" + device.str();
+  return s;
+}
+
+int64_t normalize_dim(int64_t dim, int64_t rank, const char* what) {
+  int64_t r = std::max<int64_t>(rank, 1);  // a 0-d tensor accepts dim 0 and -1, as in PyTorch
+  if (dim < -r || dim >= r)
+    fail("{} {} is out of range for a tensor of rank {} (expected in [{}, {}])", what, dim, rank, -r, r - 1);
+  return dim < 0 ? dim + r : dim;
+}
+
+Shape broadcast_shapes(const Shape& a, const Shape& b) {
+  size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (da != db && da != 1 && db != 1)
+      fail("shapes {} and {} do not broadcast (dim {}: {} vs {})", shape_str(a), shape_str(b), i, da, db);
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+}  // namespace kiln

@@ -1,0 +1,60 @@
+#pragma once
+// TensorMeta: everything the compiler knows about a value before it runs: dtype, shape,
+// strides (in elements) and device. Shapes are static; int64_t leaves room for large tensors.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/dtype.h"
+
+namespace kiln {
+
+using Shape = std::vector<int64_t>;
+using Strides = std::vector<int64_t>;
+
+struct Device {
+  enum class Kind : uint8_t { CPU, CUDA };
+  Kind kind = Kind::CPU;
+  int index = 0;
+  static Device cpu() { return {}; }
+  static Device cuda(int i = 0) { return {Kind::CUDA, i}; }
+  bool operator==(const Device&) const = default;
+  std::string str() const;  // "cpu", "cuda:0"
+};
+
+Strides contiguous_strides(const Shape& shape);
+int64_t numel(const Shape& shape);
+std::string shape_str(const Shape& shape);  // "[8,64]"
+
+struct TensorMeta {
+  DType dtype = DType::F32;
+  Shape shape;
+  Strides strides;  // same rank as shape
+  Device device;
+
+  TensorMeta() = default;
+  TensorMeta(DType dt, Shape s, Device dev = {})
+      : dtype(dt), shape(std::move(s)), strides(contiguous_strides(shape)), device(dev) {}
+  TensorMeta(DType dt, Shape s, Strides st, Device dev = {})
+      : dtype(dt), shape(std::move(s)), strides(std::move(st)), device(dev) {}
+
+  int64_t rank() const { return static_cast<int64_t>(shape.size()); }
+  int64_t numel() const { return kiln::numel(shape); }
+  int64_t nbytes() const { return numel() * dtype_size(dtype); }
+  bool is_contiguous() const;
+  TensorMeta contiguous() const { return TensorMeta(dtype, shape, device); }
+  TensorMeta with_dtype(DType d) const { return TensorMeta(d, shape, strides, device); }
+
+  // The text form: "f32[8,64]", with "{s0,s1}" strides when not contiguous and
+  // "@cuda:0" when not on the CPU.
+  std::string str() const;
+  bool operator==(const TensorMeta&) const = default;
+};
+
+// Wraps a possibly negative dim into [0, rank); throws kiln::Error naming `what` if out of range.
+int64_t normalize_dim(int64_t dim, int64_t rank, const char* what = "dim");
+
+// NumPy broadcasting of two shapes; throws kiln::Error naming both shapes when they don't broadcast.
+Shape broadcast_shapes(const Shape& a, const Shape& b);
+
+}  // namespace kiln
