@@ -138,6 +138,24 @@ Value Graph::find(const std::string& name) const {
   return it == names_.end() ? Value{} : it->second;
 }
 
+bool Graph::reinfer_types() {
+  bool changed = false;
+  for (auto& up : nodes_) {
+    Node* n = up.get();
+    std::vector<TensorMeta> in_metas;
+    for (auto& v : n->inputs_) in_metas.push_back(v.meta());
+    std::vector<TensorMeta> metas = infer_meta(n->info(), in_metas, n->attrs_);
+    KILN_INTERNAL_ASSERT(static_cast<int>(metas.size()) == n->num_results(), "re-inference keeps the result count");
+    for (int i = 0; i < n->num_results(); ++i) {
+      if (!(metas[i] == n->results_[i].meta)) {
+        n->results_[i].meta = metas[i];
+        changed = true;
+      }
+    }
+  }
+  return changed;
+}
+
 Graph Graph::clone() const {
   Graph g(name_);
   std::unordered_map<const Node*, Node*> map;

@@ -116,6 +116,11 @@ class Graph {
   Value find(const std::string& name) const;  // by result name; empty Value if none
   std::string fresh_name(const std::string& base);
 
+  // Recomputes every node's result types from its inputs, in order (after a rewrite has
+  // rewired inputs, downstream view strides may change). Returns whether any type changed;
+  // throws kiln::Error if a node no longer type-checks.
+  bool reinfer_types();
+
   // A deep copy (same names, same order).
   Graph clone() const;
 

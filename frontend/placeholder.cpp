@@ -1,0 +1,1 @@
+int kiln_frontend_placeholder;

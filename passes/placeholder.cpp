@@ -1,0 +1,1 @@
+int kiln_passes_placeholder;
