@@ -1,0 +1,104 @@
+// TensorMeta basics, schemas, attributes and lexer details that the op tests build on.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "ir/attr.h"
+#include "ir/error.h"
+#include "ir/lexer.h"
+#include "ir/meta/meta.h"
+#include "ir/op_registry.h"
+#include "ir/parser.h"
+#include "ir/tensor_meta.h"
+
+namespace kiln {
+namespace {
+
+TEST(TensorMeta, ContiguityStridesAndText) {
+  TensorMeta m(DType::F32, {2, 3, 4});
+  EXPECT_EQ(m.strides, (Strides{12, 4, 1}));
+  EXPECT_TRUE(m.is_contiguous());
+  EXPECT_EQ(m.str(), "f32[2,3,4]");
+  TensorMeta t(DType::BF16, {4, 3}, {1, 4}, Device::cuda(1));
+  EXPECT_FALSE(t.is_contiguous());
+  EXPECT_EQ(t.str(), "bf16[4,3]{1,4}@cuda:1");
+  EXPECT_EQ(parse_type(t.str()), t);
+  EXPECT_TRUE(TensorMeta(DType::F32, {3, 1}, {1, 7}).is_contiguous());  // size-1 dims: any stride
+  EXPECT_EQ(TensorMeta(DType::I64, {}).str(), "i64[]");
+  EXPECT_EQ(TensorMeta(DType::F32, {0, 5}).numel(), 0);
+}
+
+TEST(TensorMeta, BroadcastAndDims) {
+  EXPECT_EQ(broadcast_shapes({8, 1, 6, 1}, {7, 1, 5}), (Shape{8, 7, 6, 5}));
+  EXPECT_EQ(broadcast_shapes({}, {3}), (Shape{3}));
+  EXPECT_EQ(broadcast_shapes({0}, {1}), (Shape{0}));
+  try {
+    broadcast_shapes({2, 3}, {4});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "shapes [2,3] and [4] do not broadcast (dim 1: 3 vs 4)");
+  }
+  EXPECT_EQ(normalize_dim(-1, 3), 2);
+  EXPECT_EQ(normalize_dim(-1, 0), 0);  // 0-d tensors take dim 0 / -1 like PyTorch
+  EXPECT_THROW(normalize_dim(3, 3), Error);
+}
+
+TEST(ViewStrides, MatchPyTorchComputeStride) {
+  // A transposed [3,2] (strides {1,3}) can be flattened only by copying.
+  EXPECT_FALSE(meta::view_strides({3, 2}, {1, 3}, {6}).has_value());
+  EXPECT_EQ(*meta::view_strides({2, 3, 4}, {12, 4, 1}, {6, 4}), (Strides{4, 1}));
+  // Splitting a strided dim keeps its stride.
+  EXPECT_EQ(*meta::view_strides({4, 6}, {12, 2}, {2, 2, 3, 2}), (Strides{24, 12, 4, 2}));
+  EXPECT_EQ(*meta::view_strides({2, 1, 3}, {3, 99, 1}, {2, 3}), (Strides{3, 1}));
+}
+
+TEST(Schema, ParsesTypesOptionalsAndDefaults) {
+  const OpInfo* sum = find_op("sum");
+  ASSERT_NE(sum, nullptr);
+  EXPECT_EQ(sum->schema.str(), "Tensor self, int[]? dim=None, bool keepdim=false, dtype? dtype=None");
+  const OpInfo* split = find_op("split");
+  EXPECT_TRUE(split->schema.variadic_results);
+  EXPECT_EQ(find_op("cat")->schema.max_inputs(), -1);
+  EXPECT_EQ(find_op("linear")->schema.min_inputs(), 2);
+  EXPECT_EQ(find_op("linear")->schema.max_inputs(), 3);
+  Attrs a = complete_attrs(*find_op("gelu"), {}, 1);
+  EXPECT_EQ(a.get_string("approximate"), "none");
+  EXPECT_THROW(parse_schema("Tensor self, blob x"), Error);
+}
+
+TEST(Attrs, FloatsRoundTripThroughText) {
+  for (double d : {0.1, 1e-5, -2.5, 1e300, 5e-324, 3.0, -0.0}) {
+    std::string s = format_double(d);
+    AttrValue v = parse_attr_literal(s);
+    ASSERT_TRUE(std::holds_alternative<double>(v)) << s;
+    EXPECT_EQ(std::get<double>(v), d) << s;
+    EXPECT_EQ(std::signbit(std::get<double>(v)), std::signbit(d)) << s;
+  }
+  EXPECT_EQ(format_double(INFINITY), "inf");
+  EXPECT_EQ(format_double(-INFINITY), "-inf");
+  EXPECT_EQ(format_double(NAN), "nan");
+  EXPECT_EQ(format_double(3.0), "3.0");
+  EXPECT_TRUE(attr_equal(AttrValue(NAN), AttrValue(NAN)));
+  EXPECT_FALSE(attr_equal(AttrValue(int64_t{1}), AttrValue(1.0)));  // int and float differ (clamp's dtype)
+}
+
+TEST(Lexer, LocationsCommentsAndNumbers) {
+  auto toks = tokenize("%a = f(%b, x=-1.5e3) # note\n\n  [1,-2]", "t.kir");
+  ASSERT_GE(toks.size(), 12u);
+  EXPECT_EQ(toks[0].kind, Tok::Value);
+  EXPECT_EQ(toks[0].text, "a");
+  EXPECT_EQ(toks[8].kind, Tok::Float);
+  EXPECT_EQ(toks[8].float_value, -1500.0);
+  EXPECT_EQ(toks[10].kind, Tok::Newline);  // comment dropped, blank lines collapsed
+  EXPECT_EQ(toks[11].loc.line, 3);
+  EXPECT_EQ(toks[11].loc.column, 3);
+  try {
+    tokenize("x = $", "t.kir");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "t.kir:1:5: error: unexpected character '$'");
+  }
+}
+
+}  // namespace
+}  // namespace kiln
