@@ -1,7 +1,123 @@
+// Reference kernels of matrix products. Sums accumulate in double (int64 for integer
+// tensors, so integer matmul is exact) and are rounded once, after bias and scaling, into the
+// result dtype.
+#include <variant>
+
+#include "ir/error.h"
 #include "ir/reference/kernels.h"
+#include "ir/reference/util.h"
 
 namespace kiln::reference {
 
-void install_linalg(const Setter&) {}
+namespace {
+
+using Ins = std::span<const HostTensor>;
+using Outs = std::span<const TensorMeta>;
+
+template <typename T>
+T load(const HostTensor& t, int64_t i) {
+  if constexpr (std::is_same_v<T, double>) return t.get(i);
+  else return t.get_int(i);
+}
+
+template <typename T>
+void store(HostTensor& t, int64_t i, T v) {
+  if constexpr (std::is_same_v<T, double>) t.set(i, v);
+  else t.set_int(i, v);
+}
+
+// torch.matmul of a and b in every case (1-d operands, broadcast batch dims) as a row-major
+// list of the result's elements. A 1-d operand is read as a [1,k] or [k,1] matrix: adding a
+// size-1 dim leaves every element's logical index unchanged, so no reshape is needed.
+template <typename T>
+std::vector<T> matmul_values(const HostTensor& a, const HostTensor& b) {
+  Shape sa = a.shape(), sb = b.shape();
+  if (sa.size() == 1) sa.insert(sa.begin(), 1);
+  if (sb.size() == 1) sb.push_back(1);
+  int64_t m = sa[sa.size() - 2], k = sa.back(), n = sb.back();
+  Shape batch_a(sa.begin(), sa.end() - 2), batch_b(sb.begin(), sb.end() - 2);
+  Shape batch = broadcast_shapes(batch_a, batch_b);
+  BroadcastIndexer bia(batch_a, batch), bib(batch_b, batch);
+  int64_t batches = numel(batch);
+  std::vector<T> out(static_cast<size_t>(batches * m * n));
+  for (int64_t bi = 0; bi < batches; ++bi) {
+    int64_t base_a = bia(bi) * m * k, base_b = bib(bi) * k * n;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        T acc = 0;
+        for (int64_t p = 0; p < k; ++p) acc += load<T>(a, base_a + i * k + p) * load<T>(b, base_b + p * n + j);
+        out[(bi * m + i) * n + j] = acc;
+      }
+  }
+  return out;
+}
+
+// A Scalar attribute (beta, alpha) in the accumulation type. As in PyTorch, integer tensors
+// do not take float scalars.
+template <typename T>
+T scalar_attr(const Attrs& a, const std::string& name) {
+  const AttrValue& v = *a.find(name);
+  if constexpr (std::is_same_v<T, double>) {
+    return a.get_float(name);
+  } else {
+    if (!std::holds_alternative<int64_t>(v)) fail("for integer tensors, {} must be an integer, got {}", name, attr_str(v));
+    return std::get<int64_t>(v);
+  }
+}
+
+// out = alpha * (a @ b) + beta * self, where `self` (if given) broadcasts to the result; a zero
+// beta skips self altogether, so nan and inf in it do not propagate (PyTorch's addmm).
+template <typename T>
+HostTensor product(const HostTensor& a, const HostTensor& b, const HostTensor* self, T beta, T alpha,
+                   const TensorMeta& meta) {
+  std::vector<T> prod = matmul_values<T>(a, b);
+  HostTensor out = HostTensor::empty(meta);
+  bool add_self = self && beta != T(0);
+  BroadcastIndexer self_index(self ? self->shape() : Shape{}, meta.shape);
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    T v = alpha * prod[i];
+    if (add_self) v += beta * load<T>(*self, self_index(i));
+    store<T>(out, i, v);
+  }
+  return out;
+}
+
+// Dispatches `product` on the accumulation type of the result dtype.
+HostTensor product_for(const HostTensor& a, const HostTensor& b, const HostTensor* self, const Attrs* scales,
+                       const TensorMeta& meta) {
+  if (is_floating(meta.dtype)) {
+    double beta = scales ? scalar_attr<double>(*scales, "beta") : 1, alpha = scales ? scalar_attr<double>(*scales, "alpha") : 1;
+    return product<double>(a, b, self, beta, alpha, meta);
+  }
+  int64_t beta = scales ? scalar_attr<int64_t>(*scales, "beta") : 1, alpha = scales ? scalar_attr<int64_t>(*scales, "alpha") : 1;
+  return product<int64_t>(a, b, self, beta, alpha, meta);
+}
+
+std::vector<HostTensor> matmul(Ins in, const Attrs&, Outs outs) {
+  return {product_for(in[0], in[1], nullptr, nullptr, outs[0])};
+}
+
+std::vector<HostTensor> linear(Ins in, const Attrs&, Outs outs) {
+  const HostTensor& w = in[1];
+  // weight [out, in] is used as weight^T, a strided view; a 1-d weight is already a column.
+  HostTensor wt = w.rank() == 2 ? w.view(TensorMeta(w.dtype(), {w.shape()[1], w.shape()[0]},
+                                                    {w.strides()[1], w.strides()[0]}, w.meta().device),
+                                         w.offset())
+                                : w;
+  return {product_for(in[0], wt, in.size() > 2 ? &in[2] : nullptr, nullptr, outs[0])};
+}
+
+std::vector<HostTensor> addmm(Ins in, const Attrs& a, Outs outs) {
+  return {product_for(in[1], in[2], &in[0], &a, outs[0])};
+}
+
+}  // namespace
+
+void install_linalg(const Setter& set) {
+  set(Op::Matmul, matmul);
+  set(Op::Bmm, matmul);  // bmm is matmul restricted (by its shape rule) to 3-d operands
+  set(Op::Linear, linear);
+  set(Op::Addmm, addmm);
+}
 
 }  // namespace kiln::reference

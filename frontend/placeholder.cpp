@@ -1,1 +1,0 @@
-int kiln_frontend_placeholder;

@@ -1,1 +1,0 @@
-int kiln_passes_placeholder;
