@@ -1,0 +1,91 @@
+// The reference interpreter: runs each node's reference kernel in graph order, dropping every
+// intermediate value after its last use so peak memory follows the graph's live set.
+#include "ir/reference/interpreter.h"
+
+#include <map>
+
+#include "ir/error.h"
+
+namespace kiln {
+
+namespace {
+
+std::string node_label(const Node& n) {
+  std::string lhs;
+  for (int i = 0; i < n.num_results(); ++i) lhs += fmt::format("{}%{}", i ? ", " : "", n.result_info(i).name);
+  return fmt::format("{} = {}", lhs, n.info().name);
+}
+
+// A graph input declared with non-contiguous strides gets a tensor laid out with exactly those
+// strides, since view kernels downstream compute their strides from the declared layout.
+// (Where declared strides overlap, as in an expanded input, the last element written wins.)
+HostTensor as_declared(const HostTensor& t, const TensorMeta& declared) {
+  if (t.strides() == declared.strides) return t;
+  if (declared.is_contiguous() || t.numel() == 0) return t.contiguous();
+  int64_t extent = 1;
+  for (size_t d = 0; d < declared.shape.size(); ++d) extent += (declared.shape[d] - 1) * std::abs(declared.strides[d]);
+  int64_t base = 0;  // negative strides start from the far end
+  for (size_t d = 0; d < declared.shape.size(); ++d)
+    if (declared.strides[d] < 0) base -= (declared.shape[d] - 1) * declared.strides[d];
+  HostTensor out = HostTensor::empty(t.dtype(), {extent})
+                       .view(TensorMeta(t.dtype(), declared.shape, declared.strides, t.meta().device), base);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if (is_floating(t.dtype())) out.set(i, t.get(i));
+    else out.set_int(i, t.get_int(i));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<HostTensor> interpret(const Graph& g, std::span<const HostTensor> inputs) {
+  const auto& params = g.inputs();
+  if (inputs.size() != params.size())
+    fail("graph '{}' takes {} inputs, got {}", g.name(), params.size(), inputs.size());
+
+  std::map<std::pair<const Node*, int>, HostTensor> values;
+  // Uses left per value; graph outputs hold one extra use so they are never released.
+  std::map<std::pair<const Node*, int>, int> uses_left;
+  auto key = [](Value v) { return std::make_pair(static_cast<const Node*>(v.node), v.index); };
+  for (Node* n : g.nodes())
+    for (const Value& v : n->inputs()) ++uses_left[key(v)];
+  for (const Value& v : g.outputs()) ++uses_left[key(v)];
+
+  for (size_t i = 0; i < params.size(); ++i) {
+    const TensorMeta& want = params[i]->meta();
+    const HostTensor& got = inputs[i];
+    if (!got.defined() || got.dtype() != want.dtype || got.shape() != want.shape)
+      fail("input %{}: expected {}, got {}", params[i]->name(), TensorMeta(want.dtype, want.shape).str(),
+           got.defined() ? TensorMeta(got.dtype(), got.shape()).str() : "an undefined tensor");
+    values[{params[i], 0}] = as_declared(got, want);
+  }
+
+  for (Node* n : g.nodes()) {
+    std::vector<HostTensor> args;
+    for (const Value& v : n->inputs()) args.push_back(values.at(key(v)));
+    std::vector<TensorMeta> metas;
+    for (int r = 0; r < n->num_results(); ++r) metas.push_back(n->meta(r));
+    const ReferenceFn& kernel = n->info().reference;
+    if (!kernel) fail("{}: op '{}' has no reference kernel", node_label(*n), n->info().name);
+    std::vector<HostTensor> results;
+    try {
+      results = kernel(args, n->attrs(), metas);
+    } catch (const Error& e) {
+      throw Error(fmt::format("{}: {}", node_label(*n), e.what()));
+    }
+    KILN_INTERNAL_ASSERT(results.size() == metas.size(), "a reference kernel returns one tensor per result");
+    for (int r = 0; r < n->num_results(); ++r) {
+      KILN_INTERNAL_ASSERT(results[r].dtype() == metas[r].dtype && results[r].shape() == metas[r].shape,
+                           node_label(*n) + ": reference kernel results match the inferred metas");
+      if (uses_left[{n, r}] > 0) values[{n, r}] = std::move(results[r]);  // dead results go at once
+    }
+    for (const Value& v : n->inputs())
+      if (--uses_left[key(v)] == 0) values.erase(key(v));
+  }
+
+  std::vector<HostTensor> outs;
+  for (const Value& v : g.outputs()) outs.push_back(values.at(key(v)));
+  return outs;
+}
+
+}  // namespace kiln
