@@ -1,0 +1,96 @@
+#include "passes/canonicalize.h"
+
+#include "ir/tensor_meta.h"
+#include "passes/pattern.h"
+
+namespace kiln {
+
+namespace {
+
+using namespace rewrite;
+
+IntList normalized_dims(const IntList& dims, int64_t rank) {
+  IntList out;
+  for (int64_t d : dims) out.push_back(normalize_dim(d, rank));
+  return out;
+}
+
+// transpose(transpose(x, a, b), c, d) is x when {a, b} == {c, d}.
+RewriteFn undo_transpose(Var x, Var inner, Var outer) {
+  return [=](const Match& m, Why& why) -> Rewrite {
+    int64_t rank = m[x].meta().rank();
+    auto pair = [rank](const Node* t) {
+      IntList p = normalized_dims({t->attrs().get_int("dim0"), t->attrs().get_int("dim1")}, rank);
+      std::sort(p.begin(), p.end());
+      return p;
+    };
+    if (pair(m.node(inner)) != pair(m.node(outer))) return why.no("the transposes swap different dims");
+    return m[x];
+  };
+}
+
+// permute(permute(x, p), q) is permute(x, p[q[j]]), or x itself when that is the identity.
+RewriteFn compose_permutes(Var x, Var inner, Var outer) {
+  return [=](const Match& m, Why&) -> Rewrite {
+    int64_t rank = m[x].meta().rank();
+    IntList p = normalized_dims(m.node(inner)->attrs().get_ints("dims"), rank);
+    IntList q = normalized_dims(m.node(outer)->attrs().get_ints("dims"), rank);
+    IntList composed;
+    bool identity = true;
+    for (size_t j = 0; j < q.size(); ++j) {
+      composed.push_back(p[q[j]]);
+      identity &= composed[j] == static_cast<int64_t>(j);
+    }
+    if (identity) return m[x];
+    return NewNode{Op::Permute, {m[x]}, Attrs{{"dims", composed}}};
+  };
+}
+
+// reshape(reshape(x, s1), s2) is reshape(x, s2): only the last shape matters.
+RewriteFn merge_reshapes(Var x, Var outer) {
+  return [=](const Match& m, Why&) -> Rewrite { return NewNode{Op::Reshape, {m[x]}, m.node(outer)->attrs()}; };
+}
+
+RewriteFn if_contiguous(Var x) {
+  return [=](const Match& m, Why& why) -> Rewrite {
+    if (!m[x].meta().is_contiguous()) return why.no("%{} is not contiguous ({})", m[x].name(), m[x].meta().str());
+    return m[x];
+  };
+}
+
+std::vector<Rule> make_rules() {
+  Var x("x"), inner("inner"), outer("outer");
+  return {
+      // apply_rules checks that the result keeps its type, so x*1 with a 1 that broadcasts x
+      // to a larger shape or promotes it to another dtype does not fire.
+      rule("x*1 -> x", op(Op::Mul, x, splat(1)), x),
+      rule("1*x -> x", op(Op::Mul, splat(1), x), x),
+      // x + 0 is not exact for x = -0.0 (IEEE gives -0.0 + 0.0 = +0.0). Like PyTorch's
+      // Inductor we fold it anyway: the sign of a zero sum is not something models rely on,
+      // and keeping an add of zeros (from decompositions, padding) costs a kernel input.
+      // x - 0 and x + (-0.0) are exact.
+      rule("x+0 -> x", op(Op::Add, x, splat(0)), x),
+      rule("0+x -> x", op(Op::Add, splat(0), x), x),
+      rule("x-0 -> x", op(Op::Sub, x, splat(0)), x),
+      rule("neg(neg(x)) -> x", op(Op::Neg, op(Op::Neg, x)), x),
+      rule("transpose(transpose(x)) -> x", op(Op::Transpose, op(Op::Transpose, x).bind(inner)).bind(outer),
+           undo_transpose(x, inner, outer)),
+      rule("permute(permute(x)) -> permute(x)", op(Op::Permute, op(Op::Permute, x).bind(inner)).bind(outer),
+           compose_permutes(x, inner, outer)),
+      rule("reshape(reshape(x)) -> reshape(x)", op(Op::Reshape, op(Op::Reshape, x)).bind(outer), merge_reshapes(x, outer)),
+      // The type check makes these "to x's own shape / dtype" rules.
+      rule("reshape(x) -> x", op(Op::Reshape, x), x),
+      rule("expand(x) -> x", op(Op::Expand, x), x),
+      rule("to(x) -> x", op(Op::To, x), x),
+      rule("contiguous(x) -> x", op(Op::Contiguous, x), if_contiguous(x)),
+  };
+}
+
+}  // namespace
+
+bool run_canonicalize(Graph& g) {
+  static const std::vector<Rule> rules = make_rules();
+  return apply_rules(g, rules, "canonicalize");
+}
+
+}  // namespace kiln

@@ -1,0 +1,103 @@
+#include "passes/cse.h"
+
+#include <bit>
+#include <cmath>
+#include <functional>
+#include <unordered_map>
+
+#include "passes/constants.h"
+
+namespace kiln {
+
+namespace {
+
+void hash_combine(size_t& seed, size_t v) { seed ^= v + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2); }
+
+size_t hash_double(double d) {
+  if (std::isnan(d)) return 0x7ff8;  // every nan is equal to every other (attr_equal)
+  return std::hash<uint64_t>{}(std::bit_cast<uint64_t>(d));
+}
+
+size_t hash_attr(const AttrValue& v) {
+  size_t h = v.index();
+  std::visit(
+      [&h](const auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, double>) {
+          hash_combine(h, hash_double(x));
+        } else if constexpr (std::is_same_v<T, FloatList>) {
+          for (double d : x) hash_combine(h, hash_double(d));
+        } else if constexpr (std::is_same_v<T, IntList>) {
+          for (int64_t i : x) hash_combine(h, std::hash<int64_t>{}(i));
+        } else if constexpr (std::is_same_v<T, DType>) {
+          hash_combine(h, static_cast<size_t>(x));
+        } else {
+          hash_combine(h, std::hash<T>{}(x));
+        }
+      },
+      v);
+  return h;
+}
+
+// Attrs::operator== says 0.0 == -0.0, but full(0.0) and full(-0.0) differ (1/x tells them
+// apart), so merging also requires every float to agree in sign.
+bool signs_agree(const AttrValue& a, const AttrValue& b) {
+  if (auto* da = std::get_if<double>(&a)) return same_number(*da, std::get<double>(b));
+  if (auto* la = std::get_if<FloatList>(&a)) {
+    const auto& lb = std::get<FloatList>(b);
+    for (size_t i = 0; i < la->size(); ++i)
+      if (!same_number((*la)[i], lb[i])) return false;
+  }
+  return true;
+}
+
+bool same_attrs(const Attrs& a, const Attrs& b) {
+  if (!(a == b)) return false;
+  for (auto& [name, value] : a.all())
+    if (!signs_agree(value, *b.find(name))) return false;
+  return true;
+}
+
+struct NodeKey {
+  const Node* node;
+  bool operator==(const NodeKey& o) const {
+    const Node& a = *node;
+    const Node& b = *o.node;
+    return a.op() == b.op() && a.inputs() == b.inputs() && same_attrs(a.attrs(), b.attrs());
+  }
+};
+
+struct NodeKeyHash {
+  size_t operator()(const NodeKey& k) const {
+    size_t h = static_cast<size_t>(k.node->op());
+    for (const Value& v : k.node->inputs()) {
+      hash_combine(h, std::hash<const Node*>{}(v.node));
+      hash_combine(h, static_cast<size_t>(v.index));
+    }
+    for (auto& [name, value] : k.node->attrs().all()) {
+      hash_combine(h, std::hash<std::string>{}(name));
+      hash_combine(h, hash_attr(value));
+    }
+    return h;
+  }
+};
+
+}  // namespace
+
+bool run_cse(Graph& g) {
+  // Nodes are visited in order, and a merged node's users are rewired to the survivor
+  // before they are visited, so their inputs already name the survivors when hashed.
+  std::unordered_map<NodeKey, Node*, NodeKeyHash> seen;
+  bool changed = false;
+  for (Node* n : g.nodes()) {
+    auto [it, inserted] = seen.try_emplace(NodeKey{n}, n);
+    if (inserted) continue;
+    Node* first = it->second;
+    for (int i = 0; i < n->num_results(); ++i) g.replace_all_uses(n->result(i), first->result(i));
+    g.erase(n);
+    changed = true;
+  }
+  return changed;
+}
+
+}  // namespace kiln
