@@ -1,2 +1,40 @@
-// placeholder until the CLI lands
-int main() { return 0; }
+// The kiln program: one subcommand per file in tools/cli/ (see commands.h).
+// Every user error (missing file, parse error, bad .npy, shape mismatch) is one message on
+// stderr and exit code 1; a bug inside kiln is reported as such with exit code 2.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+
+#include "ir/error.h"
+#include "tools/cli/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"kiln: a graph compiler for tensor programs. Reads and writes the .kir text form."};
+  app.name("kiln");
+  app.require_subcommand(1);
+  kiln::cli::add_print_command(app);
+  kiln::cli::add_check_command(app);
+  kiln::cli::add_dot_command(app);
+  kiln::cli::add_passes_command(app);
+  kiln::cli::add_run_command(app);
+  kiln::cli::add_demo_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const kiln::Error& e) {
+    // Located errors already read "file:line:column: error: ..." like a compiler's.
+    if (e.loc().valid()) fmt::print(stderr, "{}\n", e.what());
+    else fmt::print(stderr, "kiln: error: {}\n", e.what());
+    return 1;
+  } catch (const kiln::InternalError& e) {
+    fmt::print(stderr, "kiln: {} (this is a bug in kiln)\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "kiln: unexpected error: {} (this is a bug in kiln)\n", e.what());
+    return 2;
+  }
+  return 0;
+}

@@ -1,0 +1,16 @@
+#pragma once
+// The kiln program's subcommands: each file tools/cli/<command>.cpp defines one add_*
+// function that registers its subcommand (options and callback) on the top-level app.
+// Callbacks report user errors by throwing kiln::Error; main.cpp prints them and exits 1.
+#include <CLI/CLI.hpp>
+
+namespace kiln::cli {
+
+void add_print_command(CLI::App& app);   // print.cpp
+void add_check_command(CLI::App& app);   // check.cpp
+void add_dot_command(CLI::App& app);     // dot.cpp
+void add_passes_command(CLI::App& app);  // passes.cpp
+void add_run_command(CLI::App& app);     // run.cpp
+void add_demo_command(CLI::App& app);    // demo.cpp
+
+}  // namespace kiln::cli
