@@ -1,0 +1,163 @@
+#pragma once
+// The builder API: one free function per op of ir/ops.def (except `input`), with PyTorch's
+// names, argument names and defaults, plus operator overloads. Each is a one-line wrapper
+// over call(): it packs its tensors and attributes and goes through the dispatcher.
+//
+// Numbers mix with tensors as in PyTorch (add(t, 2.0), 1.0 - t, t < 0): a number becomes a
+// 0-d `full` node whose dtype makes PyTorch's result type come out: a float number takes a
+// floating tensor's dtype (else f32); an int number takes the tensor's dtype (bool -> i64);
+// a bool number is bool. The shape rules' zero-dim promotion then does the rest, so an f16
+// tensor + 2.0 stays f16 and an i64 tensor + 2.5 is f32.
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "frontend/arg_types.h"
+#include "frontend/tensor.h"
+
+namespace kiln {
+
+// ---- the generic call every wrapper uses
+std::vector<Tensor> call(Op op, const std::vector<Tensor>& inputs, const Attrs& attrs = {});
+Tensor call1(Op op, const std::vector<Tensor>& inputs, const Attrs& attrs = {});  // one result
+
+// A tensor or a number: the operand type of binary ops.
+class Operand {
+ public:
+  Operand(const Tensor& t) : tensor_(t) {}  // NOLINT: implicit on purpose
+  Operand(Scalar s) : scalar_(s) {}         // NOLINT
+  template <typename T>
+    requires std::is_arithmetic_v<T>
+  Operand(T v) : scalar_(Scalar(v)) {}  // NOLINT
+  bool is_tensor() const { return !scalar_.has_value(); }
+  const Tensor& tensor() const { return tensor_; }
+  const Scalar& scalar() const { return *scalar_; }
+
+ private:
+  Tensor tensor_;
+  std::optional<Scalar> scalar_;
+};
+
+// The 0-d `full` a number becomes next to `other` (see the rules above).
+Tensor wrap_scalar(const Scalar& s, const Tensor& other);
+
+// ---- pointwise unary
+Tensor neg(const Tensor& self);
+Tensor abs(const Tensor& self);
+Tensor exp(const Tensor& self);
+Tensor log(const Tensor& self);
+Tensor log1p(const Tensor& self);
+Tensor sqrt(const Tensor& self);
+Tensor rsqrt(const Tensor& self);
+Tensor reciprocal(const Tensor& self);
+Tensor sin(const Tensor& self);
+Tensor cos(const Tensor& self);
+Tensor tanh(const Tensor& self);
+Tensor sigmoid(const Tensor& self);
+Tensor relu(const Tensor& self);
+Tensor gelu(const Tensor& self, const std::string& approximate = "none");
+Tensor silu(const Tensor& self);
+Tensor square(const Tensor& self);
+Tensor erf(const Tensor& self);
+Tensor sign(const Tensor& self);
+Tensor logical_not(const Tensor& self);
+Tensor to(const Tensor& self, DType dtype);
+
+// ---- pointwise binary / ternary (broadcasting, PyTorch type promotion)
+Tensor add(const Operand& self, const Operand& other);
+Tensor sub(const Operand& self, const Operand& other);
+Tensor mul(const Operand& self, const Operand& other);
+Tensor div(const Operand& self, const Operand& other);
+Tensor pow(const Operand& self, const Operand& exponent);
+Tensor maximum(const Operand& self, const Operand& other);
+Tensor minimum(const Operand& self, const Operand& other);
+Tensor eq(const Operand& self, const Operand& other);
+Tensor ne(const Operand& self, const Operand& other);
+Tensor lt(const Operand& self, const Operand& other);
+Tensor le(const Operand& self, const Operand& other);
+Tensor gt(const Operand& self, const Operand& other);
+Tensor ge(const Operand& self, const Operand& other);
+Tensor logical_and(const Operand& self, const Operand& other);
+Tensor logical_or(const Operand& self, const Operand& other);
+Tensor where(const Tensor& condition, const Operand& self, const Operand& other);
+Tensor clamp(const Tensor& self, std::optional<Scalar> min = std::nullopt, std::optional<Scalar> max = std::nullopt);
+Tensor masked_fill(const Tensor& self, const Tensor& mask, Scalar value);
+
+// ---- reductions (dim left out: every dim)
+Tensor sum(const Tensor& self, const Dims& dim = {}, bool keepdim = false, std::optional<DType> dtype = std::nullopt);
+Tensor mean(const Tensor& self, const Dims& dim = {}, bool keepdim = false, std::optional<DType> dtype = std::nullopt);
+Tensor amax(const Tensor& self, const Dims& dim = {}, bool keepdim = false);
+Tensor amin(const Tensor& self, const Dims& dim = {}, bool keepdim = false);
+Tensor argmax(const Tensor& self, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+Tensor var(const Tensor& self, const Dims& dim = {}, Scalar correction = 1, bool keepdim = false);
+Tensor prod(const Tensor& self, std::optional<int64_t> dim = std::nullopt, bool keepdim = false,
+            std::optional<DType> dtype = std::nullopt);
+
+// ---- views and shape ops
+Tensor reshape(const Tensor& self, const IntList& shape);
+Tensor permute(const Tensor& self, const IntList& dims);
+Tensor transpose(const Tensor& self, int64_t dim0, int64_t dim1);
+Tensor expand(const Tensor& self, const IntList& size);
+Tensor squeeze(const Tensor& self, const Dims& dim = {});
+Tensor unsqueeze(const Tensor& self, int64_t dim);
+Tensor slice(const Tensor& self, int64_t dim = 0, std::optional<int64_t> start = std::nullopt,
+             std::optional<int64_t> end = std::nullopt, int64_t step = 1);
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& self, int64_t split_size, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& self, const IntList& split_sizes, int64_t dim = 0);
+Tensor contiguous(const Tensor& self);
+
+// ---- creation (recorded into the graph under a trace; eager otherwise)
+Tensor full(const IntList& size, Scalar fill_value, std::optional<DType> dtype = std::nullopt);
+Tensor zeros(const IntList& size, DType dtype = DType::F32);
+Tensor ones(const IntList& size, DType dtype = DType::F32);
+Tensor arange(Scalar end, std::optional<DType> dtype = std::nullopt);
+Tensor arange(Scalar start, Scalar end, Scalar step = 1, std::optional<DType> dtype = std::nullopt);
+Tensor constant(const IntList& size, DType dtype, const FloatList& values);
+
+// ---- linear algebra
+Tensor matmul(const Tensor& self, const Tensor& other);
+Tensor bmm(const Tensor& self, const Tensor& mat2);
+Tensor linear(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt);
+Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, Scalar beta = 1, Scalar alpha = 1);
+
+// ---- composites
+Tensor tril(const Tensor& self, int64_t diagonal = 0);
+Tensor triu(const Tensor& self, int64_t diagonal = 0);
+// The size form: a lower/upper triangle of ones (e.g. a causal mask: tril({T, T}, 0, DType::Bool)).
+Tensor tril(const IntList& size, int64_t diagonal = 0, std::optional<DType> dtype = std::nullopt);
+Tensor triu(const IntList& size, int64_t diagonal = 0, std::optional<DType> dtype = std::nullopt);
+Tensor softmax(const Tensor& self, int64_t dim, std::optional<DType> dtype = std::nullopt);
+Tensor log_softmax(const Tensor& self, int64_t dim, std::optional<DType> dtype = std::nullopt);
+// torch.nn.functional.layer_norm's argument order.
+Tensor layer_norm(const Tensor& input, const IntList& normalized_shape, const std::optional<Tensor>& weight = std::nullopt,
+                  const std::optional<Tensor>& bias = std::nullopt, double eps = 1e-5);
+// torch.nn.functional.embedding's argument order: indices first (the op's schema has weight first).
+Tensor embedding(const Tensor& input, const Tensor& weight, int64_t padding_idx = -1);
+Tensor cross_entropy(const Tensor& input, const Tensor& target, int64_t ignore_index = -100,
+                     const std::string& reduction = "mean", double label_smoothing = 0.0);
+Tensor nll_loss(const Tensor& input, const Tensor& target, int64_t ignore_index = -100,
+                const std::string& reduction = "mean");
+// The mask is counter-based random (ir/random.h): the same seed drops the same elements.
+Tensor dropout(const Tensor& input, double p = 0.5, bool train = true, int64_t seed = 0);
+
+// ---- operators (Tensor with Tensor, Tensor with number, number with Tensor)
+#define KILN_DECLARE_BINARY_OPERATOR(sym)                 \
+  Tensor operator sym(const Tensor& a, const Tensor& b);  \
+  Tensor operator sym(const Tensor& a, Scalar b);         \
+  Tensor operator sym(Scalar a, const Tensor& b);
+KILN_DECLARE_BINARY_OPERATOR(+)
+KILN_DECLARE_BINARY_OPERATOR(-)
+KILN_DECLARE_BINARY_OPERATOR(*)
+KILN_DECLARE_BINARY_OPERATOR(/)
+KILN_DECLARE_BINARY_OPERATOR(==)
+KILN_DECLARE_BINARY_OPERATOR(!=)
+KILN_DECLARE_BINARY_OPERATOR(<)
+KILN_DECLARE_BINARY_OPERATOR(<=)
+KILN_DECLARE_BINARY_OPERATOR(>)
+KILN_DECLARE_BINARY_OPERATOR(>=)
+#undef KILN_DECLARE_BINARY_OPERATOR
+Tensor operator-(const Tensor& a);
+
+}  // namespace kiln

@@ -1,0 +1,111 @@
+#include "frontend/tensor.h"
+
+#include "frontend/dispatcher.h"
+#include "frontend/trace_context.h"
+#include "ir/error.h"
+#include "ir/random.h"
+
+namespace kiln {
+
+namespace {
+const TensorImpl& checked(const std::shared_ptr<TensorImpl>& impl) {
+  if (!impl) fail("use of an undefined tensor");
+  return *impl;
+}
+}  // namespace
+
+Tensor::Tensor(HostTensor data, std::string name) : impl_(std::make_shared<TensorImpl>()) {
+  if (!data.defined()) fail("a tensor needs defined data");
+  impl_->meta = data.meta();
+  impl_->data = std::move(data);
+  impl_->name = std::move(name);
+}
+
+const TensorMeta& Tensor::meta() const { return checked(impl_).meta; }
+
+int64_t Tensor::size(int64_t d) const { return shape()[normalize_dim(d, dim())]; }
+
+const HostTensor& Tensor::data() const {
+  const TensorImpl& impl = checked(impl_);
+  if (impl.trace_id != 0)
+    fail("tensor {} is being traced and has no values; data() works on eager tensors only", str());
+  return impl.data;
+}
+
+double Tensor::item() const {
+  const HostTensor& d = data();
+  if (d.numel() != 1) fail("item() needs a tensor with one element, got shape {}", shape_str(d.shape()));
+  return d.get(0);
+}
+
+const std::string& Tensor::name() const { return checked(impl_).name; }
+
+Tensor& Tensor::set_name(std::string name) {
+  checked(impl_);
+  impl_->name = std::move(name);
+  return *this;
+}
+
+DispatchKeySet Tensor::key_set() const {
+  const TensorImpl& impl = checked(impl_);
+  // Only the CPU backend exists so far; a CUDA key goes here when the CUDA runtime lands.
+  if (impl.meta.device.kind != Device::Kind::CPU)
+    fail("tensor {} is on {}, which has no dispatch key yet", str(), impl.meta.device.str());
+  DispatchKeySet keys = DispatchKey::CPU;
+  if (impl.trace_id != 0) keys |= DispatchKey::Tracing;
+  return keys;
+}
+
+std::string Tensor::str() const {
+  if (!impl_) return "(undefined)";
+  std::string s = impl_->meta.str();
+  if (!impl_->name.empty()) s += " '" + impl_->name + "'";
+  if (!impl_->trace_id) return s + " (eager)";
+  // The value's node lives in its trace's graph, which may be gone once the trace has ended.
+  TraceContext* ctx = TraceContext::current();
+  if (ctx && ctx->id() == impl_->trace_id) return s + " (traced %" + impl_->value.name() + ")";
+  return s + " (traced by an ended trace)";
+}
+
+// ---- factories
+
+Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype) {
+  if (static_cast<int64_t>(values.size()) != numel(shape))
+    fail("a tensor of shape {} needs {} values, got {}", shape_str(shape), numel(shape), values.size());
+  return Tensor(HostTensor::from_doubles(dtype, shape, values));
+}
+
+Tensor tensor_of_ints(const std::vector<int64_t>& values, const Shape& shape, DType dtype) {
+  if (static_cast<int64_t>(values.size()) != numel(shape))
+    fail("a tensor of shape {} needs {} values, got {}", shape_str(shape), numel(shape), values.size());
+  return Tensor(HostTensor::from_ints(dtype, shape, values));
+}
+
+Tensor scalar_tensor(Scalar value, std::optional<DType> dtype) {
+  DType dt = dtype.value_or(value.is_floating() ? kDefaultFloat : value.is_bool() ? DType::Bool : DType::I64);
+  if (std::holds_alternative<int64_t>(value.attr()) && !is_floating(dt)) {
+    int64_t v = std::get<int64_t>(value.attr());
+    return Tensor(HostTensor::from_ints(dt, {}, std::span<const int64_t>(&v, 1)));
+  }
+  return Tensor(HostTensor::scalar(dt, value.to_double()));
+}
+
+namespace {
+template <typename Gen>
+Tensor random_fill(const Shape& shape, DType dtype, const char* what, Gen gen) {
+  if (!is_floating(dtype)) fail("{} needs a floating-point dtype, got {}", what, dtype_name(dtype));
+  HostTensor t = HostTensor::empty(dtype, shape);
+  for (int64_t i = 0; i < t.numel(); ++i) t.set(i, gen(static_cast<uint64_t>(i)));
+  return Tensor(std::move(t));
+}
+}  // namespace
+
+Tensor randn(const Shape& shape, uint64_t seed, DType dtype) {
+  return random_fill(shape, dtype, "randn", [&](uint64_t i) { return random_normal(seed, i); });
+}
+
+Tensor rand(const Shape& shape, uint64_t seed, DType dtype) {
+  return random_fill(shape, dtype, "rand", [&](uint64_t i) { return static_cast<double>(random_uniform(seed, i)); });
+}
+
+}  // namespace kiln

@@ -1,0 +1,101 @@
+#pragma once
+// kiln::Tensor: the user-facing tensor handle of the builder API. A Tensor is a shared handle
+// (copies alias, as in PyTorch) to a TensorImpl that holds the tensor's type and either
+//   - concrete data (a HostTensor: the eager CPU path), or
+//   - a traced Value (a node result in the graph being recorded by kiln::trace).
+// Every op on Tensors goes through the dispatcher (frontend/dispatcher.h), which picks the
+// eager or the tracing kernel from the kinds of its inputs.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "frontend/arg_types.h"
+#include "ir/graph.h"
+#include "ir/host_tensor.h"
+#include "ir/tensor_meta.h"
+
+namespace kiln {
+
+class DispatchKeySet;
+
+struct TensorImpl {
+  TensorMeta meta;
+  HostTensor data;         // defined for eager tensors
+  Value value;             // set for traced tensors
+  uint64_t trace_id = 0;   // which trace `value` belongs to (0: not traced)
+  std::string name;        // parameters: their module path, e.g. "blocks.0.attn.qkv.weight"
+};
+
+class Tensor {
+ public:
+  Tensor() = default;  // undefined: no impl
+  explicit Tensor(HostTensor data, std::string name = "");
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  bool defined() const { return impl_ != nullptr; }
+  const TensorMeta& meta() const;
+  DType dtype() const { return meta().dtype; }
+  const Shape& shape() const { return meta().shape; }
+  int64_t dim() const { return meta().rank(); }
+  int64_t size(int64_t d) const;  // negative d counts from the end
+  int64_t numel() const { return meta().numel(); }
+
+  bool is_traced() const { return defined() && impl_->trace_id != 0; }
+  // The concrete values of an eager tensor; kiln::Error for a traced tensor (it has none).
+  const HostTensor& data() const;
+  // The single value of a one-element eager tensor.
+  double item() const;
+  std::vector<double> to_doubles() const { return data().to_doubles(); }
+  std::vector<int64_t> to_ints() const { return data().to_ints(); }
+
+  const std::string& name() const;
+  Tensor& set_name(std::string name);
+  DispatchKeySet key_set() const;
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  // "f32[2,3] (eager)" / "f32[2,3] (traced %add_1)": for messages.
+  std::string str() const;
+
+  // ---- methods for the common ops (each forwards to the free function in frontend/ops.h)
+  Tensor reshape(const IntList& shape) const;
+  Tensor view(const IntList& shape) const { return reshape(shape); }
+  Tensor permute(const IntList& dims) const;
+  Tensor transpose(int64_t dim0, int64_t dim1) const;
+  Tensor t() const { return transpose(0, 1); }
+  Tensor expand(const IntList& size) const;
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor squeeze(const Dims& dim = {}) const;
+  Tensor contiguous() const;
+  Tensor flatten() const { return reshape({-1}); }
+  Tensor sum(const Dims& dim = {}, bool keepdim = false, std::optional<DType> dtype = std::nullopt) const;
+  Tensor mean(const Dims& dim = {}, bool keepdim = false, std::optional<DType> dtype = std::nullopt) const;
+  Tensor amax(const Dims& dim = {}, bool keepdim = false) const;
+  Tensor argmax(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
+  Tensor matmul(const Tensor& other) const;
+  Tensor to(DType dtype) const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor tanh() const;
+  Tensor relu() const;
+  Tensor softmax(int64_t dim) const;
+  Tensor masked_fill(const Tensor& mask, Scalar value) const;
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+// ---- factories of concrete (eager) tensors. Under a trace they stay concrete and are lifted
+// into graph inputs where used; zeros/ones/full/arange (frontend/ops.h) are ops instead and
+// are recorded into the graph.
+Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype = DType::F32);
+Tensor tensor_of_ints(const std::vector<int64_t>& values, const Shape& shape, DType dtype = DType::I64);
+Tensor scalar_tensor(Scalar value, std::optional<DType> dtype = std::nullopt);
+// Counter-based (ir/random.h): element i is a function of (seed, i) only, so the same seed
+// gives the same tensor on any machine. randn: N(0, 1); rand: U[0, 1).
+Tensor randn(const Shape& shape, uint64_t seed, DType dtype = DType::F32);
+Tensor rand(const Shape& shape, uint64_t seed, DType dtype = DType::F32);
+
+}  // namespace kiln

@@ -1,0 +1,44 @@
+#pragma once
+// kiln::trace: captures a C++ function over Tensors as a Graph (what Dynamo does for Python).
+// The function runs once on traced stand-ins for its example inputs; every op it calls is
+// recorded through the dispatcher. Concrete tensors it uses that are not inputs (module
+// parameters, captured constants) become extra graph inputs after the example inputs, in
+// order of first use, named after the tensor (dots -> underscores; unnamed: "const"), and
+// their values are returned so the graph can be run:
+//
+//   nn::MiniGPT model(cfg, /*seed=*/0);
+//   TracedGraph tg = trace([&](const Tensor& tokens) { return model.forward(tokens); },
+//                          tokens, "forward");
+//   auto outs = interpret(tg.graph, tg.graph_inputs({tokens.data()}));
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "frontend/tensor.h"
+#include "ir/graph.h"
+#include "ir/host_tensor.h"
+
+namespace kiln {
+
+struct TracedGraph {
+  Graph graph;
+  std::vector<HostTensor> parameters;        // values of the lifted inputs, in graph order
+  std::vector<std::string> parameter_names;  // their graph input names ("blocks_0_attn_qkv_weight")
+  std::vector<std::string> parameter_paths;  // the tensors' own names ("blocks.0.attn.qkv.weight"; "" if none)
+
+  // Every graph input in order: the given values for the example inputs, then the parameters.
+  std::vector<HostTensor> graph_inputs(const std::vector<HostTensor>& inputs) const;
+};
+
+using TraceFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+using TraceFn1 = std::function<Tensor(const Tensor&)>;
+
+// Example inputs become graph inputs named after the tensor (sanitized) or x0, x1, ...
+// Throws kiln::Error if a trace is already active on this thread (nested traces).
+TracedGraph trace(const TraceFn& fn, const std::vector<Tensor>& example_inputs, const std::string& name = "forward");
+// One input, one output.
+TracedGraph trace(const TraceFn1& fn, const Tensor& example_input, const std::string& name = "forward");
+
+bool is_tracing();  // whether a trace is active on this thread
+
+}  // namespace kiln
