@@ -90,6 +90,7 @@ PassReport run_pipeline(Graph& g, const std::vector<std::string>& pipeline, cons
   if (options.verify) verify_or_throw(g, "pipeline input");
 
   PassReport report;
+  report.fixpoint = options.fixpoint;
   int max_rounds = options.fixpoint ? options.max_rounds : 1;
   bool round_changed = true;
   for (int round = 0; round < max_rounds && round_changed; ++round) {
@@ -112,8 +113,9 @@ std::string format_report(const PassReport& report) {
   out += fmt::format("{:<5} {:<20} {:<8} {:>10.3f}\n", "", "total", report.changed() ? "yes" : "no", report.total_ms());
   std::vector<std::string> idle = report.unchanged();
   out += fmt::format("changed nothing: {}\n", idle.empty() ? "(none)" : fmt::format("{}", fmt::join(idle, ", ")));
-  if (report.rounds > 1 || !report.reached_fixpoint)
-    out += fmt::format("rounds: {}{}\n", report.rounds, report.reached_fixpoint ? " (fixpoint)" : " (no fixpoint)");
+  if (report.fixpoint)
+    out += fmt::format("rounds: {} ({})\n", report.rounds,
+                       report.reached_fixpoint ? "fixpoint reached" : "stopped at max_rounds before a fixpoint");
   return out;
 }
 

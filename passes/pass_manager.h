@@ -34,6 +34,7 @@ struct PassRun {
 struct PassReport {
   std::vector<PassRun> runs;  // in the order they ran
   int rounds = 0;
+  bool fixpoint = false;  // whether the options asked for a fixpoint
   // Whether the last round changed nothing. Without `fixpoint`, this is just !changed().
   bool reached_fixpoint = false;
 
