@@ -1,0 +1,9 @@
+#pragma once
+// All of kiln's nn modules.
+#include "frontend/nn/attention.h"
+#include "frontend/nn/block.h"
+#include "frontend/nn/init.h"
+#include "frontend/nn/layers.h"
+#include "frontend/nn/minigpt.h"
+#include "frontend/nn/mlp.h"
+#include "frontend/nn/module.h"
