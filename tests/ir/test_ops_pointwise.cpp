@@ -1,0 +1,404 @@
+// Pointwise ops: shape-and-dtype rules (broadcasting, PyTorch promotion, errors), reference
+// kernels against hand-computed values (special values, ints, views, empty and 0-d tensors)
+// and the print/parse round trip of a one-node graph of every op.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "ir/error.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "ir/reference/reference.h"
+#include "tests/support/support.h"
+
+namespace kiln {
+namespace {
+
+using testing::make;
+using testing::tensors_close;
+constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr int64_t kI64Max = std::numeric_limits<int64_t>::max();
+constexpr int64_t kI64Min = std::numeric_limits<int64_t>::min();
+
+HostTensor run(Op op, std::vector<HostTensor> ins, const Attrs& a = {}) { return run_reference(op, ins, a).at(0); }
+HostTensor ints(DType dt, const Shape& s, std::vector<int64_t> v) { return HostTensor::from_ints(dt, s, v); }
+TensorMeta meta(Op op, std::vector<TensorMeta> ins, const Attrs& a = {}) { return infer_meta(op_info(op), ins, a).at(0); }
+TensorMeta T(DType dt, Shape s) { return TensorMeta(dt, std::move(s)); }
+
+// The message of the error `fn` throws ("" if none), for substring checks.
+template <class Fn>
+std::string error_of(Fn fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+std::string meta_error(Op op, std::vector<TensorMeta> ins, const Attrs& a = {}) {
+  return error_of([&] { meta(op, ins, a); });
+}
+
+// print(parse(print(g))) == print(g) for a graph of one `op` node on inputs of these types.
+void expect_round_trip(Op op, std::vector<TensorMeta> ins, const Attrs& a = {}) {
+  SCOPED_TRACE(std::string(op_name(op)));
+  Graph g("one");
+  std::vector<Value> vs;
+  for (size_t i = 0; i < ins.size(); ++i) vs.push_back(g.add_input("x" + std::to_string(i), ins[i]));
+  g.set_outputs({g.add(op, vs, a, "y")});
+  std::string text = print_graph(g);
+  EXPECT_NE(text.find(std::string(" = ") + std::string(op_name(op)) + "("), std::string::npos) << text;
+  EXPECT_EQ(print_graph(parse_graph(text)), text);
+}
+
+// ---- shape-and-dtype rules
+
+struct UnaryRule {
+  Op op;
+  DType in, out;
+  Attrs attrs = {};
+};
+
+TEST(PointwiseMeta, UnaryDTypes) {
+  const UnaryRule rules[] = {
+      {Op::Neg, DType::I32, DType::I32},        {Op::Abs, DType::F16, DType::F16},
+      {Op::Exp, DType::I64, DType::F32},        {Op::Log, DType::Bool, DType::F32},
+      {Op::Log1p, DType::F64, DType::F64},      {Op::Sqrt, DType::I32, DType::F32},
+      {Op::Rsqrt, DType::BF16, DType::BF16},    {Op::Reciprocal, DType::I64, DType::F32},
+      {Op::Sin, DType::F16, DType::F16},        {Op::Cos, DType::I32, DType::F32},
+      {Op::Tanh, DType::F32, DType::F32},       {Op::Sigmoid, DType::I64, DType::F32},
+      {Op::Relu, DType::I64, DType::I64},       {Op::Gelu, DType::BF16, DType::BF16, {{"approximate", std::string("tanh")}}},
+      {Op::Silu, DType::F64, DType::F64},       {Op::Square, DType::Bool, DType::I64},
+      {Op::Square, DType::I32, DType::I32},     {Op::Erf, DType::I32, DType::F32},
+      {Op::Sign, DType::Bool, DType::Bool},     {Op::LogicalNot, DType::F32, DType::Bool},
+      {Op::To, DType::F32, DType::I32, {{"dtype", DType::I32}}},
+  };
+  for (auto& r : rules) {
+    SCOPED_TRACE(std::string(op_name(r.op)));
+    EXPECT_EQ(meta(r.op, {T(r.in, {2, 0, 3})}, r.attrs), T(r.out, {2, 0, 3}));
+    EXPECT_EQ(meta(r.op, {T(r.in, {})}, r.attrs), T(r.out, {}));
+  }
+}
+
+TEST(PointwiseMeta, UnaryErrors) {
+  EXPECT_NE(meta_error(Op::Neg, {T(DType::Bool, {2})}).find("not defined for bool tensors"), std::string::npos);
+  EXPECT_NE(meta_error(Op::Relu, {T(DType::Bool, {2})}).find("not defined for bool tensors"), std::string::npos);
+  EXPECT_NE(meta_error(Op::Gelu, {T(DType::I64, {2})}).find("gelu needs a floating-point input, got i64"),
+            std::string::npos);
+  EXPECT_NE(meta_error(Op::Gelu, {T(DType::F32, {2})}, {{"approximate", std::string("fast")}})
+                .find("approximate must be \"none\" or \"tanh\", got \"fast\""),
+            std::string::npos);
+  EXPECT_NE(meta_error(Op::To, {T(DType::F32, {2})}).find("to: missing attribute 'dtype'"), std::string::npos);
+  // Every unary op checks its arity and its attribute names.
+  for (Op op : {Op::Abs, Op::Exp, Op::Log, Op::Log1p, Op::Sqrt, Op::Rsqrt, Op::Reciprocal, Op::Sin, Op::Cos, Op::Tanh,
+                Op::Sigmoid, Op::Silu, Op::Square, Op::Erf, Op::Sign, Op::LogicalNot}) {
+    SCOPED_TRACE(std::string(op_name(op)));
+    EXPECT_NE(meta_error(op, {T(DType::F32, {2}), T(DType::F32, {2})}).find("takes 1 tensor input, got 2"),
+              std::string::npos);
+    EXPECT_NE(meta_error(op, {T(DType::F32, {2})}, {{"dim", int64_t(0)}}).find("has no attribute 'dim'"),
+              std::string::npos);
+  }
+}
+
+TEST(PointwiseMeta, BinaryBroadcastAndPromotion) {
+  for (Op op : {Op::Add, Op::Sub, Op::Mul, Op::Pow, Op::Maximum, Op::Minimum}) {
+    SCOPED_TRACE(std::string(op_name(op)));
+    EXPECT_EQ(meta(op, {T(DType::F32, {2, 1, 3}), T(DType::F32, {4, 3})}), T(DType::F32, {2, 4, 3}));
+    EXPECT_EQ(meta(op, {T(DType::I32, {3}), T(DType::F16, {3})}), T(DType::F16, {3}));
+    EXPECT_EQ(meta(op, {T(DType::F32, {3}), T(DType::F64, {})}), T(DType::F32, {3}));  // zero-dim ranks lower
+    EXPECT_EQ(meta(op, {T(DType::I64, {3}), T(DType::F64, {})}), T(DType::F64, {3}));  // ...unless of a higher kind
+    EXPECT_EQ(meta(op, {T(DType::I32, {}), T(DType::I64, {})}), T(DType::I64, {}));
+    EXPECT_NE(meta_error(op, {T(DType::F32, {2, 3}), T(DType::F32, {4})}).find("shapes [2,3] and [4] do not broadcast"),
+              std::string::npos);
+  }
+  EXPECT_EQ(meta(Op::Div, {T(DType::I64, {3}), T(DType::I32, {1})}), T(DType::F32, {3}));
+  EXPECT_EQ(meta(Op::Div, {T(DType::F16, {3}), T(DType::I64, {})}), T(DType::F16, {3}));
+  EXPECT_NE(meta_error(Op::Sub, {T(DType::Bool, {2}), T(DType::Bool, {2})}).find("subtracting two bool tensors"),
+            std::string::npos);
+  EXPECT_NE(meta_error(Op::Div, {T(DType::F32, {2}), T(DType::F32, {3})}).find("do not broadcast"), std::string::npos);
+  EXPECT_NE(meta_error(Op::Add, {T(DType::F32, {2})}).find("add takes 2 tensor inputs, got 1"), std::string::npos);
+}
+
+TEST(PointwiseMeta, ComparisonsLogicalWhereClampMaskedFill) {
+  for (Op op : {Op::Eq, Op::Ne, Op::Lt, Op::Le, Op::Gt, Op::Ge, Op::LogicalAnd, Op::LogicalOr}) {
+    SCOPED_TRACE(std::string(op_name(op)));
+    EXPECT_EQ(meta(op, {T(DType::F32, {3, 1}), T(DType::I64, {4})}), T(DType::Bool, {3, 4}));
+    EXPECT_NE(meta_error(op, {T(DType::F32, {3}), T(DType::F32, {2})}).find("do not broadcast"), std::string::npos);
+  }
+  EXPECT_EQ(meta(Op::Where, {T(DType::Bool, {2, 1}), T(DType::I32, {3}), T(DType::F32, {})}), T(DType::F32, {2, 3}));
+  EXPECT_EQ(meta(Op::Where, {T(DType::Bool, {2}), T(DType::I32, {2}), T(DType::I64, {})}), T(DType::I32, {2}));
+  EXPECT_NE(meta_error(Op::Where, {T(DType::F32, {2}), T(DType::F32, {2}), T(DType::F32, {2})})
+                .find("condition must be bool, got f32"),
+            std::string::npos);
+  EXPECT_EQ(meta(Op::Clamp, {T(DType::I64, {2})}, {{"min", int64_t(0)}}), T(DType::I64, {2}));
+  EXPECT_EQ(meta(Op::Clamp, {T(DType::I64, {2})}, {{"max", 2.5}}), T(DType::F32, {2}));  // float bound
+  EXPECT_EQ(meta(Op::Clamp, {T(DType::F16, {2})}, {{"min", 0.5}}), T(DType::F16, {2}));
+  EXPECT_NE(meta_error(Op::Clamp, {T(DType::F32, {2})}).find("at least one of min and max"), std::string::npos);
+  EXPECT_NE(meta_error(Op::Clamp, {T(DType::Bool, {2})}, {{"min", int64_t(0)}}).find("not defined for bool"),
+            std::string::npos);
+  EXPECT_EQ(meta(Op::MaskedFill, {T(DType::F16, {2, 3}), T(DType::Bool, {3})}, {{"value", 1.0}}), T(DType::F16, {2, 3}));
+  EXPECT_NE(meta_error(Op::MaskedFill, {T(DType::F32, {3}), T(DType::I64, {3})}, {{"value", 1.0}})
+                .find("mask must be bool, got i64"),
+            std::string::npos);
+  EXPECT_NE(meta_error(Op::MaskedFill, {T(DType::F32, {3}), T(DType::Bool, {2, 3})}, {{"value", 1.0}})
+                .find("mask of shape [2,3] must broadcast to the input's shape [3]"),
+            std::string::npos);
+  EXPECT_NE(meta_error(Op::MaskedFill, {T(DType::F32, {3}), T(DType::Bool, {3})}).find("missing attribute 'value'"),
+            std::string::npos);
+}
+
+// ---- kernels: unary ops on {-2, -0.5, 0, 1, 4} in f64 (values from the math library by hand)
+
+struct UnaryCase {
+  Op op;
+  std::vector<double> want;
+  Attrs attrs = {};
+  DType out = DType::F64;
+};
+
+TEST(PointwiseKernel, UnaryValues) {
+  HostTensor x = make(DType::F64, {5}, {-2, -0.5, 0, 1, 4});
+  const UnaryCase cases[] = {
+      {Op::Neg, {2, 0.5, 0, -1, -4}},
+      {Op::Abs, {2, 0.5, 0, 1, 4}},
+      {Op::Exp, {0.1353352832366127, 0.6065306597126334, 1, 2.718281828459045, 54.598150033144236}},
+      {Op::Log, {kNan, kNan, -kInf, 0, 1.3862943611198906}},
+      {Op::Log1p, {kNan, -0.6931471805599453, 0, 0.6931471805599453, 1.6094379124341003}},
+      {Op::Sqrt, {kNan, kNan, 0, 1, 2}},
+      {Op::Rsqrt, {kNan, kNan, kInf, 1, 0.5}},
+      {Op::Reciprocal, {-0.5, -2, kInf, 1, 0.25}},
+      {Op::Sin, {-0.9092974268256817, -0.479425538604203, 0, 0.8414709848078965, -0.7568024953079282}},
+      {Op::Cos, {-0.4161468365471424, 0.8775825618903728, 1, 0.5403023058681398, -0.6536436208636119}},
+      {Op::Tanh, {-0.9640275800758169, -0.46211715726000974, 0, 0.7615941559557649, 0.999329299739067}},
+      {Op::Sigmoid, {0.11920292202211755, 0.3775406687981454, 0.5, 0.7310585786300049, 0.9820137900379085}},
+      {Op::Relu, {0, 0, 0, 1, 4}},
+      {Op::Gelu, {-0.04550026389635842, -0.15426876936299344, 0, 0.8413447460685429, 3.9998733150326675}},
+      {Op::Gelu,
+       {-0.04540230591222494, -0.15428599017485606, 0, 0.8411919906082768, 3.9999297540518075},
+       {{"approximate", std::string("tanh")}}},
+      {Op::Silu, {-0.2384058440442351, -0.1887703343990727, 0, 0.7310585786300049, 3.928055160151634}},
+      {Op::Square, {4, 0.25, 0, 1, 16}},
+      {Op::Erf, {-0.9953222650189527, -0.5204998778130465, 0, 0.8427007929497149, 0.9999999845827421}},
+      {Op::Sign, {-1, -1, 0, 1, 1}},
+      {Op::LogicalNot, {0, 0, 1, 0, 0}, {}, DType::Bool},
+      {Op::To, {-2, 0, 0, 1, 4}, {{"dtype", DType::I32}}, DType::I32},  // -0.5 truncates toward zero
+  };
+  for (auto& c : cases) {
+    SCOPED_TRACE(std::string(op_name(c.op)));
+    EXPECT_TRUE(tensors_close(run(c.op, {x}, c.attrs), make(c.out, {5}, c.want), 1e-15, 1e-14));
+  }
+}
+
+TEST(PointwiseKernel, UnarySpecialValues) {
+  HostTensor x = make(DType::F32, {4}, {-kInf, kInf, kNan, -0.0});
+  EXPECT_TRUE(tensors_close(run(Op::Exp, {x}), make(DType::F32, {4}, {0, kInf, kNan, 1})));
+  EXPECT_TRUE(tensors_close(run(Op::Sign, {x}), make(DType::F32, {4}, {-1, 1, 0, 0})));  // sign(nan) = 0, as torch
+  EXPECT_TRUE(tensors_close(run(Op::Relu, {x}), make(DType::F32, {4}, {0, kInf, kNan, 0})));
+  EXPECT_TRUE(tensors_close(run(Op::Sigmoid, {x}), make(DType::F32, {4}, {0, 1, kNan, 0.5})));
+  EXPECT_TRUE(tensors_close(run(Op::Silu, {x}), make(DType::F32, {4}, {kNan, kInf, kNan, 0})));  // -inf/inf
+  EXPECT_TRUE(tensors_close(run(Op::Tanh, {x}), make(DType::F32, {4}, {-1, 1, kNan, 0})));
+  EXPECT_TRUE(tensors_close(run(Op::Abs, {x}), make(DType::F32, {4}, {kInf, kInf, kNan, 0})));
+  EXPECT_TRUE(tensors_close(run(Op::Reciprocal, {x}), make(DType::F32, {4}, {0, 0, kNan, -kInf})));
+  EXPECT_TRUE(tensors_close(run(Op::LogicalNot, {x}), make(DType::Bool, {4}, {0, 0, 0, 1})));
+  EXPECT_TRUE(tensors_close(run(Op::To, {x}, {{"dtype", DType::Bool}}), make(DType::Bool, {4}, {1, 1, 1, 0})));
+  // f16 results are rounded: e = 2.71875 in half precision.
+  EXPECT_EQ(run(Op::Exp, {make(DType::F16, {1}, {1})}).get(0), 2.71875);
+}
+
+TEST(PointwiseKernel, UnaryIntegers) {
+  EXPECT_TRUE(tensors_close(run(Op::Exp, {ints(DType::I64, {2}, {0, 1})}), make(DType::F32, {2}, {1, 2.7182817})));
+  EXPECT_EQ(run(Op::Neg, {ints(DType::I64, {2}, {kI64Min, 5})}).to_ints(), (std::vector<int64_t>{kI64Min, -5}));
+  EXPECT_EQ(run(Op::Abs, {ints(DType::I32, {3}, {-3, 0, 7})}).to_ints(), (std::vector<int64_t>{3, 0, 7}));
+  EXPECT_EQ(run(Op::Abs, {ints(DType::I64, {1}, {kI64Min})}).to_ints(), (std::vector<int64_t>{kI64Min}));  // wraps
+  EXPECT_EQ(run(Op::Sign, {ints(DType::I32, {3}, {-5, 0, 7})}).to_ints(), (std::vector<int64_t>{-1, 0, 1}));
+  EXPECT_EQ(run(Op::Relu, {ints(DType::I64, {2}, {-3, 5})}).to_ints(), (std::vector<int64_t>{0, 5}));
+  HostTensor sq = run(Op::Square, {ints(DType::Bool, {2}, {1, 0})});
+  EXPECT_EQ(sq.dtype(), DType::I64);
+  EXPECT_EQ(sq.to_ints(), (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(run(Op::Square, {ints(DType::I32, {2}, {-4, 65536})}).to_ints(), (std::vector<int64_t>{16, 0}));  // i32 wraps
+  EXPECT_EQ(run(Op::To, {make(DType::F32, {3}, {-1.7, 2.9, -0.2})}, {{"dtype", DType::I64}}).to_ints(),
+            (std::vector<int64_t>{-1, 2, 0}));
+  EXPECT_EQ(run(Op::To, {ints(DType::I64, {2}, {(int64_t(1) << 32) + 5, 9007199254740993})}, {{"dtype", DType::I32}})
+                .to_ints(),
+            (std::vector<int64_t>{5, 1}));  // int -> int is exact then wraps, never via double
+  EXPECT_EQ(run(Op::To, {ints(DType::I32, {1}, {-3})}, {{"dtype", DType::I64}}).to_ints(), (std::vector<int64_t>{-3}));
+  EXPECT_EQ(run(Op::LogicalNot, {ints(DType::I64, {2}, {0, -3})}).to_ints(), (std::vector<int64_t>{1, 0}));
+}
+
+TEST(PointwiseKernel, UnaryViewsEmptyAndZeroDim) {
+  // A transposed view of [[1,2,3],[4,5,6]] at an offset: logical [[1,4],[2,5],[3,6]].
+  HostTensor base = make(DType::F32, {7}, {99, 1, 2, 3, 4, 5, 6});
+  HostTensor tr = base.view(TensorMeta(DType::F32, {3, 2}, {1, 3}), 1);
+  EXPECT_TRUE(tensors_close(run(Op::Neg, {tr}), make(DType::F32, {3, 2}, {-1, -4, -2, -5, -3, -6})));
+  EXPECT_TRUE(tensors_close(run(Op::Square, {tr}), make(DType::F32, {3, 2}, {1, 16, 4, 25, 9, 36})));
+  // A broadcast view (stride 0) of the element 2.
+  HostTensor bc = base.view(TensorMeta(DType::F32, {2, 2}, {0, 0}), 2);
+  EXPECT_TRUE(tensors_close(run(Op::Reciprocal, {bc}), make(DType::F32, {2, 2}, {0.5, 0.5, 0.5, 0.5})));
+  HostTensor e = run(Op::Exp, {HostTensor::empty(DType::F32, {0, 3})});
+  EXPECT_EQ(e.shape(), (Shape{0, 3}));
+  HostTensor z = run(Op::Neg, {HostTensor::scalar(DType::F64, 3)});
+  EXPECT_EQ(z.shape(), Shape{});
+  EXPECT_EQ(z.get(0), -3);
+}
+
+// ---- kernels: binary ops
+
+TEST(PointwiseKernel, ArithmeticBroadcasts) {
+  HostTensor a = make(DType::F32, {2, 1}, {1, 2}), b = make(DType::F32, {3}, {10, 20, 30});
+  EXPECT_TRUE(tensors_close(run(Op::Add, {a, b}), make(DType::F32, {2, 3}, {11, 21, 31, 12, 22, 32})));
+  EXPECT_TRUE(tensors_close(run(Op::Sub, {a, b}), make(DType::F32, {2, 3}, {-9, -19, -29, -8, -18, -28})));
+  EXPECT_TRUE(tensors_close(run(Op::Mul, {a, b}), make(DType::F32, {2, 3}, {10, 20, 30, 20, 40, 60})));
+  EXPECT_TRUE(tensors_close(run(Op::Div, {b, a}), make(DType::F32, {2, 3}, {10, 20, 30, 5, 10, 15})));
+  EXPECT_TRUE(tensors_close(run(Op::Pow, {a, make(DType::F32, {3}, {0, 1, 3})}), make(DType::F32, {2, 3}, {1, 1, 1, 1, 2, 8})));
+  EXPECT_TRUE(tensors_close(run(Op::Maximum, {a, make(DType::F32, {3}, {0, 1.5, 3})}),
+                            make(DType::F32, {2, 3}, {1, 1.5, 3, 2, 2, 3})));
+  EXPECT_TRUE(tensors_close(run(Op::Minimum, {a, make(DType::F32, {3}, {0, 1.5, 3})}),
+                            make(DType::F32, {2, 3}, {0, 1, 1, 0, 1.5, 2})));
+  // A non-contiguous operand: the transpose of [[1,2],[3,4]] is [[1,3],[2,4]].
+  HostTensor t = make(DType::F32, {4}, {1, 2, 3, 4}).view(TensorMeta(DType::F32, {2, 2}, {1, 2}), 0);
+  EXPECT_TRUE(tensors_close(run(Op::Sub, {t, make(DType::F32, {2}, {1, 2})}), make(DType::F32, {2, 2}, {0, 1, 1, 2})));
+  EXPECT_EQ(run(Op::Add, {HostTensor::empty(DType::F32, {0, 1}), b}).shape(), (Shape{0, 3}));
+  HostTensor s = run(Op::Mul, {HostTensor::scalar(DType::F32, 3), HostTensor::scalar(DType::F32, -2)});
+  EXPECT_EQ(s.shape(), Shape{});
+  EXPECT_EQ(s.get(0), -6);
+}
+
+TEST(PointwiseKernel, ArithmeticIntegersAndPromotion) {
+  EXPECT_EQ(run(Op::Add, {ints(DType::I64, {2}, {kI64Max, -4}), ints(DType::I64, {2}, {1, 9})}).to_ints(),
+            (std::vector<int64_t>{kI64Min, 5}));  // wraps
+  // i32 tensor + zero-dim i64 stays i32 and wraps at 32 bits.
+  HostTensor w = run(Op::Add, {ints(DType::I32, {1}, {2147483647}), HostTensor::from_ints(DType::I64, {}, std::vector<int64_t>{1})});
+  EXPECT_EQ(w.dtype(), DType::I32);
+  EXPECT_EQ(w.to_ints(), (std::vector<int64_t>{-2147483648LL}));
+  EXPECT_EQ(run(Op::Mul, {ints(DType::I32, {2}, {1 << 20, -3}), ints(DType::I32, {2}, {1 << 12, 5})}).to_ints(),
+            (std::vector<int64_t>{0, -15}));
+  EXPECT_EQ(run(Op::Sub, {ints(DType::I64, {2}, {9007199254740993, 0}), ints(DType::I64, {2}, {1, 7})}).to_ints(),
+            (std::vector<int64_t>{9007199254740992, -7}));  // exact beyond 2^53
+  EXPECT_EQ(run(Op::Add, {ints(DType::Bool, {3}, {1, 1, 0}), ints(DType::Bool, {3}, {1, 0, 0})}).to_ints(),
+            (std::vector<int64_t>{1, 1, 0}));  // bool + bool is "or"
+  // The zero-dim f32 operand is rounded to f16 before the add: 1 + 0.0001 == 1 in half.
+  HostTensor h = run(Op::Add, {make(DType::F16, {1}, {1}), HostTensor::scalar(DType::F32, 0.0001)});
+  EXPECT_EQ(h.dtype(), DType::F16);
+  EXPECT_EQ(h.get(0), 1.0);
+  EXPECT_TRUE(tensors_close(run(Op::Mul, {ints(DType::I64, {2}, {3, -1}), HostTensor::scalar(DType::F64, 0.5)}),
+                            make(DType::F64, {2}, {1.5, -0.5})));
+}
+
+TEST(PointwiseKernel, DivIsTrueDivision) {
+  HostTensor q = run(Op::Div, {ints(DType::I64, {4}, {1, -1, 0, 7}), ints(DType::I64, {4}, {0, 0, 0, 2})});
+  EXPECT_TRUE(tensors_close(q, make(DType::F32, {4}, {kInf, -kInf, kNan, 3.5})));
+  EXPECT_TRUE(tensors_close(run(Op::Div, {make(DType::F64, {3}, {1, -6, kInf}), make(DType::F64, {1}, {-3})}),
+                            make(DType::F64, {3}, {-1.0 / 3.0, 2, -kInf}), 0, 0));
+  // Int operands become f32 before dividing: 16777217 is 16777216 in f32.
+  EXPECT_EQ(run(Op::Div, {ints(DType::I64, {1}, {16777217}), ints(DType::I64, {1}, {1})}).get(0), 16777216.0);
+}
+
+TEST(PointwiseKernel, Pow) {
+  EXPECT_TRUE(tensors_close(run(Op::Pow, {make(DType::F64, {4}, {2, 4, -8, 0}), make(DType::F64, {4}, {3, 0.5, 1.0 / 3, -1})}),
+                            make(DType::F64, {4}, {8, 2, kNan, kInf})));
+  EXPECT_EQ(run(Op::Pow, {ints(DType::I64, {4}, {2, 3, 0, 2}), ints(DType::I64, {4}, {10, 3, 0, 62})}).to_ints(),
+            (std::vector<int64_t>{1024, 27, 1, int64_t(1) << 62}));
+  EXPECT_EQ(run(Op::Pow, {ints(DType::I64, {1}, {2}), ints(DType::I64, {1}, {64})}).to_ints(),
+            (std::vector<int64_t>{0}));  // wraps
+  EXPECT_TRUE(tensors_close(run(Op::Pow, {make(DType::F32, {1}, {2}), ints(DType::I64, {1}, {-1})}), make(DType::F32, {1}, {0.5})));
+  std::string err = error_of([] { run(Op::Pow, {ints(DType::I32, {2}, {2, 3}), ints(DType::I32, {2}, {1, -1})}); });
+  EXPECT_NE(err.find("pow: Integers to negative integer powers are not allowed"), std::string::npos) << err;
+}
+
+TEST(PointwiseKernel, MaximumMinimumPropagateNaN) {
+  HostTensor a = make(DType::F32, {4}, {1, kNan, 3, -kInf}), b = make(DType::F32, {4}, {2, 1, kNan, -5});
+  EXPECT_TRUE(tensors_close(run(Op::Maximum, {a, b}), make(DType::F32, {4}, {2, kNan, kNan, -5})));
+  EXPECT_TRUE(tensors_close(run(Op::Minimum, {a, b}), make(DType::F32, {4}, {1, kNan, kNan, -kInf})));
+  HostTensor i = ints(DType::I64, {2}, {kI64Min, 5}), j = ints(DType::I64, {2}, {-1, kI64Max});
+  EXPECT_EQ(run(Op::Maximum, {i, j}).to_ints(), (std::vector<int64_t>{-1, kI64Max}));
+  EXPECT_EQ(run(Op::Minimum, {i, j}).to_ints(), (std::vector<int64_t>{kI64Min, 5}));
+}
+
+TEST(PointwiseKernel, Comparisons) {
+  HostTensor a = make(DType::F32, {2, 4}, {1, 2, 3, kNan, -kInf, 0, -0.0, 5});
+  HostTensor b = make(DType::F32, {4}, {2, 2, 2, kNan});
+  auto want = [](std::vector<double> v) { return make(DType::Bool, {2, 4}, v); };
+  EXPECT_TRUE(tensors_close(run(Op::Eq, {a, b}), want({0, 1, 0, 0, 0, 0, 0, 0})));
+  EXPECT_TRUE(tensors_close(run(Op::Ne, {a, b}), want({1, 0, 1, 1, 1, 1, 1, 1})));
+  EXPECT_TRUE(tensors_close(run(Op::Lt, {a, b}), want({1, 0, 0, 0, 1, 1, 1, 0})));
+  EXPECT_TRUE(tensors_close(run(Op::Le, {a, b}), want({1, 1, 0, 0, 1, 1, 1, 0})));
+  EXPECT_TRUE(tensors_close(run(Op::Gt, {a, b}), want({0, 0, 1, 0, 0, 0, 0, 0})));
+  EXPECT_TRUE(tensors_close(run(Op::Ge, {a, b}), want({0, 1, 1, 0, 0, 0, 0, 0})));
+  // Compared in the promoted type: i64 16777217 vs zero-dim f32 16777216 compares in f32.
+  EXPECT_EQ(run(Op::Eq, {ints(DType::I64, {1}, {16777217}), HostTensor::scalar(DType::F32, 16777216)}).get_int(0), 1);
+  // Ints compare exactly (these differ only beyond double precision).
+  EXPECT_EQ(run(Op::Lt, {ints(DType::I64, {1}, {9007199254740992}), ints(DType::I64, {1}, {9007199254740993})}).get_int(0), 1);
+  EXPECT_EQ(run(Op::Eq, {make(DType::F32, {1}, {0}), make(DType::F32, {1}, {-0.0})}).get_int(0), 1);
+}
+
+TEST(PointwiseKernel, LogicalAndOr) {
+  HostTensor a = make(DType::F32, {4}, {0, 1, kNan, 0}), b = ints(DType::I64, {4}, {0, 0, 2, -1});
+  EXPECT_TRUE(tensors_close(run(Op::LogicalAnd, {a, b}), make(DType::Bool, {4}, {0, 0, 1, 0})));
+  EXPECT_TRUE(tensors_close(run(Op::LogicalOr, {a, b}), make(DType::Bool, {4}, {0, 1, 1, 1})));
+  // The zero-dim f64 1e-50 is converted to the computation type f32 first, where it is 0.
+  HostTensor tiny = HostTensor::scalar(DType::F64, 1e-50);
+  EXPECT_TRUE(tensors_close(run(Op::LogicalAnd, {make(DType::F32, {2}, {1, 1}), tiny}), make(DType::Bool, {2}, {0, 0})));
+  EXPECT_TRUE(tensors_close(run(Op::LogicalOr, {make(DType::F64, {2}, {0, 0}), tiny}), make(DType::Bool, {2}, {1, 1})));
+}
+
+TEST(PointwiseKernel, Where) {
+  HostTensor c = make(DType::Bool, {2, 1}, {1, 0});
+  HostTensor w = run(Op::Where, {c, ints(DType::I32, {3}, {1, 2, 3}), HostTensor::scalar(DType::F32, 2.5)});
+  EXPECT_TRUE(tensors_close(w, make(DType::F32, {2, 3}, {1, 2, 3, 2.5, 2.5, 2.5})));
+  HostTensor big = run(Op::Where, {make(DType::Bool, {2}, {0, 1}), ints(DType::I64, {2}, {kI64Max, 1}),
+                                   ints(DType::I64, {2}, {kI64Min, 2})});
+  EXPECT_EQ(big.to_ints(), (std::vector<int64_t>{kI64Min, 1}));
+  EXPECT_TRUE(tensors_close(run(Op::Where, {make(DType::Bool, {3}, {1, 0, 1}), make(DType::F32, {3}, {kNan, 1, -kInf}),
+                                            make(DType::F32, {1}, {7})}),
+                            make(DType::F32, {3}, {kNan, 7, -kInf})));
+}
+
+TEST(PointwiseKernel, Clamp) {
+  HostTensor x = make(DType::F32, {4}, {1, 5, kNan, -3});
+  EXPECT_TRUE(tensors_close(run(Op::Clamp, {x}, {{"min", int64_t(0)}, {"max", int64_t(4)}}), make(DType::F32, {4}, {1, 4, kNan, 0})));
+  EXPECT_TRUE(tensors_close(run(Op::Clamp, {x}, {{"min", 4.0}, {"max", 2.0}}), make(DType::F32, {4}, {2, 2, kNan, 2})));
+  EXPECT_TRUE(tensors_close(run(Op::Clamp, {x}, {{"min", 1.5}}), make(DType::F32, {4}, {1.5, 5, kNan, 1.5})));
+  EXPECT_TRUE(tensors_close(run(Op::Clamp, {x}, {{"max", -1.0}}), make(DType::F32, {4}, {-1, -1, kNan, -3})));
+  HostTensor i = ints(DType::I64, {3}, {1, 5, 9});
+  EXPECT_EQ(run(Op::Clamp, {i}, {{"min", int64_t(6)}, {"max", int64_t(3)}}).to_ints(), (std::vector<int64_t>{3, 3, 3}));
+  EXPECT_EQ(run(Op::Clamp, {i}, {{"min", int64_t(2)}, {"max", int64_t(8)}}).to_ints(), (std::vector<int64_t>{2, 5, 8}));
+  EXPECT_TRUE(tensors_close(run(Op::Clamp, {i}, {{"min", 2.5}}), make(DType::F32, {3}, {2.5, 5, 9})));
+  // The bound is rounded to f16 like the data: 0.1 is 0.0999755859375 in half.
+  EXPECT_EQ(run(Op::Clamp, {make(DType::F16, {1}, {0})}, {{"min", 0.1}}).get(0), 0.0999755859375);
+}
+
+TEST(PointwiseKernel, MaskedFill) {
+  HostTensor x = make(DType::F32, {2, 3}, {1, 2, 3, 4, 5, 6});
+  HostTensor m = make(DType::Bool, {3}, {1, 0, 1});
+  EXPECT_TRUE(tensors_close(run(Op::MaskedFill, {x, m}, {{"value", -kInf}}), make(DType::F32, {2, 3}, {-kInf, 2, -kInf, -kInf, 5, -kInf})));
+  EXPECT_TRUE(tensors_close(run(Op::MaskedFill, {x, m}, {{"value", int64_t(7)}}), make(DType::F32, {2, 3}, {7, 2, 7, 7, 5, 7})));
+  // The value is cast to the input's dtype: 1.7 truncates to 1 in i64; 0.5 is true in bool.
+  EXPECT_EQ(run(Op::MaskedFill, {ints(DType::I64, {2}, {kI64Max, 0}), make(DType::Bool, {2}, {0, 1})}, {{"value", 1.7}}).to_ints(),
+            (std::vector<int64_t>{kI64Max, 1}));
+  EXPECT_EQ(run(Op::MaskedFill, {ints(DType::Bool, {2}, {0, 0}), make(DType::Bool, {2}, {1, 0})}, {{"value", 0.5}}).to_ints(),
+            (std::vector<int64_t>{1, 0}));
+}
+
+// ---- print/parse round trip of every pointwise op
+
+TEST(PointwiseRoundTrip, EveryOp) {
+  TensorMeta f(DType::F32, {2, 3}), row(DType::F32, {3}), b(DType::Bool, {2, 3});
+  for (Op op : {Op::Neg, Op::Abs, Op::Exp, Op::Log, Op::Log1p, Op::Sqrt, Op::Rsqrt, Op::Reciprocal, Op::Sin, Op::Cos,
+                Op::Tanh, Op::Sigmoid, Op::Relu, Op::Gelu, Op::Silu, Op::Square, Op::Erf, Op::Sign, Op::LogicalNot})
+    expect_round_trip(op, {f});
+  expect_round_trip(Op::Gelu, {f}, {{"approximate", std::string("tanh")}});
+  expect_round_trip(Op::To, {f}, {{"dtype", DType::BF16}});
+  for (Op op : {Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Pow, Op::Maximum, Op::Minimum, Op::Eq, Op::Ne, Op::Lt, Op::Le,
+                Op::Gt, Op::Ge, Op::LogicalAnd, Op::LogicalOr})
+    expect_round_trip(op, {f, row});
+  expect_round_trip(Op::Add, {TensorMeta(DType::I32, {4}), TensorMeta(DType::F64, {})});
+  expect_round_trip(Op::Where, {b, f, TensorMeta(DType::F32, {})});
+  expect_round_trip(Op::Clamp, {f}, {{"min", int64_t(-1)}, {"max", 2.5}});
+  expect_round_trip(Op::Clamp, {TensorMeta(DType::I64, {4})}, {{"max", int64_t(3)}});
+  expect_round_trip(Op::MaskedFill, {f, TensorMeta(DType::Bool, {3})}, {{"value", -kInf}});
+}
+
+}  // namespace
+}  // namespace kiln
