@@ -110,16 +110,23 @@ ReferenceFn extremum(bool is_max) {
 // argmax: the first position of the maximum; a NaN counts as larger than everything.
 std::vector<HostTensor> argmax_kernel(In in, const Attrs& a, Outs outs) {
   struct Best {
-    double value = 0;
+    double f = 0;   // the max so far, for floats
+    int64_t i = 0;  // ...and for ints and bools, compared exactly
     int64_t pos = -1;
   };
   const HostTensor& x = in[0];
   bool fl = is_floating(x.dtype());
   return fold(x, a, outs[0], Best{},
               [fl](Best& b, const HostTensor& t, int64_t j, int64_t pos) {
-                double v = fl ? t.get(j) : static_cast<double>(t.get_int(j));
-                bool wins = b.pos < 0 || (std::isnan(v) && !std::isnan(b.value)) || (!std::isnan(b.value) && v > b.value);
-                if (wins) b = {v, pos};
+                bool wins = b.pos < 0;
+                if (fl) {
+                  double v = t.get(j);
+                  wins = wins || (std::isnan(v) && !std::isnan(b.f)) || (!std::isnan(b.f) && v > b.f);
+                  if (wins) b = {v, 0, pos};
+                } else {
+                  int64_t v = t.get_int(j);
+                  if (wins || v > b.i) b = {0, v, pos};
+                }
               },
               [](HostTensor& o, int64_t i, const Best& b, int64_t) { o.set_int(i, b.pos); });
 }
