@@ -13,8 +13,7 @@ namespace kiln {
 
 namespace {
 
-// The creation node that reproduces `t`, as (attributes of full/constant), or nullopt with
-// the reason in `why` when `t` is too large and not uniform.
+// A creation node to be made: full or constant, with its attributes.
 struct Creation {
   Op op;
   Attrs attrs;
@@ -31,6 +30,8 @@ bool all_same(const HostTensor& t) {
   return true;
 }
 
+// The creation node that reproduces `t`, or nullopt (with the reason in `why`) when `t` is
+// too large and not uniform, or holds i64 values a `constant` cannot hold exactly.
 std::optional<Creation> creation_for(const HostTensor& t, std::string& why) {
   IntList size(t.shape().begin(), t.shape().end());
   DType dt = t.dtype();

@@ -41,10 +41,8 @@ std::optional<double> splat_value(Value v) {
         if (!same_number(in_dtype(x, dt), first)) return std::nullopt;
       return first;
     }
-    default: {
-      // arange of one element is a splat too, but nothing produces it on purpose; stay simple.
+    default:  // arange: never a splat worth matching (one element at most)
       return std::nullopt;
-    }
   }
 }
 

@@ -75,23 +75,23 @@ bool Pattern::match(Value value, Match& m, Why& why) const {
       break;
     case Impl::Kind::Splat: {
       auto c = splat_value(value);
-      if (!c) return why.no("%{} is not a constant with all elements equal", value.name()), false;
+      if (!c) return why.miss("%{} is not a constant with all elements equal", value.name());
       if (*c != p.splat)  // == on purpose: splat(0) matches -0.0 too
-        return why.no("%{} holds {}, not {}", value.name(), format_double(*c), format_double(p.splat)), false;
+        return why.miss("%{} holds {}, not {}", value.name(), format_double(*c), format_double(p.splat));
       break;
     }
     case Impl::Kind::Op: {
       const Node& n = *value.node;
-      if (n.op() != p.op) return why.no("%{} is {}, not {}", value.name(), n.info().name, op_name(p.op)), false;
+      if (n.op() != p.op) return why.miss("%{} is {}, not {}", value.name(), n.info().name, op_name(p.op));
       if (n.inputs().size() != p.inputs.size())
-        return why.no("%{} has {} inputs, the pattern {}", value.name(), n.inputs().size(), p.inputs.size()), false;
+        return why.miss("%{} has {} inputs, the pattern {}", value.name(), n.inputs().size(), p.inputs.size());
       for (size_t i = 0; i < p.inputs.size(); ++i)
         if (!p.inputs[i].match(n.input(static_cast<int>(i)), m, why)) return false;
       break;
     }
   }
   for (const Var& v : p.binds)
-    if (!m.bind(v, value)) return why.no("'{}' would be both %{} and %{}", v.name(), m[v].name(), value.name()), false;
+    if (!m.bind(v, value)) return why.miss("'{}' would be both %{} and %{}", v.name(), m[v].name(), value.name());
   return true;
 }
 
@@ -115,10 +115,16 @@ class Rewriter {
       : g_(g), rules_(rules), stream_(stream), log_(log_enabled(stream)) {}
 
   bool sweep() {
+    misses_.clear();
     bool changed = false;
     for (Node* n : g_.nodes())
       if (n->num_results() == 1) changed |= rewrite_node(n);
     return changed;
+  }
+
+  // Near misses of the last sweep only: earlier sweeps' misses repeat or are outdated.
+  void log_misses() {
+    for (const std::string& m : misses_) log_line(stream_, m);
   }
 
  private:
@@ -128,7 +134,7 @@ class Rewriter {
       if (auto root = r.pattern.root_op(); root && *root != n->op()) continue;
       Why why(log_);
       if (try_rule(r, n, why)) return true;
-      if (log_) log_line(stream_, fmt::format("'{}' does not apply to {}: {}", r.name, print_node(*n), why.reason()));
+      if (log_) misses_.push_back(fmt::format("'{}' does not apply to {}: {}", r.name, print_node(*n), why.reason()));
     }
     return false;
   }
@@ -144,7 +150,7 @@ class Rewriter {
 
   bool type_differs(Node* n, const TensorMeta& rep, Why& why) {
     if (same_type(n->meta(), rep)) return false;
-    why.no("the result would be {} instead of {}", rep.str(), n->meta().str());
+    why.miss("the result would be {} instead of {}", rep.str(), n->meta().str());
     return true;
   }
 
@@ -162,9 +168,9 @@ class Rewriter {
     try {
       metas = infer_meta(op_info(spec.op), in_metas, spec.attrs);
     } catch (const Error& e) {
-      return why.no("the replacement {} does not type-check: {}", op_name(spec.op), e.what()), false;
+      return why.miss("the replacement {} does not type-check: {}", op_name(spec.op), e.what());
     }
-    if (metas.size() != 1) return why.no("the replacement has {} results", metas.size()), false;
+    if (metas.size() != 1) return why.miss("the replacement has {} results", metas.size());
     if (type_differs(n, metas[0], why)) return false;
     std::string name = n->name();
     Value v = g_.add_node(spec.op, spec.inputs, spec.attrs, name, n)->result();
@@ -188,6 +194,7 @@ class Rewriter {
   const std::vector<Rule>& rules_;
   std::string stream_;
   bool log_;
+  std::vector<std::string> misses_;
 };
 
 }  // namespace
@@ -199,6 +206,7 @@ bool apply_rules(Graph& g, const std::vector<Rule>& rules, const std::string& lo
   // would rewrite back and forth.
   constexpr int kMaxSweeps = 64;
   for (int i = 0; i < kMaxSweeps && rw.sweep(); ++i) changed = true;
+  rw.log_misses();
   return changed;
 }
 

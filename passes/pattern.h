@@ -38,7 +38,8 @@ class Var {
 };
 
 // Why a match or a rewrite failed. Formatting costs time, so reasons are kept only when
-// `enabled` (the canonicalize log is on); `no(...)` returns nullopt to end a rewrite.
+// `enabled` (the canonicalize log is on). `no(...)` returns nullopt to end a rewrite
+// function; `miss(...)` returns false to end a match.
 class Why {
  public:
   explicit Why(bool enabled) : enabled_(enabled) {}
@@ -47,6 +48,11 @@ class Why {
   std::nullopt_t no(fmt::format_string<Args...> f, Args&&... args) {
     if (enabled_) reason_ = fmt::format(f, std::forward<Args>(args)...);
     return std::nullopt;
+  }
+  template <typename... Args>
+  bool miss(fmt::format_string<Args...> f, Args&&... args) {
+    no(f, std::forward<Args>(args)...);
+    return false;
   }
   const std::string& reason() const { return reason_; }
 
