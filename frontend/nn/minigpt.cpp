@@ -26,7 +26,11 @@ Tensor MiniGPT::forward(const Tensor& tokens) const {
   if (tokens.dim() != 2) fail("MiniGPT expects tokens of shape [B, T], got {}", shape_str(tokens.shape()));
   const int64_t T = tokens.size(1);
   if (T > config_.context) fail("MiniGPT: sequence length {} exceeds the context length {}", T, config_.context);
-  Tensor x = tok_emb->forward(tokens) + pos_emb->forward(arange(T));  // [B,T,C] + [T,C]
+  // Separate statements: C++ leaves the order of an operator's operands open, and the graph's
+  // node order (and its parameters' input order) should not depend on the compiler.
+  Tensor tok = tok_emb->forward(tokens);        // [B,T,C]
+  Tensor pos = pos_emb->forward(arange(T));     // [T,C]
+  Tensor x = tok + pos;
   for (const auto& block : blocks) x = block->forward(x);
   return lm_head->forward(ln_f->forward(x));
 }
