@@ -1,6 +1,7 @@
 #include "frontend/dispatcher.h"
 
 #include <array>
+#include <atomic>
 #include <cstdlib>
 #include <iostream>
 #include <mutex>
@@ -51,7 +52,7 @@ std::array<KernelEntry, kNumDispatchKeys>& kernel_table() {
 }
 
 struct TraceSettings {
-  int forced = -1;  // -1: follow the environment
+  std::atomic<int> forced{-1};  // -1: follow the environment
   bool from_env = [] {
     const char* v = std::getenv("KILN_SHOW_DISPATCH_TRACE");
     return v && std::string_view(v) != "" && std::string_view(v) != "0";

@@ -108,4 +108,17 @@ Tensor rand(const Shape& shape, uint64_t seed, DType dtype) {
   return random_fill(shape, dtype, "rand", [&](uint64_t i) { return static_cast<double>(random_uniform(seed, i)); });
 }
 
+Tensor randint(int64_t low, int64_t high, const Shape& shape, uint64_t seed, DType dtype) {
+  if (high <= low) fail("randint needs low < high, got [{}, {})", low, high);
+  if (!is_integral(dtype)) fail("randint needs an integer dtype, got {}", dtype_name(dtype));
+  HostTensor t = HostTensor::empty(dtype, shape);
+  uint64_t range = static_cast<uint64_t>(high - low);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    // 64 random bits from two counters, so the modulo's bias is negligible for any range.
+    uint64_t bits = (uint64_t{random_bits(seed, 2 * i)} << 32) | random_bits(seed, 2 * i + 1);
+    t.set_int(i, low + static_cast<int64_t>(bits % range));
+  }
+  return Tensor(std::move(t));
+}
+
 }  // namespace kiln

@@ -97,5 +97,7 @@ Tensor scalar_tensor(Scalar value, std::optional<DType> dtype = std::nullopt);
 // gives the same tensor on any machine. randn: N(0, 1); rand: U[0, 1).
 Tensor randn(const Shape& shape, uint64_t seed, DType dtype = DType::F32);
 Tensor rand(const Shape& shape, uint64_t seed, DType dtype = DType::F32);
+// Integers in [low, high) (e.g. a batch of token ids), i64 unless told otherwise.
+Tensor randint(int64_t low, int64_t high, const Shape& shape, uint64_t seed, DType dtype = DType::I64);
 
 }  // namespace kiln

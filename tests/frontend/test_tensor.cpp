@@ -1,6 +1,8 @@
 // Tensor handles and the concrete factories.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "frontend/kiln.h"
 #include "ir/error.h"
 #include "tests/support/support.h"
@@ -76,6 +78,20 @@ TEST(Tensor, RandIsInUnitInterval) {
     EXPECT_LT(v, 1.0);
   }
   EXPECT_THROW(rand({2}, 0, DType::I64), Error);
+}
+
+TEST(Tensor, RandintStaysInRange) {
+  Tensor r = randint(5, 9, {2, 500}, 4);
+  EXPECT_EQ(r.dtype(), DType::I64);
+  std::set<int64_t> seen;
+  for (int64_t v : r.to_ints()) {
+    EXPECT_GE(v, 5);
+    EXPECT_LT(v, 9);
+    seen.insert(v);
+  }
+  EXPECT_EQ(seen.size(), 4u);
+  EXPECT_EQ(r.to_ints(), randint(5, 9, {2, 500}, 4).to_ints());
+  EXPECT_THROW(randint(3, 3, {1}, 0), Error);
 }
 
 TEST(Tensor, StrDescribesTheTensor) {
