@@ -202,9 +202,8 @@ void install_pointwise(const Setter& set) {
   set(Op::Sigmoid, unary_float(sigmoid));
   set(Op::Silu, unary_float([](double x) { return x / (1.0 + std::exp(-x)); }));  // torch's formula
   set(Op::Erf, unary_float([](double x) { return std::erf(x); }));
-  set(Op::Gelu, [](In in, const Attrs& a, Outs outs) {
-    auto fn = a.get_string("approximate") == "tanh" ? unary_float(gelu_tanh) : unary_float(gelu_erf);
-    return fn(in, a, outs);
+  set(Op::Gelu, [exact = unary_float(gelu_erf), tanh = unary_float(gelu_tanh)](In in, const Attrs& a, Outs outs) {
+    return (a.get_string("approximate") == "tanh" ? tanh : exact)(in, a, outs);
   });
   set(Op::To, to_kernel);
 

@@ -7,7 +7,6 @@
 #include "ir/error.h"
 #include "ir/meta/meta.h"
 #include "ir/reference/kernels.h"
-#include "ir/reference/util.h"
 
 namespace kiln::reference {
 
@@ -24,19 +23,29 @@ struct Slices {
 };
 
 Slices slices(const Shape& shape, const std::vector<bool>& reduced) {
-  Shape kept, red;
-  for (size_t d = 0; d < shape.size(); ++d) (reduced[d] ? red : kept).push_back(shape[d]);
+  // Row-major strides of each input dim within the kept dims (0 if reduced) and within the
+  // reduced dims (0 if kept); a running multi-index avoids re-dividing per element.
+  size_t rank = shape.size();
+  std::vector<int64_t> kstride(rank, 0), rstride(rank, 0), idx(rank, 0);
+  int64_t ks = 1, rs = 1;
+  for (size_t d = rank; d-- > 0;) {
+    if (reduced[d]) rstride[d] = rs, rs *= shape[d];
+    else kstride[d] = ks, ks *= shape[d];
+  }
   Slices s;
-  s.size = numel(red);
-  int64_t n = numel(shape);
+  s.size = rs;
+  int64_t n = numel(shape), out = 0, pos = 0;
   s.out.resize(n);
   s.pos.resize(n);
   for (int64_t i = 0; i < n; ++i) {
-    auto idx = unravel(i, shape);
-    std::vector<int64_t> k, r;
-    for (size_t d = 0; d < shape.size(); ++d) (reduced[d] ? r : k).push_back(idx[d]);
-    s.out[i] = ravel(k, kept);
-    s.pos[i] = ravel(r, red);
+    s.out[i] = out;
+    s.pos[i] = pos;
+    for (size_t d = rank; d-- > 0;) {  // advance the multi-index by one
+      out += kstride[d], pos += rstride[d];
+      if (++idx[d] < shape[d]) break;
+      out -= kstride[d] * shape[d], pos -= rstride[d] * shape[d];
+      idx[d] = 0;
+    }
   }
   return s;
 }
