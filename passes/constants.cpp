@@ -41,7 +41,7 @@ std::optional<double> splat_value(Value v) {
         if (!same_number(in_dtype(x, dt), first)) return std::nullopt;
       return first;
     }
-    default:  // arange: never a splat worth matching (one element at most)
+    default:  // arange is a splat only when it has one element: not worth a rule
       return std::nullopt;
   }
 }
