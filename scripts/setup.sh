@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what kiln needs to build on Debian 12 (as root, or with sudo) and configures and
-# builds it into build/. Sourced by demo.sh and test.sh; safe to run again: it installs only
-# what is missing and rebuilds only what changed.
+# builds it into build/ (KILN_BUILD=DIR for another folder, KILN_JOBS=N to limit the build).
+# Sourced by demo.sh and test.sh; safe to run again: it installs only what is missing and
+# rebuilds only what changed.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 
@@ -33,5 +34,5 @@ kiln_install_missing() {
 
 kiln_build() {
   cmake -S "$KILN_ROOT" -B "$KILN_BUILD" -G Ninja
-  cmake --build "$KILN_BUILD" -j "$(nproc)"
+  cmake --build "$KILN_BUILD" -j "${KILN_JOBS:-$(nproc)}"
 }
