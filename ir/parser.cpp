@@ -250,9 +250,14 @@ class Parser {
     if (static_cast<int>(lhs.size()) != n->num_results())
       error(*lhs[0], fmt::format("{} has {} result{} but {} name{} given", what, n->num_results(),
                                  n->num_results() == 1 ? "" : "s", lhs.size(), lhs.size() == 1 ? " is" : "s are"));
+    // add_node named the later results after the first (`y_1`, `y_2`); the names written here
+    // were checked to be new above, so one of them can only clash with such an automatic name
+    // of this very node, which is moved out of the way (it gets its own written name later).
     for (size_t i = 1; i < lhs.size(); ++i) {
-      if (g.find(lhs[i]->text)) error(*lhs[i], fmt::format("'%{}' is defined twice", lhs[i]->text));
-      g.rename(n->result(static_cast<int>(i)), lhs[i]->text);
+      Value r = n->result(static_cast<int>(i));
+      if (r.name() == lhs[i]->text) continue;
+      if (Value other = g.find(lhs[i]->text)) g.rename(other, g.fresh_name(lhs[i]->text));
+      g.rename(r, lhs[i]->text);
     }
     if (n->name() != lhs[0]->text) error(*lhs[0], fmt::format("'%{}' is defined twice", lhs[0]->text));
     if (accept(Tok::Colon)) {
