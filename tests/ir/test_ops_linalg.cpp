@@ -1,0 +1,168 @@
+// Matrix products: shape rules (and their errors), reference kernels against hand-computed
+// products (every torch.matmul case, strided operands, empty and integer operands) and the
+// print/parse round trip of each op.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "ir/error.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "ir/reference/reference.h"
+#include "tests/support/support.h"
+
+namespace kiln {
+namespace {
+
+using testing::make;
+
+HostTensor run1(Op op, std::vector<HostTensor> ins, const Attrs& a = {}) { return run_reference(op, ins, a).at(0); }
+std::vector<double> vals(const HostTensor& t) { return t.to_doubles(); }
+HostTensor f32(const Shape& s, std::vector<double> v) { return make(DType::F32, s, std::move(v)); }
+HostTensor transposed(const HostTensor& t) {
+  return run1(Op::Transpose, {t}, {{"dim0", int64_t{0}}, {"dim1", int64_t{1}}});
+}
+
+// Whether the shape rule rejects these inputs with a message containing `text`.
+::testing::AssertionResult meta_fails(Op op, std::vector<TensorMeta> ins, const Attrs& a, const std::string& text) {
+  try {
+    infer_meta(op_info(op), ins, a);
+  } catch (const Error& e) {
+    if (std::string(e.what()).find(text) != std::string::npos) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "the error \"" << e.what() << "\" does not say \"" << text << "\"";
+  }
+  return ::testing::AssertionFailure() << "no error; expected one saying \"" << text << "\"";
+}
+
+// Prints a one-node graph, parses it back and checks the text survives; returns the node's line.
+std::string round_trip(Op op, std::vector<TensorMeta> ins, const Attrs& a = {}) {
+  Graph g("g");
+  std::vector<Value> vs;
+  for (size_t i = 0; i < ins.size(); ++i) vs.push_back(g.add_input("x" + std::to_string(i), ins[i]));
+  Node* n = g.add_node(op, vs, a, "y");
+  g.set_outputs({n->result(0)});
+  std::string text = print_graph(g);
+  EXPECT_EQ(print_graph(parse_graph(text)), text);
+  return print_node(*n);
+}
+
+TensorMeta F(const Shape& s) { return TensorMeta(DType::F32, s); }
+
+TEST(OpsLinalg, MatmulVectorCases) {
+  HostTensor dot = run1(Op::Matmul, {f32({3}, {1, 2, 3}), f32({3}, {4, 5, 6})});
+  EXPECT_EQ(dot.shape(), Shape{});
+  EXPECT_EQ(dot.get(0), 32);
+  HostTensor m23 = f32({2, 3}, {1, 2, 3, 4, 5, 6});
+  EXPECT_EQ(vals(run1(Op::Matmul, {f32({2}, {1, 2}), m23})), (std::vector<double>{9, 12, 15}));
+  HostTensor mv = run1(Op::Matmul, {m23, f32({3}, {1, 0, -1})});
+  EXPECT_EQ(mv.shape(), (Shape{2}));
+  EXPECT_EQ(vals(mv), (std::vector<double>{-2, -2}));
+}
+
+TEST(OpsLinalg, MatmulOfStridedOperands) {
+  // B^T is a strided view of B = [[5,6],[7,8]]; A @ B^T = [[17,23],[39,53]].
+  HostTensor a = f32({2, 2}, {1, 2, 3, 4});
+  HostTensor bt = transposed(f32({2, 2}, {5, 6, 7, 8}));
+  ASSERT_FALSE(bt.is_contiguous());
+  EXPECT_EQ(vals(run1(Op::Matmul, {a, bt})), (std::vector<double>{17, 23, 39, 53}));
+  EXPECT_EQ(vals(run1(Op::Matmul, {transposed(a), a})), (std::vector<double>{10, 14, 14, 20}));
+}
+
+TEST(OpsLinalg, MatmulBroadcastsBatchDims) {
+  // a: batch [2,1] of rows a0=[1,2], a1=[3,4]; b: batch [3] of columns [1,0], [0,1], [1,1].
+  HostTensor a = f32({2, 1, 1, 2}, {1, 2, 3, 4});
+  HostTensor b = f32({3, 2, 1}, {1, 0, 0, 1, 1, 1});
+  HostTensor out = run1(Op::Matmul, {a, b});
+  EXPECT_EQ(out.shape(), (Shape{2, 3, 1, 1}));
+  EXPECT_EQ(vals(out), (std::vector<double>{1, 2, 3, 3, 4, 7}));
+  // A vector on either side of a batch: the added dim is removed again.
+  HostTensor vb = run1(Op::Matmul, {f32({2}, {1, 2}), b});
+  EXPECT_EQ(vb.shape(), (Shape{3, 1}));
+  EXPECT_EQ(vals(vb), (std::vector<double>{1, 2, 3}));
+  HostTensor bv = run1(Op::Matmul, {f32({2, 1, 2}, {1, 2, 3, 4}), f32({2}, {1, 1})});
+  EXPECT_EQ(bv.shape(), (Shape{2, 1}));
+  EXPECT_EQ(vals(bv), (std::vector<double>{3, 7}));
+}
+
+TEST(OpsLinalg, MatmulIntegerAndEmpty) {
+  int64_t big = int64_t{1} << 31;  // big*big + 1*1 = 2^62 + 1, which a double would round
+  auto i64 = [](std::vector<int64_t> v) { return HostTensor::from_ints(DType::I64, {2}, v); };
+  HostTensor exact = run1(Op::Matmul, {i64({big, 1}), i64({big, 1})});
+  EXPECT_EQ(exact.dtype(), DType::I64);
+  EXPECT_EQ(exact.get_int(0), (int64_t{1} << 62) + 1);
+  HostTensor zeros = run1(Op::Matmul, {HostTensor::empty(DType::F32, {2, 0}), HostTensor::empty(DType::F32, {0, 3})});
+  EXPECT_EQ(zeros.shape(), (Shape{2, 3}));
+  EXPECT_EQ(vals(zeros), std::vector<double>(6, 0.0));
+  EXPECT_EQ(run1(Op::Matmul, {HostTensor::empty(DType::F32, {0, 2}), f32({2}, {1, 2})}).shape(), (Shape{0}));
+}
+
+TEST(OpsLinalg, MatmulShapeErrors) {
+  EXPECT_TRUE(meta_fails(Op::Matmul, {F({2, 3}), F({2, 3})}, Attrs{}, "cannot be multiplied (2x3 and 2x3)"));
+  EXPECT_TRUE(meta_fails(Op::Matmul, {F({}), F({3})}, Attrs{}, "at least 1 dimension"));
+  EXPECT_TRUE(meta_fails(Op::Matmul, {F({2, 1, 2}), F({3, 2, 2})}, Attrs{}, "broadcast"));
+  EXPECT_TRUE(meta_fails(Op::Matmul, {F({2}), TensorMeta(DType::F64, {2})}, Attrs{}, "one dtype"));
+  EXPECT_TRUE(meta_fails(Op::Matmul, {TensorMeta(DType::Bool, {2}), TensorMeta(DType::Bool, {2})}, Attrs{}, "bool"));
+  EXPECT_EQ(round_trip(Op::Matmul, {F({5, 2, 3}), F({3, 4})}), "%y = matmul(%x0, %x1) : f32[5,2,4]");
+  EXPECT_EQ(round_trip(Op::Matmul, {F({3}), F({3})}), "%y = matmul(%x0, %x1) : f32[]");
+}
+
+TEST(OpsLinalg, Bmm) {
+  HostTensor out = run1(Op::Bmm, {f32({2, 1, 2}, {1, 2, 5, 6}), f32({2, 2, 1}, {3, 4, 7, 8})});
+  EXPECT_EQ(out.shape(), (Shape{2, 1, 1}));
+  EXPECT_EQ(vals(out), (std::vector<double>{11, 83}));
+  EXPECT_TRUE(meta_fails(Op::Bmm, {F({2, 2}), F({2, 2})}, Attrs{}, "two 3-d tensors"));
+  EXPECT_TRUE(meta_fails(Op::Bmm, {F({2, 1, 2}), F({3, 2, 1})}, Attrs{}, "batch sizes differ: 2 and 3"));
+  EXPECT_EQ(round_trip(Op::Bmm, {F({2, 1, 2}), F({2, 2, 3})}), "%y = bmm(%x0, %x1) : f32[2,1,3]");
+}
+
+TEST(OpsLinalg, Linear) {
+  HostTensor x = f32({2, 3}, {1, 2, 3, 4, 5, 6});
+  HostTensor w = f32({2, 3}, {1, 0, 0, 0, 1, 1});
+  EXPECT_EQ(vals(run1(Op::Linear, {x, w, f32({2}, {10, 20})})), (std::vector<double>{11, 25, 14, 31}));
+  EXPECT_EQ(vals(run1(Op::Linear, {x, w})), (std::vector<double>{1, 5, 4, 11}));
+  // A strided weight (the transpose of a [3,2] matrix) and a 3-d input.
+  HostTensor wt = transposed(f32({3, 2}, {1, 0, 0, 1, 0, 1}));
+  HostTensor x3 = f32({1, 2, 3}, {1, 2, 3, 4, 5, 6});
+  HostTensor y3 = run1(Op::Linear, {x3, wt});
+  EXPECT_EQ(y3.shape(), (Shape{1, 2, 2}));
+  EXPECT_EQ(vals(y3), (std::vector<double>{1, 5, 4, 11}));
+  // A 1-d weight gives one feature per row, and the dim is dropped; a 0-d bias broadcasts.
+  HostTensor y1 = run1(Op::Linear, {x, f32({3}, {1, 1, 1}), f32({}, {0.5})});
+  EXPECT_EQ(y1.shape(), (Shape{2}));
+  EXPECT_EQ(vals(y1), (std::vector<double>{6.5, 15.5}));
+  EXPECT_TRUE(meta_fails(Op::Linear, {F({2, 3}), F({2, 4})}, Attrs{}, "does not match weight"));
+  EXPECT_TRUE(meta_fails(Op::Linear, {F({2, 3}), F({2, 3}), F({3})}, Attrs{}, "do not broadcast"));
+  EXPECT_TRUE(meta_fails(Op::Linear, {F({2, 3}), F({2, 3}), F({2, 1, 2})}, Attrs{}, "does not broadcast to the output"));
+  EXPECT_EQ(round_trip(Op::Linear, {F({8, 64}), F({600, 64}), F({600})}), "%y = linear(%x0, %x1, %x2) : f32[8,600]");
+  EXPECT_EQ(round_trip(Op::Linear, {F({8, 64}), F({600, 64})}), "%y = linear(%x0, %x1) : f32[8,600]");
+}
+
+TEST(OpsLinalg, Addmm) {
+  HostTensor m1 = f32({2, 2}, {1, 2, 3, 4});
+  HostTensor eye = f32({2, 2}, {1, 0, 0, 1});
+  // 2*[1,2] (broadcast over rows) + 3*m1.
+  Attrs scales{{"beta", int64_t{2}}, {"alpha", int64_t{3}}};
+  EXPECT_EQ(vals(run1(Op::Addmm, {f32({2}, {1, 2}), m1, eye}, scales)), (std::vector<double>{5, 10, 11, 16}));
+  EXPECT_EQ(vals(run1(Op::Addmm, {f32({2, 2}, {1, 1, 1, 1}), m1, transposed(m1)})), (std::vector<double>{6, 12, 12, 26}));
+  // beta = 0 ignores self entirely: its nan does not reach the result.
+  HostTensor nan_self = f32({2, 2}, {NAN, NAN, INFINITY, 1});
+  EXPECT_EQ(vals(run1(Op::Addmm, {nan_self, m1, eye}, {{"beta", 0.0}, {"alpha", 0.5}})),
+            (std::vector<double>{0.5, 1, 1.5, 2}));
+  // Integer tensors take integer scalars only, as in PyTorch.
+  auto i64 = [](std::vector<double> v) { return make(DType::I64, {1, 1}, v); };
+  EXPECT_EQ(run1(Op::Addmm, {i64({1}), i64({2}), i64({3})}, {{"beta", int64_t{-1}}}).get_int(0), 5);
+  try {
+    run1(Op::Addmm, {i64({1}), i64({2}), i64({3})}, {{"beta", 0.5}});
+    ADD_FAILURE() << "a float beta was accepted for integer tensors";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("beta must be an integer"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(meta_fails(Op::Addmm, {F({3}), F({2, 2}), F({2, 2})}, Attrs{}, "do not broadcast"));
+  EXPECT_TRUE(meta_fails(Op::Addmm, {F({3, 2, 2}), F({2, 2}), F({2, 2})}, Attrs{}, "does not broadcast to the product"));
+  EXPECT_TRUE(meta_fails(Op::Addmm, {F({2}), F({2, 3}), F({2, 2})}, Attrs{}, "cannot be multiplied"));
+  EXPECT_EQ(round_trip(Op::Addmm, {F({3}), F({2, 4}), F({4, 3})}, {{"beta", 0.5}, {"alpha", int64_t{2}}}),
+            "%y = addmm(%x0, %x1, %x2, beta=0.5, alpha=2) : f32[2,3]");
+}
+
+}  // namespace
+}  // namespace kiln
