@@ -3,7 +3,6 @@
 // result dtype.
 #include <variant>
 
-#include "ir/error.h"
 #include "ir/reference/kernels.h"
 #include "ir/reference/util.h"
 
@@ -52,17 +51,14 @@ std::vector<T> matmul_values(const HostTensor& a, const HostTensor& b) {
   return out;
 }
 
-// A Scalar attribute (beta, alpha) in the accumulation type. As in PyTorch, integer tensors
-// do not take float scalars.
+// A Scalar attribute (beta, alpha) in the accumulation type. For integer tensors PyTorch's
+// addmm converts a float scalar to the integer type, truncating (beta=1.5 acts as 1).
 template <typename T>
 T scalar_attr(const Attrs& a, const std::string& name) {
   const AttrValue& v = *a.find(name);
-  if constexpr (std::is_same_v<T, double>) {
-    return a.get_float(name);
-  } else {
-    if (!std::holds_alternative<int64_t>(v)) fail("for integer tensors, {} must be an integer, got {}", name, attr_str(v));
-    return std::get<int64_t>(v);
-  }
+  if constexpr (std::is_same_v<T, double>) return a.get_float(name);
+  else if (const auto* i = std::get_if<int64_t>(&v)) return *i;
+  else return static_cast<int64_t>(a.get_float(name));
 }
 
 // out = alpha * (a @ b) + beta * self, where `self` (if given) broadcasts to the result; a zero
