@@ -222,8 +222,11 @@ TEST_F(Cli, DemoWritesItsStages) {
   EXPECT_TRUE(fs::exists(path("demo/01_canonicalize.kir")));
   EXPECT_TRUE(fs::exists(path("demo/graph.dot")));
   // Every stage is a valid .kir file.
-  for (auto& e : fs::directory_iterator(path("demo")))
-    if (e.path().extension() == ".kir") EXPECT_NO_THROW(kiln::parse_file(e.path().string())) << e.path();
+  for (auto& e : fs::directory_iterator(path("demo"))) {
+    if (e.path().extension() == ".kir") {
+      EXPECT_NO_THROW(kiln::parse_file(e.path().string())) << e.path();
+    }
+  }
 }
 
 }  // namespace
