@@ -51,17 +51,23 @@ std::string attr_str(const AttrValue& v) {
   return std::visit(V{}, v);
 }
 
+namespace {
+// Attribute values are compared as written: nan equals nan, and -0.0 differs from 0.0
+// (1/x tells them apart, so CSE must not merge them and the printer must not drop -0.0).
+bool same_double(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+  return a == b && std::signbit(a) == std::signbit(b);
+}
+}  // namespace
+
 bool attr_equal(const AttrValue& a, const AttrValue& b) {
   if (a.index() != b.index()) return false;
-  if (auto* da = std::get_if<double>(&a)) {
-    double db = std::get<double>(b);
-    return (std::isnan(*da) && std::isnan(db)) || *da == db;
-  }
+  if (auto* da = std::get_if<double>(&a)) return same_double(*da, std::get<double>(b));
   if (auto* la = std::get_if<FloatList>(&a)) {
     const auto& lb = std::get<FloatList>(b);
     if (la->size() != lb.size()) return false;
     for (size_t i = 0; i < la->size(); ++i)
-      if (!((std::isnan((*la)[i]) && std::isnan(lb[i])) || (*la)[i] == lb[i])) return false;
+      if (!same_double((*la)[i], lb[i])) return false;
     return true;
   }
   return a == b;

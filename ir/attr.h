@@ -20,7 +20,7 @@ using AttrValue = std::variant<int64_t, double, bool, std::string, DType, IntLis
 // print with a '.', an exponent or a name, so they parse back as floats.
 std::string attr_str(const AttrValue& v);
 std::string format_double(double d);  // shortest text that parses back to the same double
-bool attr_equal(const AttrValue& a, const AttrValue& b);  // nan == nan, unlike operator==
+bool attr_equal(const AttrValue& a, const AttrValue& b);  // nan == nan and -0.0 != 0.0, unlike operator==
 
 class Attrs {
  public:

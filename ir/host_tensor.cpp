@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "ir/error.h"
 #include "ir/half.h"
@@ -75,6 +76,15 @@ template <typename T>
 void store(std::byte* p, T v) {
   std::memcpy(p, &v, sizeof(T));
 }
+// Float to int truncates toward zero; NaN and out-of-range values give the type's minimum,
+// as x86's cvttsd2si does (and so PyTorch on x86), instead of C++'s undefined behaviour.
+template <typename I>
+I float_to_int(double v) {
+  constexpr double lo = static_cast<double>(std::numeric_limits<I>::min());
+  constexpr double hi = -lo;  // 2^31 or 2^63, exactly representable
+  if (!(v > lo - 1 && v < hi)) return std::numeric_limits<I>::min();
+  return static_cast<I>(v);
+}
 }  // namespace
 
 double HostTensor::get(int64_t i) const {
@@ -105,8 +115,8 @@ void HostTensor::set(int64_t i, double v) {
   std::byte* p = storage_->data() + element_offset(i) * dtype_size(dtype());
   switch (dtype()) {
     case DType::Bool: store<uint8_t>(p, v != 0.0); break;
-    case DType::I32: store<int32_t>(p, std::isfinite(v) ? static_cast<int32_t>(static_cast<int64_t>(v)) : 0); break;
-    case DType::I64: store<int64_t>(p, std::isfinite(v) ? static_cast<int64_t>(v) : 0); break;
+    case DType::I32: store<int32_t>(p, float_to_int<int32_t>(v)); break;
+    case DType::I64: store<int64_t>(p, float_to_int<int64_t>(v)); break;
     case DType::F16: store<uint16_t>(p, float_to_half_bits(static_cast<float>(v))); break;
     case DType::BF16: store<uint16_t>(p, float_to_bf16_bits(static_cast<float>(v))); break;
     case DType::F32: store<float>(p, static_cast<float>(v)); break;

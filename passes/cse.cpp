@@ -39,31 +39,12 @@ size_t hash_attr(const AttrValue& v) {
   return h;
 }
 
-// Attrs::operator== says 0.0 == -0.0, but full(0.0) and full(-0.0) differ (1/x tells them
-// apart), so merging also requires every float to agree in sign.
-bool signs_agree(const AttrValue& a, const AttrValue& b) {
-  if (auto* da = std::get_if<double>(&a)) return same_number(*da, std::get<double>(b));
-  if (auto* la = std::get_if<FloatList>(&a)) {
-    const auto& lb = std::get<FloatList>(b);
-    for (size_t i = 0; i < la->size(); ++i)
-      if (!same_number((*la)[i], lb[i])) return false;
-  }
-  return true;
-}
-
-bool same_attrs(const Attrs& a, const Attrs& b) {
-  if (!(a == b)) return false;
-  for (auto& [name, value] : a.all())
-    if (!signs_agree(value, *b.find(name))) return false;
-  return true;
-}
-
 struct NodeKey {
   const Node* node;
   bool operator==(const NodeKey& o) const {
     const Node& a = *node;
     const Node& b = *o.node;
-    return a.op() == b.op() && a.inputs() == b.inputs() && same_attrs(a.attrs(), b.attrs());
+    return a.op() == b.op() && a.inputs() == b.inputs() && a.attrs() == b.attrs();  // nan == nan, -0.0 != 0.0
   }
 };
 

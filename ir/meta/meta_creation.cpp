@@ -37,7 +37,20 @@ Metas meta_arange(In, const Attrs& a) {
   for (const char* k : {"start", "end", "step"})
     if (std::holds_alternative<double>(*a.find(k))) inferred = kDefaultFloat;
   DType dt = a.opt_dtype("dtype").value_or(inferred);
-  int64_t n = static_cast<int64_t>(std::ceil((end - start) / step));
+  int64_t n;
+  if (dt == DType::I64) {
+    // PyTorch computes an int64 arange's length in int64 with the bounds and step truncated.
+    auto as_int = [&](const char* k) {
+      const AttrValue& v = *a.find(k);
+      return std::holds_alternative<int64_t>(v) ? std::get<int64_t>(v) : static_cast<int64_t>(std::get<double>(v));
+    };
+    int64_t s = as_int("start"), e = as_int("end"), st = as_int("step");
+    if (st == 0) fail("arange step must be nonzero (step {} truncates to 0 for i64)", attr_str(*a.find("step")));
+    int64_t sgn = st > 0 ? 1 : -1;
+    n = (e - s + st - sgn) / st;
+  } else {
+    n = static_cast<int64_t>(std::ceil((end - start) / step));
+  }
   return {TensorMeta(dt, Shape{std::max<int64_t>(n, 0)})};
 }
 

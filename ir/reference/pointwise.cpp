@@ -96,7 +96,9 @@ ReferenceFn predicate(P p) {
 }
 
 int64_t int_pow(int64_t base, int64_t exp) {
-  if (exp < 0) fail("Integers to negative integer powers are not allowed.");
+  // PyTorch's tensor-tensor pow: a negative exponent gives 1/base truncated toward zero
+  // (kiln's scalars are 0-d tensors, so this is the rule that applies to every pow).
+  if (exp < 0) return base == 1 ? 1 : base == -1 ? ((exp & 1) ? -1 : 1) : 0;
   int64_t r = 1;
   for (; exp; exp >>= 1, base = wrap_mul(base, base))
     if (exp & 1) r = wrap_mul(r, base);

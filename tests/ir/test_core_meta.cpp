@@ -5,6 +5,7 @@
 
 #include "ir/attr.h"
 #include "ir/error.h"
+#include "ir/host_tensor.h"
 #include "ir/lexer.h"
 #include "ir/meta/meta.h"
 #include "ir/op_registry.h"
@@ -98,6 +99,31 @@ TEST(Lexer, LocationsCommentsAndNumbers) {
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "t.kir:1:5: error: unexpected character '$'");
   }
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST(Arange, LengthFollowsPyTorchPerDtype) {
+  auto len = [](Attrs a) { return infer_meta(*find_op("arange"), {}, a)[0].shape[0]; };
+  EXPECT_EQ(len({{"end", int64_t{10}}}), 10);
+  EXPECT_EQ(len({{"start", int64_t{2}}, {"end", int64_t{11}}, {"step", int64_t{3}}}), 3);
+  EXPECT_EQ(len({{"start", int64_t{10}}, {"end", int64_t{0}}, {"step", int64_t{-3}}}), 4);
+  int64_t big = int64_t{1} << 53;
+  EXPECT_EQ(len({{"start", big}, {"end", big + 3}}), 3);  // exact in int64, not in double
+  // An i64 arange truncates the step first: 0, 1, 2, 3, 4.
+  EXPECT_EQ(len({{"end", int64_t{5}}, {"step", 1.5}, {"dtype", DType::I64}}), 5);
+  EXPECT_EQ(len({{"end", 5.0}, {"step", 1.5}}), 4);  // f32: ceil(5/1.5)
+  EXPECT_THROW(len({{"end", int64_t{5}}, {"step", 0.5}, {"dtype", DType::I64}}), Error);
+}
+
+TEST(Casts, OutOfRangeFloatToIntGivesTheMinimumLikeX86) {
+  HostTensor t = HostTensor::from_doubles(DType::F64, {5}, std::vector<double>{1e10, -1e10, NAN, -2.9, 2.9});
+  EXPECT_EQ(t.to(DType::I32).to_ints(), (std::vector<int64_t>{INT32_MIN, INT32_MIN, INT32_MIN, -2, 2}));
+  EXPECT_EQ(t.to(DType::I64).to_ints(), (std::vector<int64_t>{10000000000, -10000000000, INT64_MIN, -2, 2}));
 }
 
 }  // namespace

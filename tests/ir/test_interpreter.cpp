@@ -111,14 +111,16 @@ TEST(Interpreter, SplitGivesSeveralValues) {
 }
 
 TEST(Interpreter, KernelErrorsNameTheNode) {
-  Graph g = parse_graph(R"(graph p(%b: i64[2], %e: i64[2]) {
-  %y = pow(%b, %e) : i64[2]
+  Graph g = parse_graph(R"(graph p(%w: f32[3,2], %i: i64[2]) {
+  %y = embedding(%w, %i) : f32[2,2]
   return (%y)
 }
 )");
+  HostTensor w = make(DType::F32, {3, 2}, {0, 1, 2, 3, 4, 5});
   auto ints = [](std::vector<int64_t> v) { return HostTensor::from_ints(DType::I64, {2}, v); };
-  EXPECT_EQ(interpret(g, {{ints({3, -2}), ints({4, 3})}})[0].to_ints(), (std::vector<int64_t>{81, -8}));
-  EXPECT_EQ(error_of(g, {ints({3, 2}), ints({1, -1})}), "%y = pow: Integers to negative integer powers are not allowed.");
+  EXPECT_TRUE(tensors_close(interpret(g, {{w, ints({2, 0})}})[0], make(DType::F32, {2, 2}, {4, 5, 0, 1})));
+  EXPECT_EQ(error_of(g, {w, ints({1, 3})}),
+            "%y = embedding: index 3 is out of range for an embedding of 3 rows (expected in [0, 3))");
 }
 
 }  // namespace

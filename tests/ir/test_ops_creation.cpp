@@ -108,7 +108,7 @@ TEST(CreationKernel, Arange) {
   } catch (const Error& e) {
     err = e.what();
   }
-  EXPECT_TRUE(has(err, "arange: arange step must be nonzero (step 0.5 truncates to 0 for i64)")) << err;
+  EXPECT_TRUE(has(err, "arange step must be nonzero (step 0.5 truncates to 0 for i64)")) << err;
 }
 
 TEST(CreationKernel, Constant) {
