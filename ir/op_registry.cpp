@@ -218,6 +218,18 @@ bool type_matches(ArgType t, const AttrValue& v) {
 }
 }  // namespace
 
+std::optional<std::string> attr_error(const OpInfo& info, const std::string& name, const AttrValue& v) {
+  const ArgSpec* spec = info.schema.find_attr(name);
+  if (!spec) {
+    std::string known;
+    for (auto& a : info.schema.attrs) known += (known.empty() ? "" : ", ") + a.name;
+    return fmt::format("{} has no attribute '{}' (its attributes: {})", info.name, name, known.empty() ? "none" : known);
+  }
+  if (!type_matches(spec->type, v))
+    return fmt::format("{}: attribute '{}' must be {}, got {}", info.name, name, arg_type_name(spec->type), attr_str(v));
+  return std::nullopt;
+}
+
 Attrs complete_attrs(const OpInfo& info, const Attrs& given, size_t num_inputs) {
   const Schema& s = info.schema;
   int lo = s.min_inputs(), hi = s.max_inputs();
@@ -226,16 +238,8 @@ Attrs complete_attrs(const OpInfo& info, const Attrs& given, size_t num_inputs) 
     if (lo == hi) fail("{} takes {} tensor input{}, got {}", info.name, lo, lo == 1 ? "" : "s", num_inputs);
     fail("{} takes {} to {} tensor inputs, got {}", info.name, lo, hi, num_inputs);
   }
-  for (auto& [name, v] : given.all()) {
-    const ArgSpec* spec = s.find_attr(name);
-    if (!spec) {
-      std::string known;
-      for (auto& a : s.attrs) known += (known.empty() ? "" : ", ") + a.name;
-      fail("{} has no attribute '{}' (its attributes: {})", info.name, name, known.empty() ? "none" : known);
-    }
-    if (!type_matches(spec->type, v))
-      fail("{}: attribute '{}' must be {}, got {}", info.name, name, arg_type_name(spec->type), attr_str(v));
-  }
+  for (auto& [name, v] : given.all())
+    if (auto err = attr_error(info, name, v)) fail("{}", *err);
   Attrs out;
   for (auto& spec : s.attrs) {
     const AttrValue* v = given.find(spec.name);

@@ -78,6 +78,10 @@ void set_reference(Op op, ReferenceFn fn);
 // Errors name the op and the attribute.
 Attrs complete_attrs(const OpInfo& info, const Attrs& given, size_t num_inputs);
 
+// Why `value` does not fit attribute `name` of the op (unknown name or wrong type), or
+// nullopt when it fits; used to point parse errors at the attribute itself.
+std::optional<std::string> attr_error(const OpInfo& info, const std::string& name, const AttrValue& value);
+
 // complete_attrs + the op's meta rule: the result types of a call.
 std::vector<TensorMeta> infer_meta(const OpInfo& info, std::span<const TensorMeta> inputs, const Attrs& attrs);
 

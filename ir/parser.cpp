@@ -110,9 +110,7 @@ class Parser {
     auto dtype = dtype_from_name(dt.text);
     if (!dtype) error(dt, fmt::format("unknown dtype '{}' (expected one of f64, f32, f16, bf16, i64, i32, bool)", dt.text));
     expect(Tok::LBracket, fmt::format("after dtype '{}' (a shape such as [8,64])", dt.text).c_str());
-    Shape shape = parse_int_list_tail("in the shape");
-    for (int64_t d : shape)
-      if (d < 0) error(dt, fmt::format("negative size {} in shape {}", d, shape_str(shape)));
+    Shape shape = parse_int_list_tail("in the shape", Tok::RBracket, /*sizes=*/true);
     TensorMeta m(*dtype, shape);
     if (peek().kind == Tok::LBrace && peek(1).kind == Tok::Int) {
       const Token& at = next();
@@ -136,12 +134,14 @@ class Parser {
   }
 
   // After '[' (or '{'): integers separated by commas up to the closing bracket.
-  IntList parse_int_list_tail(const char* context, Tok close = Tok::RBracket) {
+  // With `sizes`, negative entries are errors at the entry.
+  IntList parse_int_list_tail(const char* context, Tok close = Tok::RBracket, bool sizes = false) {
     IntList out;
     if (accept(close)) return out;
     for (;;) {
       const Token& t = peek();
       if (t.kind != Tok::Int) error(t, fmt::format("expected an integer {}, found {}", context, describe(t)));
+      if (sizes && t.int_value < 0) error(t, fmt::format("negative size {} in the shape", t.int_value));
       out.push_back(next().int_value);
       if (accept(close)) return out;
       expect(Tok::Comma, context);
@@ -224,12 +224,11 @@ class Parser {
           next();
           next();
           if (attrs.has(a.text)) error(a, fmt::format("attribute '{}' is given twice", a.text));
-          if (!info->schema.find_attr(a.text)) {
-            std::string known;
-            for (auto& s : info->schema.attrs) known += (known.empty() ? "" : ", ") + s.name;
-            error(a, fmt::format("{} has no attribute '{}' (its attributes: {})", info->name, a.text, known.empty() ? "none" : known));
-          }
-          attrs.set(a.text, parse_literal());
+          if (!info->schema.find_attr(a.text)) error(a, *attr_error(*info, a.text, AttrValue(int64_t{0})));
+          const Token& value_tok = peek();
+          AttrValue value = parse_literal();
+          if (auto err = attr_error(*info, a.text, value)) error(value_tok, *err);
+          attrs.set(a.text, std::move(value));
         } else {
           error(a, fmt::format("expected a value (%name) or an attribute (name=value), found {}", describe(a)));
         }
@@ -243,9 +242,11 @@ class Parser {
       n = g.add_node(info->op, inputs, attrs, lhs[0]->text);
     } catch (const Error& e) {
       // Shape-rule errors already start with "op(input types): "; name the result in front.
+      // Messages that start with the op's name ("add(f32[2], f32[3]): ...", "softmax: missing
+      // attribute 'dim'") get the result name in front; others get "%y = op: " in front.
       std::string msg = e.what();
-      bool has_call = msg.rfind(info->name + "(", 0) == 0;
-      error(opname, has_call ? fmt::format("%{} = {}", lhs[0]->text, msg) : fmt::format("{}: {}", what, msg));
+      bool names_op = msg.rfind(info->name + "(", 0) == 0 || msg.rfind(info->name + ":", 0) == 0;
+      error(opname, names_op ? fmt::format("%{} = {}", lhs[0]->text, msg) : fmt::format("{}: {}", what, msg));
     }
     if (static_cast<int>(lhs.size()) != n->num_results())
       error(*lhs[0], fmt::format("{} has {} result{} but {} name{} given", what, n->num_results(),
