@@ -10,16 +10,13 @@
 namespace kiln {
 namespace {
 
+using testing::ints;
 using testing::make;
 using testing::tensors_close;
 
+// The message of the kiln::Error that interpreting `g` on `ins` throws ("" if none).
 std::string error_of(const Graph& g, std::vector<HostTensor> ins) {
-  try {
-    interpret(g, ins);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return testing::error_of([&] { interpret(g, ins); });
 }
 
 const char* kMlp = R"(graph mlp(%x: f32[2,3], %w: f32[3]) {
@@ -60,7 +57,7 @@ TEST(Interpreter, CreationOpsAndPromotion) {
   return (%p, %o)
 }
 )");
-  auto outs = interpret(g, {{HostTensor::from_ints(DType::I32, {4}, std::vector<int64_t>{-3, 0, 1, 2})}});
+  auto outs = interpret(g, {{ints(DType::I32, {4}, {-3, 0, 1, 2})}});
   EXPECT_EQ(outs[0].dtype(), DType::I64);
   EXPECT_EQ(outs[0].to_ints(), (std::vector<int64_t>{-3, 1, 3, 5}));
   EXPECT_TRUE(tensors_close(outs[1], make(DType::F32, {4}, {0.5, 0.5, 1.5, 2.5})));
@@ -117,9 +114,8 @@ TEST(Interpreter, KernelErrorsNameTheNode) {
 }
 )");
   HostTensor w = make(DType::F32, {3, 2}, {0, 1, 2, 3, 4, 5});
-  auto ints = [](std::vector<int64_t> v) { return HostTensor::from_ints(DType::I64, {2}, v); };
-  EXPECT_TRUE(tensors_close(interpret(g, {{w, ints({2, 0})}})[0], make(DType::F32, {2, 2}, {4, 5, 0, 1})));
-  EXPECT_EQ(error_of(g, {w, ints({1, 3})}),
+  EXPECT_TRUE(tensors_close(interpret(g, {{w, ints(DType::I64, {2}, {2, 0})}})[0], make(DType::F32, {2, 2}, {4, 5, 0, 1})));
+  EXPECT_EQ(error_of(g, {w, ints(DType::I64, {2}, {1, 3})}),
             "%y = embedding: index 3 is out of range for an embedding of 3 rows (expected in [0, 3))");
 }
 

@@ -39,12 +39,8 @@ std::string raw(std::initializer_list<T> values) {
 }
 
 std::string error_of(const std::string& bytes) {
-  try {
-    kiln::npy_decode(bytes, "x.npy");
-  } catch (const kiln::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
+  std::string message = kiln::testing::error_of([&] { kiln::npy_decode(bytes, "x.npy"); });
+  return message.empty() ? "(no error)" : message;
 }
 
 class NpyRoundTrip : public ::testing::TestWithParam<DType> {};

@@ -6,62 +6,27 @@
 #include <cmath>
 #include <limits>
 
-#include "ir/error.h"
-#include "ir/parser.h"
-#include "ir/printer.h"
 #include "ir/random.h"
-#include "ir/reference/reference.h"
 #include "tests/support/support.h"
 
 namespace kiln {
 namespace {
 
+using testing::F;
+using testing::I;
 using testing::make;
+using testing::meta_fails;
+using testing::one_node_round_trip;
+using testing::run1;
+using testing::run_fails;
 using testing::tensors_close;
+using testing::vals;
 const double kInf = std::numeric_limits<double>::infinity();
 const double ln2 = std::log(2.0), ln5 = std::log(5.0);
 
-HostTensor run1(Op op, std::vector<HostTensor> ins, const Attrs& a = {}) { return run_reference(op, ins, a).at(0); }
-std::vector<double> vals(const HostTensor& t) { return t.to_doubles(); }
 HostTensor f32(const Shape& s, std::vector<double> v) { return make(DType::F32, s, std::move(v)); }
 HostTensor f64(const Shape& s, std::vector<double> v) { return make(DType::F64, s, std::move(v)); }
 HostTensor i64(const Shape& s, std::vector<double> v) { return make(DType::I64, s, std::move(v)); }
-TensorMeta F(const Shape& s) { return TensorMeta(DType::F32, s); }
-TensorMeta I(const Shape& s) { return TensorMeta(DType::I64, s); }
-
-// Whether the shape rule rejects these inputs with a message containing `text`.
-::testing::AssertionResult meta_fails(Op op, std::vector<TensorMeta> ins, const Attrs& a, const std::string& text) {
-  try {
-    infer_meta(op_info(op), ins, a);
-  } catch (const Error& e) {
-    if (std::string(e.what()).find(text) != std::string::npos) return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure() << "the error \"" << e.what() << "\" does not say \"" << text << "\"";
-  }
-  return ::testing::AssertionFailure() << "no error; expected one saying \"" << text << "\"";
-}
-
-// Whether running the kernel throws a kiln::Error containing `text`.
-::testing::AssertionResult run_fails(Op op, std::vector<HostTensor> ins, const Attrs& a, const std::string& text) {
-  try {
-    run_reference(op, ins, a);
-  } catch (const Error& e) {
-    if (std::string(e.what()).find(text) != std::string::npos) return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure() << "the error \"" << e.what() << "\" does not say \"" << text << "\"";
-  }
-  return ::testing::AssertionFailure() << "no error; expected one saying \"" << text << "\"";
-}
-
-// Prints a one-node graph, parses it back and checks the text survives; returns the node's line.
-std::string round_trip(Op op, std::vector<TensorMeta> ins, const Attrs& a = {}) {
-  Graph g("g");
-  std::vector<Value> vs;
-  for (size_t i = 0; i < ins.size(); ++i) vs.push_back(g.add_input("x" + std::to_string(i), ins[i]));
-  Node* n = g.add_node(op, vs, a, "y");
-  g.set_outputs({n->result(0)});
-  std::string text = print_graph(g);
-  EXPECT_EQ(print_graph(parse_graph(text)), text);
-  return print_node(*n);
-}
 
 TEST(OpsComposite, TrilTriuOfTensors) {
   HostTensor x = f32({3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
@@ -78,7 +43,7 @@ TEST(OpsComposite, TrilTriuOfTensors) {
   EXPECT_EQ(run1(Op::Tril, {HostTensor::empty(DType::F32, {0, 3})}).shape(), (Shape{0, 3}));
   EXPECT_TRUE(meta_fails(Op::Tril, {F({3})}, {}, "at least 2 dims"));
   EXPECT_TRUE(meta_fails(Op::Triu, {F({3, 3})}, {{"size", IntList{3, 3}}}, "not both"));
-  EXPECT_EQ(round_trip(Op::Tril, {F({2, 4, 4})}, {{"diagonal", int64_t{1}}}), "%y = tril(%x0, diagonal=1) : f32[2,4,4]");
+  EXPECT_EQ(one_node_round_trip(Op::Tril, {F({2, 4, 4})}, {{"diagonal", int64_t{1}}}), "%y = tril(%x0, diagonal=1) : f32[2,4,4]");
 }
 
 TEST(OpsComposite, TrilTriuOfSize) {
@@ -91,7 +56,7 @@ TEST(OpsComposite, TrilTriuOfSize) {
   EXPECT_EQ(upper.to_ints(), (std::vector<int64_t>{1, 1, 1, 1, 0, 1}));
   EXPECT_TRUE(meta_fails(Op::Tril, {}, {}, "give an input tensor or size="));
   EXPECT_TRUE(meta_fails(Op::Tril, {}, {{"size", IntList{3}}}, "needs at least 2 dims"));
-  EXPECT_EQ(round_trip(Op::Triu, {}, {{"size", IntList{4, 4}}, {"dtype", DType::Bool}}),
+  EXPECT_EQ(one_node_round_trip(Op::Triu, {}, {{"size", IntList{4, 4}}, {"dtype", DType::Bool}}),
             "%y = triu(size=[4,4], dtype=bool) : bool[4,4]");
 }
 
@@ -116,8 +81,8 @@ TEST(OpsComposite, Softmax) {
   EXPECT_EQ(vals(run1(Op::Softmax, {f32({}, {5})}, {{"dim", int64_t{0}}})), (std::vector<double>{1}));
   EXPECT_TRUE(meta_fails(Op::Softmax, {F({2, 3})}, {{"dim", int64_t{2}}}, "out of range"));
   EXPECT_TRUE(meta_fails(Op::LogSoftmax, {I({2, 3})}, {{"dim", int64_t{1}}}, "floating-point"));
-  EXPECT_EQ(round_trip(Op::Softmax, {F({8, 600})}, {{"dim", int64_t{-1}}}), "%y = softmax(%x0, dim=-1) : f32[8,600]");
-  EXPECT_EQ(round_trip(Op::LogSoftmax, {TensorMeta(DType::F16, {4})}, {{"dim", int64_t{0}}, {"dtype", DType::F32}}),
+  EXPECT_EQ(one_node_round_trip(Op::Softmax, {F({8, 600})}, {{"dim", int64_t{-1}}}), "%y = softmax(%x0, dim=-1) : f32[8,600]");
+  EXPECT_EQ(one_node_round_trip(Op::LogSoftmax, {TensorMeta(DType::F16, {4})}, {{"dim", int64_t{0}}, {"dtype", DType::F32}}),
             "%y = log_softmax(%x0, dim=0, dtype=f32) : f32[4]");
 }
 
@@ -138,9 +103,9 @@ TEST(OpsComposite, LayerNorm) {
   EXPECT_TRUE(meta_fails(Op::LayerNorm, {F({2, 3})}, {{"normalized_shape", IntList{2}}}, "must match the input's last dims"));
   EXPECT_TRUE(meta_fails(Op::LayerNorm, {F({2, 3}), F({2})}, {{"normalized_shape", IntList{3}}}, "weight has shape [2]"));
   EXPECT_TRUE(meta_fails(Op::LayerNorm, {I({2, 3})}, {{"normalized_shape", IntList{3}}}, "floating-point"));
-  EXPECT_EQ(round_trip(Op::LayerNorm, {F({2, 4}), F({4}), F({4})}, {{"normalized_shape", IntList{4}}}),
+  EXPECT_EQ(one_node_round_trip(Op::LayerNorm, {F({2, 4}), F({4}), F({4})}, {{"normalized_shape", IntList{4}}}),
             "%y = layer_norm(%x0, %x1, %x2, normalized_shape=[4]) : f32[2,4]");
-  round_trip(Op::LayerNorm, {F({2, 4})}, {{"normalized_shape", IntList{4}}, {"eps", 1e-6}});
+  one_node_round_trip(Op::LayerNorm, {F({2, 4})}, {{"normalized_shape", IntList{4}}, {"eps", 1e-6}});
 }
 
 TEST(OpsComposite, Embedding) {
@@ -156,7 +121,7 @@ TEST(OpsComposite, Embedding) {
   EXPECT_TRUE(run_fails(Op::Embedding, {w, i64({1}, {-1})}, {}, "[0, 3)"));
   EXPECT_TRUE(meta_fails(Op::Embedding, {F({3}), I({2})}, {}, "weight must be 2-d"));
   EXPECT_TRUE(meta_fails(Op::Embedding, {F({3, 2}), F({2})}, {}, "indices must be"));
-  EXPECT_EQ(round_trip(Op::Embedding, {F({10, 4}), I({2, 3})}, {{"padding_idx", int64_t{0}}}),
+  EXPECT_EQ(one_node_round_trip(Op::Embedding, {F({10, 4}), I({2, 3})}, {{"padding_idx", int64_t{0}}}),
             "%y = embedding(%x0, %x1, padding_idx=0) : f32[2,3,4]");
 }
 
@@ -187,7 +152,7 @@ TEST(OpsComposite, CrossEntropy) {
   EXPECT_TRUE(meta_fails(Op::CrossEntropy, {F({2, 3}), I({2})}, {{"reduction", std::string("avg")}}, "reduction must be"));
   EXPECT_TRUE(meta_fails(Op::CrossEntropy, {F({2, 3}), I({2})}, {{"label_smoothing", 1.5}}, "label_smoothing must be in [0, 1]"));
   EXPECT_TRUE(meta_fails(Op::CrossEntropy, {F({2, 3}), F({2})}, {}, "class indices"));
-  EXPECT_EQ(round_trip(Op::CrossEntropy, {F({4, 10}), I({4})}, {{"reduction", std::string("none")}, {"label_smoothing", 0.1}}),
+  EXPECT_EQ(one_node_round_trip(Op::CrossEntropy, {F({4, 10}), I({4})}, {{"reduction", std::string("none")}, {"label_smoothing", 0.1}}),
             "%y = cross_entropy(%x0, %x1, reduction=\"none\", label_smoothing=0.1) : f32[4]");
 }
 
@@ -201,7 +166,7 @@ TEST(OpsComposite, NllLoss) {
   EXPECT_EQ(run1(Op::NllLoss, {logp, i64({2}, {0, 1})}, {{"ignore_index", int64_t{0}}}).get(0), 5);
   EXPECT_TRUE(run_fails(Op::NllLoss, {logp, i64({2}, {0, 5})}, {}, "target 5 is out of range"));
   EXPECT_TRUE(meta_fails(Op::NllLoss, {F({2, 3, 4}), I({2})}, {}, "[C] or [N,C]"));
-  EXPECT_EQ(round_trip(Op::NllLoss, {F({4, 10}), I({4})}, {{"ignore_index", int64_t{0}}}),
+  EXPECT_EQ(one_node_round_trip(Op::NllLoss, {F({4, 10}), I({4})}, {{"ignore_index", int64_t{0}}}),
             "%y = nll_loss(%x0, %x1, ignore_index=0) : f32[]");
 }
 
@@ -230,7 +195,7 @@ TEST(OpsComposite, Dropout) {
     EXPECT_FLOAT_EQ(yt.get(i), random_uniform(3, static_cast<uint64_t>(i)) >= 0.25f ? xt.get(i) / 0.75 : 0.0);
   EXPECT_TRUE(meta_fails(Op::Dropout, {F({2})}, {{"p", 1.5}}, "between 0 and 1"));
   EXPECT_TRUE(meta_fails(Op::Dropout, {I({2})}, {}, "floating-point"));
-  EXPECT_EQ(round_trip(Op::Dropout, {F({4})}, {{"p", 0.1}, {"seed", int64_t{3}}}), "%y = dropout(%x0, p=0.1, seed=3) : f32[4]");
+  EXPECT_EQ(one_node_round_trip(Op::Dropout, {F({4})}, {{"p", 0.1}, {"seed", int64_t{3}}}), "%y = dropout(%x0, p=0.1, seed=3) : f32[4]");
 }
 
 }  // namespace

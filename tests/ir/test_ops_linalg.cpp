@@ -5,48 +5,22 @@
 
 #include <cmath>
 
-#include "ir/error.h"
-#include "ir/parser.h"
-#include "ir/printer.h"
-#include "ir/reference/reference.h"
 #include "tests/support/support.h"
 
 namespace kiln {
 namespace {
 
+using testing::F;
 using testing::make;
+using testing::meta_fails;
+using testing::one_node_round_trip;
+using testing::run1;
+using testing::vals;
 
-HostTensor run1(Op op, std::vector<HostTensor> ins, const Attrs& a = {}) { return run_reference(op, ins, a).at(0); }
-std::vector<double> vals(const HostTensor& t) { return t.to_doubles(); }
 HostTensor f32(const Shape& s, std::vector<double> v) { return make(DType::F32, s, std::move(v)); }
 HostTensor transposed(const HostTensor& t) {
   return run1(Op::Transpose, {t}, {{"dim0", int64_t{0}}, {"dim1", int64_t{1}}});
 }
-
-// Whether the shape rule rejects these inputs with a message containing `text`.
-::testing::AssertionResult meta_fails(Op op, std::vector<TensorMeta> ins, const Attrs& a, const std::string& text) {
-  try {
-    infer_meta(op_info(op), ins, a);
-  } catch (const Error& e) {
-    if (std::string(e.what()).find(text) != std::string::npos) return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure() << "the error \"" << e.what() << "\" does not say \"" << text << "\"";
-  }
-  return ::testing::AssertionFailure() << "no error; expected one saying \"" << text << "\"";
-}
-
-// Prints a one-node graph, parses it back and checks the text survives; returns the node's line.
-std::string round_trip(Op op, std::vector<TensorMeta> ins, const Attrs& a = {}) {
-  Graph g("g");
-  std::vector<Value> vs;
-  for (size_t i = 0; i < ins.size(); ++i) vs.push_back(g.add_input("x" + std::to_string(i), ins[i]));
-  Node* n = g.add_node(op, vs, a, "y");
-  g.set_outputs({n->result(0)});
-  std::string text = print_graph(g);
-  EXPECT_EQ(print_graph(parse_graph(text)), text);
-  return print_node(*n);
-}
-
-TensorMeta F(const Shape& s) { return TensorMeta(DType::F32, s); }
 
 TEST(OpsLinalg, MatmulVectorCases) {
   HostTensor dot = run1(Op::Matmul, {f32({3}, {1, 2, 3}), f32({3}, {4, 5, 6})});
@@ -102,8 +76,8 @@ TEST(OpsLinalg, MatmulShapeErrors) {
   EXPECT_TRUE(meta_fails(Op::Matmul, {F({2, 1, 2}), F({3, 2, 2})}, Attrs{}, "broadcast"));
   EXPECT_TRUE(meta_fails(Op::Matmul, {F({2}), TensorMeta(DType::F64, {2})}, Attrs{}, "one dtype"));
   EXPECT_TRUE(meta_fails(Op::Matmul, {TensorMeta(DType::Bool, {2}), TensorMeta(DType::Bool, {2})}, Attrs{}, "bool"));
-  EXPECT_EQ(round_trip(Op::Matmul, {F({5, 2, 3}), F({3, 4})}), "%y = matmul(%x0, %x1) : f32[5,2,4]");
-  EXPECT_EQ(round_trip(Op::Matmul, {F({3}), F({3})}), "%y = matmul(%x0, %x1) : f32[]");
+  EXPECT_EQ(one_node_round_trip(Op::Matmul, {F({5, 2, 3}), F({3, 4})}), "%y = matmul(%x0, %x1) : f32[5,2,4]");
+  EXPECT_EQ(one_node_round_trip(Op::Matmul, {F({3}), F({3})}), "%y = matmul(%x0, %x1) : f32[]");
 }
 
 TEST(OpsLinalg, Bmm) {
@@ -112,7 +86,7 @@ TEST(OpsLinalg, Bmm) {
   EXPECT_EQ(vals(out), (std::vector<double>{11, 83}));
   EXPECT_TRUE(meta_fails(Op::Bmm, {F({2, 2}), F({2, 2})}, Attrs{}, "two 3-d tensors"));
   EXPECT_TRUE(meta_fails(Op::Bmm, {F({2, 1, 2}), F({3, 2, 1})}, Attrs{}, "batch sizes differ: 2 and 3"));
-  EXPECT_EQ(round_trip(Op::Bmm, {F({2, 1, 2}), F({2, 2, 3})}), "%y = bmm(%x0, %x1) : f32[2,1,3]");
+  EXPECT_EQ(one_node_round_trip(Op::Bmm, {F({2, 1, 2}), F({2, 2, 3})}), "%y = bmm(%x0, %x1) : f32[2,1,3]");
 }
 
 TEST(OpsLinalg, Linear) {
@@ -133,8 +107,8 @@ TEST(OpsLinalg, Linear) {
   EXPECT_TRUE(meta_fails(Op::Linear, {F({2, 3}), F({2, 4})}, Attrs{}, "does not match weight"));
   EXPECT_TRUE(meta_fails(Op::Linear, {F({2, 3}), F({2, 3}), F({3})}, Attrs{}, "do not broadcast"));
   EXPECT_TRUE(meta_fails(Op::Linear, {F({2, 3}), F({2, 3}), F({2, 1, 2})}, Attrs{}, "does not broadcast to the output"));
-  EXPECT_EQ(round_trip(Op::Linear, {F({8, 64}), F({600, 64}), F({600})}), "%y = linear(%x0, %x1, %x2) : f32[8,600]");
-  EXPECT_EQ(round_trip(Op::Linear, {F({8, 64}), F({600, 64})}), "%y = linear(%x0, %x1) : f32[8,600]");
+  EXPECT_EQ(one_node_round_trip(Op::Linear, {F({8, 64}), F({600, 64}), F({600})}), "%y = linear(%x0, %x1, %x2) : f32[8,600]");
+  EXPECT_EQ(one_node_round_trip(Op::Linear, {F({8, 64}), F({600, 64})}), "%y = linear(%x0, %x1) : f32[8,600]");
 }
 
 TEST(OpsLinalg, Addmm) {
@@ -157,7 +131,7 @@ TEST(OpsLinalg, Addmm) {
   EXPECT_TRUE(meta_fails(Op::Addmm, {F({3}), F({2, 2}), F({2, 2})}, Attrs{}, "do not broadcast"));
   EXPECT_TRUE(meta_fails(Op::Addmm, {F({3, 2, 2}), F({2, 2}), F({2, 2})}, Attrs{}, "does not broadcast to the product"));
   EXPECT_TRUE(meta_fails(Op::Addmm, {F({2}), F({2, 3}), F({2, 2})}, Attrs{}, "cannot be multiplied"));
-  EXPECT_EQ(round_trip(Op::Addmm, {F({3}), F({2, 4}), F({4, 3})}, {{"beta", 0.5}, {"alpha", int64_t{2}}}),
+  EXPECT_EQ(one_node_round_trip(Op::Addmm, {F({3}), F({2, 4}), F({4, 3})}, {{"beta", 0.5}, {"alpha", int64_t{2}}}),
             "%y = addmm(%x0, %x1, %x2, beta=0.5, alpha=2) : f32[2,3]");
 }
 

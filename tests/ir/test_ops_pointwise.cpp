@@ -6,52 +6,23 @@
 #include <cmath>
 #include <limits>
 
-#include "ir/error.h"
-#include "ir/parser.h"
-#include "ir/printer.h"
-#include "ir/reference/reference.h"
 #include "tests/support/support.h"
 
 namespace kiln {
 namespace {
 
+using testing::ints;
 using testing::make;
+using testing::meta;
+using testing::meta_error;
+using testing::one_node_round_trip;
+using testing::run1;
+using testing::T;
 using testing::tensors_close;
 constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr int64_t kI64Max = std::numeric_limits<int64_t>::max();
 constexpr int64_t kI64Min = std::numeric_limits<int64_t>::min();
-
-HostTensor run(Op op, std::vector<HostTensor> ins, const Attrs& a = {}) { return run_reference(op, ins, a).at(0); }
-HostTensor ints(DType dt, const Shape& s, std::vector<int64_t> v) { return HostTensor::from_ints(dt, s, v); }
-TensorMeta meta(Op op, std::vector<TensorMeta> ins, const Attrs& a = {}) { return infer_meta(op_info(op), ins, a).at(0); }
-TensorMeta T(DType dt, Shape s) { return TensorMeta(dt, std::move(s)); }
-
-// The message of the error `fn` throws ("" if none), for substring checks.
-template <class Fn>
-std::string error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-std::string meta_error(Op op, std::vector<TensorMeta> ins, const Attrs& a = {}) {
-  return error_of([&] { meta(op, ins, a); });
-}
-
-// print(parse(print(g))) == print(g) for a graph of one `op` node on inputs of these types.
-void expect_round_trip(Op op, std::vector<TensorMeta> ins, const Attrs& a = {}) {
-  SCOPED_TRACE(std::string(op_name(op)));
-  Graph g("one");
-  std::vector<Value> vs;
-  for (size_t i = 0; i < ins.size(); ++i) vs.push_back(g.add_input("x" + std::to_string(i), ins[i]));
-  g.set_outputs({g.add(op, vs, a, "y")});
-  std::string text = print_graph(g);
-  EXPECT_NE(text.find(std::string(" = ") + std::string(op_name(op)) + "("), std::string::npos) << text;
-  EXPECT_EQ(print_graph(parse_graph(text)), text);
-}
 
 // ---- shape-and-dtype rules
 
@@ -187,58 +158,58 @@ TEST(PointwiseKernel, UnaryValues) {
   };
   for (auto& c : cases) {
     SCOPED_TRACE(std::string(op_name(c.op)));
-    EXPECT_TRUE(tensors_close(run(c.op, {x}, c.attrs), make(c.out, {5}, c.want), 1e-15, 1e-14));
+    EXPECT_TRUE(tensors_close(run1(c.op, {x}, c.attrs), make(c.out, {5}, c.want), 1e-15, 1e-14));
   }
 }
 
 TEST(PointwiseKernel, UnarySpecialValues) {
   HostTensor x = make(DType::F32, {4}, {-kInf, kInf, kNan, -0.0});
-  EXPECT_TRUE(tensors_close(run(Op::Exp, {x}), make(DType::F32, {4}, {0, kInf, kNan, 1})));
-  EXPECT_TRUE(tensors_close(run(Op::Sign, {x}), make(DType::F32, {4}, {-1, 1, 0, 0})));  // sign(nan) = 0, as torch
-  EXPECT_TRUE(tensors_close(run(Op::Relu, {x}), make(DType::F32, {4}, {0, kInf, kNan, 0})));
-  EXPECT_TRUE(tensors_close(run(Op::Sigmoid, {x}), make(DType::F32, {4}, {0, 1, kNan, 0.5})));
-  EXPECT_TRUE(tensors_close(run(Op::Silu, {x}), make(DType::F32, {4}, {kNan, kInf, kNan, 0})));  // -inf/inf
-  EXPECT_TRUE(tensors_close(run(Op::Tanh, {x}), make(DType::F32, {4}, {-1, 1, kNan, 0})));
-  EXPECT_TRUE(tensors_close(run(Op::Abs, {x}), make(DType::F32, {4}, {kInf, kInf, kNan, 0})));
-  EXPECT_TRUE(tensors_close(run(Op::Reciprocal, {x}), make(DType::F32, {4}, {0, 0, kNan, -kInf})));
-  EXPECT_TRUE(tensors_close(run(Op::LogicalNot, {x}), make(DType::Bool, {4}, {0, 0, 0, 1})));
-  EXPECT_TRUE(tensors_close(run(Op::To, {x}, {{"dtype", DType::Bool}}), make(DType::Bool, {4}, {1, 1, 1, 0})));
+  EXPECT_TRUE(tensors_close(run1(Op::Exp, {x}), make(DType::F32, {4}, {0, kInf, kNan, 1})));
+  EXPECT_TRUE(tensors_close(run1(Op::Sign, {x}), make(DType::F32, {4}, {-1, 1, 0, 0})));  // sign(nan) = 0, as torch
+  EXPECT_TRUE(tensors_close(run1(Op::Relu, {x}), make(DType::F32, {4}, {0, kInf, kNan, 0})));
+  EXPECT_TRUE(tensors_close(run1(Op::Sigmoid, {x}), make(DType::F32, {4}, {0, 1, kNan, 0.5})));
+  EXPECT_TRUE(tensors_close(run1(Op::Silu, {x}), make(DType::F32, {4}, {kNan, kInf, kNan, 0})));  // -inf/inf
+  EXPECT_TRUE(tensors_close(run1(Op::Tanh, {x}), make(DType::F32, {4}, {-1, 1, kNan, 0})));
+  EXPECT_TRUE(tensors_close(run1(Op::Abs, {x}), make(DType::F32, {4}, {kInf, kInf, kNan, 0})));
+  EXPECT_TRUE(tensors_close(run1(Op::Reciprocal, {x}), make(DType::F32, {4}, {0, 0, kNan, -kInf})));
+  EXPECT_TRUE(tensors_close(run1(Op::LogicalNot, {x}), make(DType::Bool, {4}, {0, 0, 0, 1})));
+  EXPECT_TRUE(tensors_close(run1(Op::To, {x}, {{"dtype", DType::Bool}}), make(DType::Bool, {4}, {1, 1, 1, 0})));
   // f16 results are rounded: e = 2.71875 in half precision.
-  EXPECT_EQ(run(Op::Exp, {make(DType::F16, {1}, {1})}).get(0), 2.71875);
+  EXPECT_EQ(run1(Op::Exp, {make(DType::F16, {1}, {1})}).get(0), 2.71875);
 }
 
 TEST(PointwiseKernel, UnaryIntegers) {
-  EXPECT_TRUE(tensors_close(run(Op::Exp, {ints(DType::I64, {2}, {0, 1})}), make(DType::F32, {2}, {1, 2.7182817})));
-  EXPECT_EQ(run(Op::Neg, {ints(DType::I64, {2}, {kI64Min, 5})}).to_ints(), (std::vector<int64_t>{kI64Min, -5}));
-  EXPECT_EQ(run(Op::Abs, {ints(DType::I32, {3}, {-3, 0, 7})}).to_ints(), (std::vector<int64_t>{3, 0, 7}));
-  EXPECT_EQ(run(Op::Abs, {ints(DType::I64, {1}, {kI64Min})}).to_ints(), (std::vector<int64_t>{kI64Min}));  // wraps
-  EXPECT_EQ(run(Op::Sign, {ints(DType::I32, {3}, {-5, 0, 7})}).to_ints(), (std::vector<int64_t>{-1, 0, 1}));
-  EXPECT_EQ(run(Op::Relu, {ints(DType::I64, {2}, {-3, 5})}).to_ints(), (std::vector<int64_t>{0, 5}));
-  HostTensor sq = run(Op::Square, {ints(DType::Bool, {2}, {1, 0})});
+  EXPECT_TRUE(tensors_close(run1(Op::Exp, {ints(DType::I64, {2}, {0, 1})}), make(DType::F32, {2}, {1, 2.7182817})));
+  EXPECT_EQ(run1(Op::Neg, {ints(DType::I64, {2}, {kI64Min, 5})}).to_ints(), (std::vector<int64_t>{kI64Min, -5}));
+  EXPECT_EQ(run1(Op::Abs, {ints(DType::I32, {3}, {-3, 0, 7})}).to_ints(), (std::vector<int64_t>{3, 0, 7}));
+  EXPECT_EQ(run1(Op::Abs, {ints(DType::I64, {1}, {kI64Min})}).to_ints(), (std::vector<int64_t>{kI64Min}));  // wraps
+  EXPECT_EQ(run1(Op::Sign, {ints(DType::I32, {3}, {-5, 0, 7})}).to_ints(), (std::vector<int64_t>{-1, 0, 1}));
+  EXPECT_EQ(run1(Op::Relu, {ints(DType::I64, {2}, {-3, 5})}).to_ints(), (std::vector<int64_t>{0, 5}));
+  HostTensor sq = run1(Op::Square, {ints(DType::Bool, {2}, {1, 0})});
   EXPECT_EQ(sq.dtype(), DType::I64);
   EXPECT_EQ(sq.to_ints(), (std::vector<int64_t>{1, 0}));
-  EXPECT_EQ(run(Op::Square, {ints(DType::I32, {2}, {-4, 65536})}).to_ints(), (std::vector<int64_t>{16, 0}));  // i32 wraps
-  EXPECT_EQ(run(Op::To, {make(DType::F32, {3}, {-1.7, 2.9, -0.2})}, {{"dtype", DType::I64}}).to_ints(),
+  EXPECT_EQ(run1(Op::Square, {ints(DType::I32, {2}, {-4, 65536})}).to_ints(), (std::vector<int64_t>{16, 0}));  // i32 wraps
+  EXPECT_EQ(run1(Op::To, {make(DType::F32, {3}, {-1.7, 2.9, -0.2})}, {{"dtype", DType::I64}}).to_ints(),
             (std::vector<int64_t>{-1, 2, 0}));
-  EXPECT_EQ(run(Op::To, {ints(DType::I64, {2}, {(int64_t(1) << 32) + 5, 9007199254740993})}, {{"dtype", DType::I32}})
+  EXPECT_EQ(run1(Op::To, {ints(DType::I64, {2}, {(int64_t(1) << 32) + 5, 9007199254740993})}, {{"dtype", DType::I32}})
                 .to_ints(),
             (std::vector<int64_t>{5, 1}));  // int -> int is exact then wraps, never via double
-  EXPECT_EQ(run(Op::To, {ints(DType::I32, {1}, {-3})}, {{"dtype", DType::I64}}).to_ints(), (std::vector<int64_t>{-3}));
-  EXPECT_EQ(run(Op::LogicalNot, {ints(DType::I64, {2}, {0, -3})}).to_ints(), (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(run1(Op::To, {ints(DType::I32, {1}, {-3})}, {{"dtype", DType::I64}}).to_ints(), (std::vector<int64_t>{-3}));
+  EXPECT_EQ(run1(Op::LogicalNot, {ints(DType::I64, {2}, {0, -3})}).to_ints(), (std::vector<int64_t>{1, 0}));
 }
 
 TEST(PointwiseKernel, UnaryViewsEmptyAndZeroDim) {
   // A transposed view of [[1,2,3],[4,5,6]] at an offset: logical [[1,4],[2,5],[3,6]].
   HostTensor base = make(DType::F32, {7}, {99, 1, 2, 3, 4, 5, 6});
   HostTensor tr = base.view(TensorMeta(DType::F32, {3, 2}, {1, 3}), 1);
-  EXPECT_TRUE(tensors_close(run(Op::Neg, {tr}), make(DType::F32, {3, 2}, {-1, -4, -2, -5, -3, -6})));
-  EXPECT_TRUE(tensors_close(run(Op::Square, {tr}), make(DType::F32, {3, 2}, {1, 16, 4, 25, 9, 36})));
+  EXPECT_TRUE(tensors_close(run1(Op::Neg, {tr}), make(DType::F32, {3, 2}, {-1, -4, -2, -5, -3, -6})));
+  EXPECT_TRUE(tensors_close(run1(Op::Square, {tr}), make(DType::F32, {3, 2}, {1, 16, 4, 25, 9, 36})));
   // A broadcast view (stride 0) of the element 2.
   HostTensor bc = base.view(TensorMeta(DType::F32, {2, 2}, {0, 0}), 2);
-  EXPECT_TRUE(tensors_close(run(Op::Reciprocal, {bc}), make(DType::F32, {2, 2}, {0.5, 0.5, 0.5, 0.5})));
-  HostTensor e = run(Op::Exp, {HostTensor::empty(DType::F32, {0, 3})});
+  EXPECT_TRUE(tensors_close(run1(Op::Reciprocal, {bc}), make(DType::F32, {2, 2}, {0.5, 0.5, 0.5, 0.5})));
+  HostTensor e = run1(Op::Exp, {HostTensor::empty(DType::F32, {0, 3})});
   EXPECT_EQ(e.shape(), (Shape{0, 3}));
-  HostTensor z = run(Op::Neg, {HostTensor::scalar(DType::F64, 3)});
+  HostTensor z = run1(Op::Neg, {HostTensor::scalar(DType::F64, 3)});
   EXPECT_EQ(z.shape(), Shape{});
   EXPECT_EQ(z.get(0), -3);
 }
@@ -247,138 +218,138 @@ TEST(PointwiseKernel, UnaryViewsEmptyAndZeroDim) {
 
 TEST(PointwiseKernel, ArithmeticBroadcasts) {
   HostTensor a = make(DType::F32, {2, 1}, {1, 2}), b = make(DType::F32, {3}, {10, 20, 30});
-  EXPECT_TRUE(tensors_close(run(Op::Add, {a, b}), make(DType::F32, {2, 3}, {11, 21, 31, 12, 22, 32})));
-  EXPECT_TRUE(tensors_close(run(Op::Sub, {a, b}), make(DType::F32, {2, 3}, {-9, -19, -29, -8, -18, -28})));
-  EXPECT_TRUE(tensors_close(run(Op::Mul, {a, b}), make(DType::F32, {2, 3}, {10, 20, 30, 20, 40, 60})));
-  EXPECT_TRUE(tensors_close(run(Op::Div, {b, a}), make(DType::F32, {2, 3}, {10, 20, 30, 5, 10, 15})));
-  EXPECT_TRUE(tensors_close(run(Op::Pow, {a, make(DType::F32, {3}, {0, 1, 3})}), make(DType::F32, {2, 3}, {1, 1, 1, 1, 2, 8})));
-  EXPECT_TRUE(tensors_close(run(Op::Maximum, {a, make(DType::F32, {3}, {0, 1.5, 3})}),
+  EXPECT_TRUE(tensors_close(run1(Op::Add, {a, b}), make(DType::F32, {2, 3}, {11, 21, 31, 12, 22, 32})));
+  EXPECT_TRUE(tensors_close(run1(Op::Sub, {a, b}), make(DType::F32, {2, 3}, {-9, -19, -29, -8, -18, -28})));
+  EXPECT_TRUE(tensors_close(run1(Op::Mul, {a, b}), make(DType::F32, {2, 3}, {10, 20, 30, 20, 40, 60})));
+  EXPECT_TRUE(tensors_close(run1(Op::Div, {b, a}), make(DType::F32, {2, 3}, {10, 20, 30, 5, 10, 15})));
+  EXPECT_TRUE(tensors_close(run1(Op::Pow, {a, make(DType::F32, {3}, {0, 1, 3})}), make(DType::F32, {2, 3}, {1, 1, 1, 1, 2, 8})));
+  EXPECT_TRUE(tensors_close(run1(Op::Maximum, {a, make(DType::F32, {3}, {0, 1.5, 3})}),
                             make(DType::F32, {2, 3}, {1, 1.5, 3, 2, 2, 3})));
-  EXPECT_TRUE(tensors_close(run(Op::Minimum, {a, make(DType::F32, {3}, {0, 1.5, 3})}),
+  EXPECT_TRUE(tensors_close(run1(Op::Minimum, {a, make(DType::F32, {3}, {0, 1.5, 3})}),
                             make(DType::F32, {2, 3}, {0, 1, 1, 0, 1.5, 2})));
   // A non-contiguous operand: the transpose of [[1,2],[3,4]] is [[1,3],[2,4]].
   HostTensor t = make(DType::F32, {4}, {1, 2, 3, 4}).view(TensorMeta(DType::F32, {2, 2}, {1, 2}), 0);
-  EXPECT_TRUE(tensors_close(run(Op::Sub, {t, make(DType::F32, {2}, {1, 2})}), make(DType::F32, {2, 2}, {0, 1, 1, 2})));
-  EXPECT_EQ(run(Op::Add, {HostTensor::empty(DType::F32, {0, 1}), b}).shape(), (Shape{0, 3}));
-  HostTensor s = run(Op::Mul, {HostTensor::scalar(DType::F32, 3), HostTensor::scalar(DType::F32, -2)});
+  EXPECT_TRUE(tensors_close(run1(Op::Sub, {t, make(DType::F32, {2}, {1, 2})}), make(DType::F32, {2, 2}, {0, 1, 1, 2})));
+  EXPECT_EQ(run1(Op::Add, {HostTensor::empty(DType::F32, {0, 1}), b}).shape(), (Shape{0, 3}));
+  HostTensor s = run1(Op::Mul, {HostTensor::scalar(DType::F32, 3), HostTensor::scalar(DType::F32, -2)});
   EXPECT_EQ(s.shape(), Shape{});
   EXPECT_EQ(s.get(0), -6);
 }
 
 TEST(PointwiseKernel, ArithmeticIntegersAndPromotion) {
-  EXPECT_EQ(run(Op::Add, {ints(DType::I64, {2}, {kI64Max, -4}), ints(DType::I64, {2}, {1, 9})}).to_ints(),
+  EXPECT_EQ(run1(Op::Add, {ints(DType::I64, {2}, {kI64Max, -4}), ints(DType::I64, {2}, {1, 9})}).to_ints(),
             (std::vector<int64_t>{kI64Min, 5}));  // wraps
   // i32 tensor + zero-dim i64 stays i32 and wraps at 32 bits.
-  HostTensor w = run(Op::Add, {ints(DType::I32, {1}, {2147483647}), HostTensor::from_ints(DType::I64, {}, std::vector<int64_t>{1})});
+  HostTensor w = run1(Op::Add, {ints(DType::I32, {1}, {2147483647}), HostTensor::from_ints(DType::I64, {}, std::vector<int64_t>{1})});
   EXPECT_EQ(w.dtype(), DType::I32);
   EXPECT_EQ(w.to_ints(), (std::vector<int64_t>{-2147483648LL}));
-  EXPECT_EQ(run(Op::Mul, {ints(DType::I32, {2}, {1 << 20, -3}), ints(DType::I32, {2}, {1 << 12, 5})}).to_ints(),
+  EXPECT_EQ(run1(Op::Mul, {ints(DType::I32, {2}, {1 << 20, -3}), ints(DType::I32, {2}, {1 << 12, 5})}).to_ints(),
             (std::vector<int64_t>{0, -15}));
-  EXPECT_EQ(run(Op::Sub, {ints(DType::I64, {2}, {9007199254740993, 0}), ints(DType::I64, {2}, {1, 7})}).to_ints(),
+  EXPECT_EQ(run1(Op::Sub, {ints(DType::I64, {2}, {9007199254740993, 0}), ints(DType::I64, {2}, {1, 7})}).to_ints(),
             (std::vector<int64_t>{9007199254740992, -7}));  // exact beyond 2^53
-  EXPECT_EQ(run(Op::Add, {ints(DType::Bool, {3}, {1, 1, 0}), ints(DType::Bool, {3}, {1, 0, 0})}).to_ints(),
+  EXPECT_EQ(run1(Op::Add, {ints(DType::Bool, {3}, {1, 1, 0}), ints(DType::Bool, {3}, {1, 0, 0})}).to_ints(),
             (std::vector<int64_t>{1, 1, 0}));  // bool + bool is "or"
   // The zero-dim f32 operand is rounded to f16 before the add: 1 + 0.0001 == 1 in half.
-  HostTensor h = run(Op::Add, {make(DType::F16, {1}, {1}), HostTensor::scalar(DType::F32, 0.0001)});
+  HostTensor h = run1(Op::Add, {make(DType::F16, {1}, {1}), HostTensor::scalar(DType::F32, 0.0001)});
   EXPECT_EQ(h.dtype(), DType::F16);
   EXPECT_EQ(h.get(0), 1.0);
-  EXPECT_TRUE(tensors_close(run(Op::Mul, {ints(DType::I64, {2}, {3, -1}), HostTensor::scalar(DType::F64, 0.5)}),
+  EXPECT_TRUE(tensors_close(run1(Op::Mul, {ints(DType::I64, {2}, {3, -1}), HostTensor::scalar(DType::F64, 0.5)}),
                             make(DType::F64, {2}, {1.5, -0.5})));
 }
 
 TEST(PointwiseKernel, DivIsTrueDivision) {
-  HostTensor q = run(Op::Div, {ints(DType::I64, {4}, {1, -1, 0, 7}), ints(DType::I64, {4}, {0, 0, 0, 2})});
+  HostTensor q = run1(Op::Div, {ints(DType::I64, {4}, {1, -1, 0, 7}), ints(DType::I64, {4}, {0, 0, 0, 2})});
   EXPECT_TRUE(tensors_close(q, make(DType::F32, {4}, {kInf, -kInf, kNan, 3.5})));
-  EXPECT_TRUE(tensors_close(run(Op::Div, {make(DType::F64, {3}, {1, -6, kInf}), make(DType::F64, {1}, {-3})}),
+  EXPECT_TRUE(tensors_close(run1(Op::Div, {make(DType::F64, {3}, {1, -6, kInf}), make(DType::F64, {1}, {-3})}),
                             make(DType::F64, {3}, {-1.0 / 3.0, 2, -kInf}), 0, 0));
   // Int operands become f32 before dividing: 16777217 is 16777216 in f32.
-  EXPECT_EQ(run(Op::Div, {ints(DType::I64, {1}, {16777217}), ints(DType::I64, {1}, {1})}).get(0), 16777216.0);
+  EXPECT_EQ(run1(Op::Div, {ints(DType::I64, {1}, {16777217}), ints(DType::I64, {1}, {1})}).get(0), 16777216.0);
 }
 
 TEST(PointwiseKernel, Pow) {
-  EXPECT_TRUE(tensors_close(run(Op::Pow, {make(DType::F64, {4}, {2, 4, -8, 0}), make(DType::F64, {4}, {3, 0.5, 1.0 / 3, -1})}),
+  EXPECT_TRUE(tensors_close(run1(Op::Pow, {make(DType::F64, {4}, {2, 4, -8, 0}), make(DType::F64, {4}, {3, 0.5, 1.0 / 3, -1})}),
                             make(DType::F64, {4}, {8, 2, kNan, kInf})));
-  EXPECT_EQ(run(Op::Pow, {ints(DType::I64, {4}, {2, 3, 0, 2}), ints(DType::I64, {4}, {10, 3, 0, 62})}).to_ints(),
+  EXPECT_EQ(run1(Op::Pow, {ints(DType::I64, {4}, {2, 3, 0, 2}), ints(DType::I64, {4}, {10, 3, 0, 62})}).to_ints(),
             (std::vector<int64_t>{1024, 27, 1, int64_t(1) << 62}));
-  EXPECT_EQ(run(Op::Pow, {ints(DType::I64, {1}, {2}), ints(DType::I64, {1}, {64})}).to_ints(),
+  EXPECT_EQ(run1(Op::Pow, {ints(DType::I64, {1}, {2}), ints(DType::I64, {1}, {64})}).to_ints(),
             (std::vector<int64_t>{0}));  // wraps
-  EXPECT_TRUE(tensors_close(run(Op::Pow, {make(DType::F32, {1}, {2}), ints(DType::I64, {1}, {-1})}), make(DType::F32, {1}, {0.5})));
+  EXPECT_TRUE(tensors_close(run1(Op::Pow, {make(DType::F32, {1}, {2}), ints(DType::I64, {1}, {-1})}), make(DType::F32, {1}, {0.5})));
   // Negative integer exponents follow PyTorch's tensor-tensor pow: 1/base truncated.
-  EXPECT_EQ(run(Op::Pow, {ints(DType::I32, {5}, {2, 1, -1, -1, 0}), ints(DType::I32, {5}, {-1, -3, -3, -2, -2})}).to_ints(),
+  EXPECT_EQ(run1(Op::Pow, {ints(DType::I32, {5}, {2, 1, -1, -1, 0}), ints(DType::I32, {5}, {-1, -3, -3, -2, -2})}).to_ints(),
             (std::vector<int64_t>{0, 1, -1, 1, 0}));
 }
 
 TEST(PointwiseKernel, MaximumMinimumPropagateNaN) {
   HostTensor a = make(DType::F32, {4}, {1, kNan, 3, -kInf}), b = make(DType::F32, {4}, {2, 1, kNan, -5});
-  EXPECT_TRUE(tensors_close(run(Op::Maximum, {a, b}), make(DType::F32, {4}, {2, kNan, kNan, -5})));
-  EXPECT_TRUE(tensors_close(run(Op::Minimum, {a, b}), make(DType::F32, {4}, {1, kNan, kNan, -kInf})));
+  EXPECT_TRUE(tensors_close(run1(Op::Maximum, {a, b}), make(DType::F32, {4}, {2, kNan, kNan, -5})));
+  EXPECT_TRUE(tensors_close(run1(Op::Minimum, {a, b}), make(DType::F32, {4}, {1, kNan, kNan, -kInf})));
   HostTensor i = ints(DType::I64, {2}, {kI64Min, 5}), j = ints(DType::I64, {2}, {-1, kI64Max});
-  EXPECT_EQ(run(Op::Maximum, {i, j}).to_ints(), (std::vector<int64_t>{-1, kI64Max}));
-  EXPECT_EQ(run(Op::Minimum, {i, j}).to_ints(), (std::vector<int64_t>{kI64Min, 5}));
+  EXPECT_EQ(run1(Op::Maximum, {i, j}).to_ints(), (std::vector<int64_t>{-1, kI64Max}));
+  EXPECT_EQ(run1(Op::Minimum, {i, j}).to_ints(), (std::vector<int64_t>{kI64Min, 5}));
 }
 
 TEST(PointwiseKernel, Comparisons) {
   HostTensor a = make(DType::F32, {2, 4}, {1, 2, 3, kNan, -kInf, 0, -0.0, 5});
   HostTensor b = make(DType::F32, {4}, {2, 2, 2, kNan});
   auto want = [](std::vector<double> v) { return make(DType::Bool, {2, 4}, v); };
-  EXPECT_TRUE(tensors_close(run(Op::Eq, {a, b}), want({0, 1, 0, 0, 0, 0, 0, 0})));
-  EXPECT_TRUE(tensors_close(run(Op::Ne, {a, b}), want({1, 0, 1, 1, 1, 1, 1, 1})));
-  EXPECT_TRUE(tensors_close(run(Op::Lt, {a, b}), want({1, 0, 0, 0, 1, 1, 1, 0})));
-  EXPECT_TRUE(tensors_close(run(Op::Le, {a, b}), want({1, 1, 0, 0, 1, 1, 1, 0})));
-  EXPECT_TRUE(tensors_close(run(Op::Gt, {a, b}), want({0, 0, 1, 0, 0, 0, 0, 0})));
-  EXPECT_TRUE(tensors_close(run(Op::Ge, {a, b}), want({0, 1, 1, 0, 0, 0, 0, 0})));
+  EXPECT_TRUE(tensors_close(run1(Op::Eq, {a, b}), want({0, 1, 0, 0, 0, 0, 0, 0})));
+  EXPECT_TRUE(tensors_close(run1(Op::Ne, {a, b}), want({1, 0, 1, 1, 1, 1, 1, 1})));
+  EXPECT_TRUE(tensors_close(run1(Op::Lt, {a, b}), want({1, 0, 0, 0, 1, 1, 1, 0})));
+  EXPECT_TRUE(tensors_close(run1(Op::Le, {a, b}), want({1, 1, 0, 0, 1, 1, 1, 0})));
+  EXPECT_TRUE(tensors_close(run1(Op::Gt, {a, b}), want({0, 0, 1, 0, 0, 0, 0, 0})));
+  EXPECT_TRUE(tensors_close(run1(Op::Ge, {a, b}), want({0, 1, 1, 0, 0, 0, 0, 0})));
   // Compared in the promoted type: i64 16777217 vs zero-dim f32 16777216 compares in f32.
-  EXPECT_EQ(run(Op::Eq, {ints(DType::I64, {1}, {16777217}), HostTensor::scalar(DType::F32, 16777216)}).get_int(0), 1);
+  EXPECT_EQ(run1(Op::Eq, {ints(DType::I64, {1}, {16777217}), HostTensor::scalar(DType::F32, 16777216)}).get_int(0), 1);
   // Ints compare exactly (these differ only beyond double precision).
-  EXPECT_EQ(run(Op::Lt, {ints(DType::I64, {1}, {9007199254740992}), ints(DType::I64, {1}, {9007199254740993})}).get_int(0), 1);
-  EXPECT_EQ(run(Op::Eq, {make(DType::F32, {1}, {0}), make(DType::F32, {1}, {-0.0})}).get_int(0), 1);
+  EXPECT_EQ(run1(Op::Lt, {ints(DType::I64, {1}, {9007199254740992}), ints(DType::I64, {1}, {9007199254740993})}).get_int(0), 1);
+  EXPECT_EQ(run1(Op::Eq, {make(DType::F32, {1}, {0}), make(DType::F32, {1}, {-0.0})}).get_int(0), 1);
 }
 
 TEST(PointwiseKernel, LogicalAndOr) {
   HostTensor a = make(DType::F32, {4}, {0, 1, kNan, 0}), b = ints(DType::I64, {4}, {0, 0, 2, -1});
-  EXPECT_TRUE(tensors_close(run(Op::LogicalAnd, {a, b}), make(DType::Bool, {4}, {0, 0, 1, 0})));
-  EXPECT_TRUE(tensors_close(run(Op::LogicalOr, {a, b}), make(DType::Bool, {4}, {0, 1, 1, 1})));
+  EXPECT_TRUE(tensors_close(run1(Op::LogicalAnd, {a, b}), make(DType::Bool, {4}, {0, 0, 1, 0})));
+  EXPECT_TRUE(tensors_close(run1(Op::LogicalOr, {a, b}), make(DType::Bool, {4}, {0, 1, 1, 1})));
   // The zero-dim f64 1e-50 is converted to the computation type f32 first, where it is 0.
   HostTensor tiny = HostTensor::scalar(DType::F64, 1e-50);
-  EXPECT_TRUE(tensors_close(run(Op::LogicalAnd, {make(DType::F32, {2}, {1, 1}), tiny}), make(DType::Bool, {2}, {0, 0})));
-  EXPECT_TRUE(tensors_close(run(Op::LogicalOr, {make(DType::F64, {2}, {0, 0}), tiny}), make(DType::Bool, {2}, {1, 1})));
+  EXPECT_TRUE(tensors_close(run1(Op::LogicalAnd, {make(DType::F32, {2}, {1, 1}), tiny}), make(DType::Bool, {2}, {0, 0})));
+  EXPECT_TRUE(tensors_close(run1(Op::LogicalOr, {make(DType::F64, {2}, {0, 0}), tiny}), make(DType::Bool, {2}, {1, 1})));
 }
 
 TEST(PointwiseKernel, Where) {
   HostTensor c = make(DType::Bool, {2, 1}, {1, 0});
-  HostTensor w = run(Op::Where, {c, ints(DType::I32, {3}, {1, 2, 3}), HostTensor::scalar(DType::F32, 2.5)});
+  HostTensor w = run1(Op::Where, {c, ints(DType::I32, {3}, {1, 2, 3}), HostTensor::scalar(DType::F32, 2.5)});
   EXPECT_TRUE(tensors_close(w, make(DType::F32, {2, 3}, {1, 2, 3, 2.5, 2.5, 2.5})));
-  HostTensor big = run(Op::Where, {make(DType::Bool, {2}, {0, 1}), ints(DType::I64, {2}, {kI64Max, 1}),
+  HostTensor big = run1(Op::Where, {make(DType::Bool, {2}, {0, 1}), ints(DType::I64, {2}, {kI64Max, 1}),
                                    ints(DType::I64, {2}, {kI64Min, 2})});
   EXPECT_EQ(big.to_ints(), (std::vector<int64_t>{kI64Min, 1}));
-  EXPECT_TRUE(tensors_close(run(Op::Where, {make(DType::Bool, {3}, {1, 0, 1}), make(DType::F32, {3}, {kNan, 1, -kInf}),
+  EXPECT_TRUE(tensors_close(run1(Op::Where, {make(DType::Bool, {3}, {1, 0, 1}), make(DType::F32, {3}, {kNan, 1, -kInf}),
                                             make(DType::F32, {1}, {7})}),
                             make(DType::F32, {3}, {kNan, 7, -kInf})));
 }
 
 TEST(PointwiseKernel, Clamp) {
   HostTensor x = make(DType::F32, {4}, {1, 5, kNan, -3});
-  EXPECT_TRUE(tensors_close(run(Op::Clamp, {x}, {{"min", int64_t(0)}, {"max", int64_t(4)}}), make(DType::F32, {4}, {1, 4, kNan, 0})));
-  EXPECT_TRUE(tensors_close(run(Op::Clamp, {x}, {{"min", 4.0}, {"max", 2.0}}), make(DType::F32, {4}, {2, 2, kNan, 2})));
-  EXPECT_TRUE(tensors_close(run(Op::Clamp, {x}, {{"min", 1.5}}), make(DType::F32, {4}, {1.5, 5, kNan, 1.5})));
-  EXPECT_TRUE(tensors_close(run(Op::Clamp, {x}, {{"max", -1.0}}), make(DType::F32, {4}, {-1, -1, kNan, -3})));
+  EXPECT_TRUE(tensors_close(run1(Op::Clamp, {x}, {{"min", int64_t(0)}, {"max", int64_t(4)}}), make(DType::F32, {4}, {1, 4, kNan, 0})));
+  EXPECT_TRUE(tensors_close(run1(Op::Clamp, {x}, {{"min", 4.0}, {"max", 2.0}}), make(DType::F32, {4}, {2, 2, kNan, 2})));
+  EXPECT_TRUE(tensors_close(run1(Op::Clamp, {x}, {{"min", 1.5}}), make(DType::F32, {4}, {1.5, 5, kNan, 1.5})));
+  EXPECT_TRUE(tensors_close(run1(Op::Clamp, {x}, {{"max", -1.0}}), make(DType::F32, {4}, {-1, -1, kNan, -3})));
   HostTensor i = ints(DType::I64, {3}, {1, 5, 9});
-  EXPECT_EQ(run(Op::Clamp, {i}, {{"min", int64_t(6)}, {"max", int64_t(3)}}).to_ints(), (std::vector<int64_t>{3, 3, 3}));
-  EXPECT_EQ(run(Op::Clamp, {i}, {{"min", int64_t(2)}, {"max", int64_t(8)}}).to_ints(), (std::vector<int64_t>{2, 5, 8}));
-  EXPECT_TRUE(tensors_close(run(Op::Clamp, {i}, {{"min", 2.5}}), make(DType::F32, {3}, {2.5, 5, 9})));
+  EXPECT_EQ(run1(Op::Clamp, {i}, {{"min", int64_t(6)}, {"max", int64_t(3)}}).to_ints(), (std::vector<int64_t>{3, 3, 3}));
+  EXPECT_EQ(run1(Op::Clamp, {i}, {{"min", int64_t(2)}, {"max", int64_t(8)}}).to_ints(), (std::vector<int64_t>{2, 5, 8}));
+  EXPECT_TRUE(tensors_close(run1(Op::Clamp, {i}, {{"min", 2.5}}), make(DType::F32, {3}, {2.5, 5, 9})));
   // The bound is rounded to f16 like the data: 0.1 is 0.0999755859375 in half.
-  EXPECT_EQ(run(Op::Clamp, {make(DType::F16, {1}, {0})}, {{"min", 0.1}}).get(0), 0.0999755859375);
+  EXPECT_EQ(run1(Op::Clamp, {make(DType::F16, {1}, {0})}, {{"min", 0.1}}).get(0), 0.0999755859375);
 }
 
 TEST(PointwiseKernel, MaskedFill) {
   HostTensor x = make(DType::F32, {2, 3}, {1, 2, 3, 4, 5, 6});
   HostTensor m = make(DType::Bool, {3}, {1, 0, 1});
-  EXPECT_TRUE(tensors_close(run(Op::MaskedFill, {x, m}, {{"value", -kInf}}), make(DType::F32, {2, 3}, {-kInf, 2, -kInf, -kInf, 5, -kInf})));
-  EXPECT_TRUE(tensors_close(run(Op::MaskedFill, {x, m}, {{"value", int64_t(7)}}), make(DType::F32, {2, 3}, {7, 2, 7, 7, 5, 7})));
+  EXPECT_TRUE(tensors_close(run1(Op::MaskedFill, {x, m}, {{"value", -kInf}}), make(DType::F32, {2, 3}, {-kInf, 2, -kInf, -kInf, 5, -kInf})));
+  EXPECT_TRUE(tensors_close(run1(Op::MaskedFill, {x, m}, {{"value", int64_t(7)}}), make(DType::F32, {2, 3}, {7, 2, 7, 7, 5, 7})));
   // The value is cast to the input's dtype: 1.7 truncates to 1 in i64; 0.5 is true in bool.
-  EXPECT_EQ(run(Op::MaskedFill, {ints(DType::I64, {2}, {kI64Max, 0}), make(DType::Bool, {2}, {0, 1})}, {{"value", 1.7}}).to_ints(),
+  EXPECT_EQ(run1(Op::MaskedFill, {ints(DType::I64, {2}, {kI64Max, 0}), make(DType::Bool, {2}, {0, 1})}, {{"value", 1.7}}).to_ints(),
             (std::vector<int64_t>{kI64Max, 1}));
-  EXPECT_EQ(run(Op::MaskedFill, {ints(DType::Bool, {2}, {0, 0}), make(DType::Bool, {2}, {1, 0})}, {{"value", 0.5}}).to_ints(),
+  EXPECT_EQ(run1(Op::MaskedFill, {ints(DType::Bool, {2}, {0, 0}), make(DType::Bool, {2}, {1, 0})}, {{"value", 0.5}}).to_ints(),
             (std::vector<int64_t>{1, 0}));
 }
 
@@ -388,17 +359,17 @@ TEST(PointwiseRoundTrip, EveryOp) {
   TensorMeta f(DType::F32, {2, 3}), row(DType::F32, {3}), b(DType::Bool, {2, 3});
   for (Op op : {Op::Neg, Op::Abs, Op::Exp, Op::Log, Op::Log1p, Op::Sqrt, Op::Rsqrt, Op::Reciprocal, Op::Sin, Op::Cos,
                 Op::Tanh, Op::Sigmoid, Op::Relu, Op::Gelu, Op::Silu, Op::Square, Op::Erf, Op::Sign, Op::LogicalNot})
-    expect_round_trip(op, {f});
-  expect_round_trip(Op::Gelu, {f}, {{"approximate", std::string("tanh")}});
-  expect_round_trip(Op::To, {f}, {{"dtype", DType::BF16}});
+    one_node_round_trip(op, {f});
+  one_node_round_trip(Op::Gelu, {f}, {{"approximate", std::string("tanh")}});
+  one_node_round_trip(Op::To, {f}, {{"dtype", DType::BF16}});
   for (Op op : {Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Pow, Op::Maximum, Op::Minimum, Op::Eq, Op::Ne, Op::Lt, Op::Le,
                 Op::Gt, Op::Ge, Op::LogicalAnd, Op::LogicalOr})
-    expect_round_trip(op, {f, row});
-  expect_round_trip(Op::Add, {TensorMeta(DType::I32, {4}), TensorMeta(DType::F64, {})});
-  expect_round_trip(Op::Where, {b, f, TensorMeta(DType::F32, {})});
-  expect_round_trip(Op::Clamp, {f}, {{"min", int64_t(-1)}, {"max", 2.5}});
-  expect_round_trip(Op::Clamp, {TensorMeta(DType::I64, {4})}, {{"max", int64_t(3)}});
-  expect_round_trip(Op::MaskedFill, {f, TensorMeta(DType::Bool, {3})}, {{"value", -kInf}});
+    one_node_round_trip(op, {f, row});
+  one_node_round_trip(Op::Add, {TensorMeta(DType::I32, {4}), TensorMeta(DType::F64, {})});
+  one_node_round_trip(Op::Where, {b, f, TensorMeta(DType::F32, {})});
+  one_node_round_trip(Op::Clamp, {f}, {{"min", int64_t(-1)}, {"max", 2.5}});
+  one_node_round_trip(Op::Clamp, {TensorMeta(DType::I64, {4})}, {{"max", int64_t(3)}});
+  one_node_round_trip(Op::MaskedFill, {f, TensorMeta(DType::Bool, {3})}, {{"value", -kInf}});
 }
 
 }  // namespace

@@ -5,9 +5,6 @@
 
 #include <numeric>
 
-#include "ir/error.h"
-#include "ir/parser.h"
-#include "ir/printer.h"
 #include "ir/reference/reference.h"
 #include "tests/support/support.h"
 
@@ -15,6 +12,10 @@ namespace kiln {
 namespace {
 
 using testing::make;
+using testing::meta_fails;
+using testing::one_node_round_trip;
+using testing::run1;
+using testing::vals;
 
 // 0, 1, 2, ... in row-major order.
 HostTensor iota(DType dt, const Shape& shape) {
@@ -24,34 +25,6 @@ HostTensor iota(DType dt, const Shape& shape) {
 }
 
 std::vector<HostTensor> run(Op op, std::vector<HostTensor> ins, const Attrs& a = {}) { return run_reference(op, ins, a); }
-HostTensor run1(Op op, std::vector<HostTensor> ins, const Attrs& a = {}) { return run(op, std::move(ins), a).at(0); }
-
-// Whether the shape rule rejects these inputs with a message containing `text`.
-::testing::AssertionResult meta_fails(Op op, std::vector<TensorMeta> ins, const Attrs& a, const std::string& text) {
-  try {
-    infer_meta(op_info(op), ins, a);
-  } catch (const Error& e) {
-    if (std::string(e.what()).find(text) != std::string::npos) return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure() << "the error \"" << e.what() << "\" does not say \"" << text << "\"";
-  }
-  return ::testing::AssertionFailure() << "no error; expected one saying \"" << text << "\"";
-}
-
-// Prints a one-node graph, parses it back and checks the text survives; returns the node's line.
-std::string round_trip(Op op, std::vector<TensorMeta> ins, const Attrs& a) {
-  Graph g("g");
-  std::vector<Value> vs;
-  for (size_t i = 0; i < ins.size(); ++i) vs.push_back(g.add_input("x" + std::to_string(i), ins[i]));
-  Node* n = g.add_node(op, vs, a, "y");
-  std::vector<Value> outs;
-  for (int i = 0; i < n->num_results(); ++i) outs.push_back(n->result(i));
-  g.set_outputs(outs);
-  std::string text = print_graph(g);
-  EXPECT_EQ(print_graph(parse_graph(text)), text);
-  return print_node(*n);
-}
-
-std::vector<double> vals(const HostTensor& t) { return t.to_doubles(); }
 
 TEST(OpsView, PermuteIsAStridedView) {
   HostTensor x = iota(DType::F32, {2, 2, 2});
@@ -63,7 +36,7 @@ TEST(OpsView, PermuteIsAStridedView) {
   EXPECT_EQ(y.get(4), 42);
   EXPECT_TRUE(meta_fails(Op::Permute, {TensorMeta(DType::F32, {2, 3})}, (Attrs{{"dims", IntList{0}}}), "must list each"));
   EXPECT_TRUE(meta_fails(Op::Permute, {TensorMeta(DType::F32, {2, 3})}, (Attrs{{"dims", IntList{1, -1}}}), "repeats"));
-  EXPECT_EQ(round_trip(Op::Permute, {TensorMeta(DType::F32, {2, 3, 4})}, {{"dims", IntList{2, 0, 1}}}),
+  EXPECT_EQ(one_node_round_trip(Op::Permute, {TensorMeta(DType::F32, {2, 3, 4})}, {{"dims", IntList{2, 0, 1}}}),
             "%y = permute(%x0, dims=[2,0,1]) : f32[4,2,3]{1,12,4}");
 }
 
@@ -77,7 +50,7 @@ TEST(OpsView, TransposeIsAStridedView) {
   EXPECT_EQ(y.get_int(5), -7);
   EXPECT_TRUE(meta_fails(Op::Transpose, {TensorMeta(DType::F32, {2, 3})}, (Attrs{{"dim0", int64_t{0}}, {"dim1", int64_t{2}}}),
                     "dim1 2 is out of range"));
-  EXPECT_EQ(round_trip(Op::Transpose, {TensorMeta(DType::F32, {2, 3})}, {{"dim0", int64_t{0}}, {"dim1", int64_t{1}}}),
+  EXPECT_EQ(one_node_round_trip(Op::Transpose, {TensorMeta(DType::F32, {2, 3})}, {{"dim0", int64_t{0}}, {"dim1", int64_t{1}}}),
             "%y = transpose(%x0, dim0=0, dim1=1) : f32[3,2]{1,3}");
 }
 
@@ -93,7 +66,7 @@ TEST(OpsView, ExpandRepeatsWithStrideZero) {
   EXPECT_TRUE(meta_fails(Op::Expand, {TensorMeta(DType::F32, {3, 2})}, (Attrs{{"size", IntList{3, 4}}}),
                     "dim 1 has size 2, which is not 1"));
   EXPECT_TRUE(meta_fails(Op::Expand, {TensorMeta(DType::F32, {3, 2})}, (Attrs{{"size", IntList{2}}}), "fewer dims"));
-  EXPECT_EQ(round_trip(Op::Expand, {TensorMeta(DType::F32, {3, 1})}, {{"size", IntList{2, 3, 4}}}),
+  EXPECT_EQ(one_node_round_trip(Op::Expand, {TensorMeta(DType::F32, {3, 1})}, {{"size", IntList{2, 3, 4}}}),
             "%y = expand(%x0, size=[2,3,4]) : f32[2,3,4]{0,1,0}");
 }
 
@@ -118,9 +91,9 @@ TEST(OpsView, SqueezeAndUnsqueeze) {
   EXPECT_EQ(u.get(4), -1);
   EXPECT_TRUE(meta_fails(Op::Unsqueeze, {TensorMeta(DType::F32, {2, 3})}, (Attrs{{"dim", int64_t{3}}}), "out of range"));
   EXPECT_TRUE(meta_fails(Op::Squeeze, {TensorMeta(DType::F32, {2, 3})}, (Attrs{{"dim", IntList{2}}}), "out of range"));
-  EXPECT_EQ(round_trip(Op::Squeeze, {TensorMeta(DType::F32, {1, 3})}, {{"dim", IntList{0}}}),
+  EXPECT_EQ(one_node_round_trip(Op::Squeeze, {TensorMeta(DType::F32, {1, 3})}, {{"dim", IntList{0}}}),
             "%y = squeeze(%x0, dim=[0]) : f32[3]");
-  EXPECT_EQ(round_trip(Op::Unsqueeze, {TensorMeta(DType::F32, {2, 3})}, {{"dim", int64_t{0}}}),
+  EXPECT_EQ(one_node_round_trip(Op::Unsqueeze, {TensorMeta(DType::F32, {2, 3})}, {{"dim", int64_t{0}}}),
             "%y = unsqueeze(%x0, dim=0) : f32[1,2,3]");
 }
 
@@ -148,7 +121,7 @@ TEST(OpsView, SliceOffsetsAndClampsLikePython) {
   EXPECT_EQ(vals(inner), (std::vector<double>{2, 4}));
   EXPECT_TRUE(meta_fails(Op::Slice, {TensorMeta(DType::F32, {5})}, (Attrs{{"step", int64_t{0}}}), "step must be positive"));
   EXPECT_TRUE(meta_fails(Op::Slice, {TensorMeta(DType::F32, {})}, Attrs{}, "0-dim"));
-  EXPECT_EQ(round_trip(Op::Slice, {TensorMeta(DType::F32, {2, 8})},
+  EXPECT_EQ(one_node_round_trip(Op::Slice, {TensorMeta(DType::F32, {2, 8})},
                        {{"dim", int64_t{1}}, {"start", int64_t{1}}, {"end", int64_t{7}}, {"step", int64_t{3}}}),
             "%y = slice(%x0, dim=1, start=1, end=7, step=3) : f32[2,2]{8,3}");
 }
@@ -172,7 +145,7 @@ TEST(OpsView, SplitGivesViewsWithTheirOwnOffsets) {
   EXPECT_EQ(vals(cols[2]), (std::vector<double>{1, 2, 4, 5}));
   EXPECT_TRUE(meta_fails(Op::Split, {TensorMeta(DType::F32, {5})}, (Attrs{{"split_sizes", IntList{2, 2}}}), "add up to 4"));
   EXPECT_TRUE(meta_fails(Op::Split, {TensorMeta(DType::F32, {5})}, Attrs{}, "exactly one of"));
-  EXPECT_EQ(round_trip(Op::Split, {TensorMeta(DType::F32, {5, 2})}, {{"split_size", int64_t{2}}}),
+  EXPECT_EQ(one_node_round_trip(Op::Split, {TensorMeta(DType::F32, {5, 2})}, {{"split_size", int64_t{2}}}),
             "%y, %y_1, %y_2 = split(%x0, split_size=2) : f32[2,2], f32[2,2], f32[1,2]");
 }
 
@@ -200,9 +173,9 @@ TEST(OpsView, ReshapeViewsWhenItCanAndCopiesWhenItMust) {
   EXPECT_TRUE(meta_fails(Op::Reshape, {TensorMeta(DType::F32, {5})}, (Attrs{{"shape", IntList{2, 2}}}),
                     "is invalid for an input of 5 elements"));
   EXPECT_TRUE(meta_fails(Op::Reshape, {TensorMeta(DType::F32, {4})}, (Attrs{{"shape", IntList{-1, -1}}}), "only one dimension"));
-  EXPECT_EQ(round_trip(Op::Reshape, {TensorMeta(DType::F32, {2, 3})}, {{"shape", IntList{-1}}}),
+  EXPECT_EQ(one_node_round_trip(Op::Reshape, {TensorMeta(DType::F32, {2, 3})}, {{"shape", IntList{-1}}}),
             "%y = reshape(%x0, shape=[-1]) : f32[6]");
-  EXPECT_EQ(round_trip(Op::Reshape, {TensorMeta(DType::F32, {2, 3}, {1, 2})}, {{"shape", IntList{6}}}),
+  EXPECT_EQ(one_node_round_trip(Op::Reshape, {TensorMeta(DType::F32, {2, 3}, {1, 2})}, {{"shape", IntList{6}}}),
             "%y = reshape(%x0, shape=[6]) : f32[6]");
 }
 
@@ -217,7 +190,7 @@ TEST(OpsView, ContiguousCopiesOnlyWhenNeeded) {
   EXPECT_EQ(vals(c), (std::vector<double>{-5, 3, 1, 4, 2, 5}));
   x.set(0, 0);
   EXPECT_EQ(c.get(0), -5);  // a copy
-  EXPECT_EQ(round_trip(Op::Contiguous, {TensorMeta(DType::F32, {2, 3}, {1, 2})}, {}),
+  EXPECT_EQ(one_node_round_trip(Op::Contiguous, {TensorMeta(DType::F32, {2, 3}, {1, 2})}, {}),
             "%y = contiguous(%x0) : f32[2,3]");
 }
 
@@ -244,7 +217,7 @@ TEST(OpsView, CatCopiesAndPromotes) {
                     Attrs{}, "sizes must match except in dim 0"));
   EXPECT_TRUE(meta_fails(Op::Cat, (std::vector<TensorMeta>{TensorMeta(DType::F32, {2, 2}), TensorMeta(DType::F32, {2})}),
                     Attrs{}, "has rank 1"));
-  EXPECT_EQ(round_trip(Op::Cat, {TensorMeta(DType::F32, {2, 2}), TensorMeta(DType::F16, {2, 1})}, {{"dim", int64_t{1}}}),
+  EXPECT_EQ(one_node_round_trip(Op::Cat, {TensorMeta(DType::F32, {2, 2}), TensorMeta(DType::F16, {2, 1})}, {{"dim", int64_t{1}}}),
             "%y = cat(%x0, %x1, dim=1) : f32[2,3]");
 }
 

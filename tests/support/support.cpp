@@ -4,6 +4,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "ir/reference/reference.h"
+
 namespace kiln::testing {
 
 std::string data_dir() { return KILN_TEST_DATA_DIR; }
@@ -33,6 +37,67 @@ std::string read_text(const std::string& path) {
 
 HostTensor make(DType dt, const Shape& shape, std::vector<double> values) {
   return HostTensor::from_doubles(dt, shape, values);
+}
+
+HostTensor ints(DType dt, const Shape& shape, std::vector<int64_t> values) {
+  return HostTensor::from_ints(dt, shape, values);
+}
+
+std::vector<double> vals(const HostTensor& t) { return t.to_doubles(); }
+
+TensorMeta T(DType dt, Shape shape) { return TensorMeta(dt, std::move(shape)); }
+TensorMeta F(const Shape& shape) { return TensorMeta(DType::F32, shape); }
+TensorMeta I(const Shape& shape) { return TensorMeta(DType::I64, shape); }
+
+HostTensor run1(Op op, std::vector<HostTensor> inputs, const Attrs& attrs) {
+  return run_reference(op, inputs, attrs).at(0);
+}
+
+TensorMeta meta(Op op, std::vector<TensorMeta> inputs, const Attrs& attrs) {
+  return infer_meta(op_info(op), inputs, attrs).at(0);
+}
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+std::string meta_error(Op op, std::vector<TensorMeta> inputs, const Attrs& attrs) {
+  return error_of([&] { infer_meta(op_info(op), inputs, attrs); });
+}
+
+namespace {
+// Whether `fn` throws a kiln::Error whose message contains `text`.
+template <class Fn>
+::testing::AssertionResult fails_with(Fn&& fn, const std::string& text) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    if (has(e.what(), text)) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "the error \"" << e.what() << "\" does not say \"" << text << "\"";
+  }
+  return ::testing::AssertionFailure() << "no error; expected one saying \"" << text << "\"";
+}
+}  // namespace
+
+::testing::AssertionResult meta_fails(Op op, std::vector<TensorMeta> inputs, const Attrs& attrs, const std::string& text) {
+  return fails_with([&] { infer_meta(op_info(op), inputs, attrs); }, text);
+}
+
+::testing::AssertionResult run_fails(Op op, std::vector<HostTensor> inputs, const Attrs& attrs, const std::string& text) {
+  return fails_with([&] { run_reference(op, inputs, attrs); }, text);
+}
+
+std::string one_node_round_trip(Op op, std::vector<TensorMeta> inputs, const Attrs& attrs) {
+  SCOPED_TRACE(std::string(op_name(op)));
+  Graph g("one");
+  std::vector<Value> vs;
+  for (size_t i = 0; i < inputs.size(); ++i) vs.push_back(g.add_input("x" + std::to_string(i), inputs[i]));
+  Node* n = g.add_node(op, vs, attrs, "y");
+  std::vector<Value> outs;
+  for (int i = 0; i < n->num_results(); ++i) outs.push_back(n->result(i));
+  g.set_outputs(outs);
+  std::string text = print_graph(g);
+  EXPECT_NE(text.find(std::string(" = ") + std::string(op_name(op)) + "("), std::string::npos) << text;
+  EXPECT_EQ(print_graph(parse_graph(text)), text);
+  return print_node(*n);
 }
 
 }  // namespace kiln::testing
