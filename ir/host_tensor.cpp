@@ -3,6 +3,9 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <new>
+
+#include <unistd.h>
 
 #include "ir/error.h"
 #include "ir/half.h"
@@ -10,10 +13,27 @@
 
 namespace kiln {
 
+namespace {
+int64_t physical_memory_bytes() {
+  static const int64_t bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
+  return bytes;
+}
+}  // namespace
+
 HostTensor HostTensor::empty(const TensorMeta& meta) {
   HostTensor t;
   t.meta_ = TensorMeta(meta.dtype, meta.shape, meta.device);
-  t.storage_ = std::make_shared<std::vector<std::byte>>(static_cast<size_t>(t.meta_.nbytes()));
+  // Linux overcommits, so an allocation larger than the machine would "succeed" and the
+  // zero-fill would then be killed by the OOM killer: refuse it up front with a message.
+  int64_t bytes = t.meta_.nbytes();
+  if (bytes > physical_memory_bytes())
+    fail("a {} tensor needs {:.1f} GiB, more than this machine's {:.1f} GiB of memory", t.meta_.str(),
+         bytes / 1073741824.0, physical_memory_bytes() / 1073741824.0);
+  try {
+    t.storage_ = std::make_shared<std::vector<std::byte>>(static_cast<size_t>(bytes));
+  } catch (const std::bad_alloc&) {
+    fail("out of memory allocating {} bytes for a {} tensor", bytes, t.meta_.str());
+  }
   return t;
 }
 

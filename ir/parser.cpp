@@ -111,7 +111,13 @@ class Parser {
     if (!dtype) error(dt, fmt::format("unknown dtype '{}' (expected one of f64, f32, f16, bf16, i64, i32, bool)", dt.text));
     expect(Tok::LBracket, fmt::format("after dtype '{}' (a shape such as [8,64])", dt.text).c_str());
     Shape shape = parse_int_list_tail("in the shape", Tok::RBracket, /*sizes=*/true);
-    TensorMeta m(*dtype, shape);
+    TensorMeta m;
+    try {
+      m = TensorMeta(*dtype, shape);
+      m.nbytes();
+    } catch (const Error& e) {
+      error(dt, e.what());
+    }
     if (peek().kind == Tok::LBrace && peek(1).kind == Tok::Int) {
       const Token& at = next();
       Strides st = parse_int_list_tail("in the strides", Tok::RBrace);

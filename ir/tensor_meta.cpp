@@ -11,23 +11,34 @@ std::string Device::str() const {
   return kind == Kind::CPU ? std::string("cpu") : fmt::format("cuda:{}", index);
 }
 
+namespace {
+// Shapes come from user text and user code: a product past int64 is an error, not UB.
+int64_t checked_mul(int64_t a, int64_t b, const Shape& shape) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) fail("shape {} has too many elements (more than 2^63)", shape_str(shape));
+  return r;
+}
+}  // namespace
+
 Strides contiguous_strides(const Shape& shape) {
   Strides s(shape.size());
   int64_t acc = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     s[i] = acc;
-    acc *= std::max<int64_t>(shape[i], 1);
+    acc = checked_mul(acc, std::max<int64_t>(shape[i], 1), shape);
   }
   return s;
 }
 
 int64_t numel(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape) n = checked_mul(n, d, shape);
   return n;
 }
 
 std::string shape_str(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ",")); }
+
+int64_t TensorMeta::nbytes() const { return checked_mul(numel(), dtype_size(dtype), shape); }
 
 bool TensorMeta::is_contiguous() const {
   // Size-1 dims may have any stride, as in PyTorch.

@@ -40,7 +40,7 @@ struct TensorMeta {
 
   int64_t rank() const { return static_cast<int64_t>(shape.size()); }
   int64_t numel() const { return kiln::numel(shape); }
-  int64_t nbytes() const { return numel() * dtype_size(dtype); }
+  int64_t nbytes() const;  // throws kiln::Error past int64
   bool is_contiguous() const;
   TensorMeta contiguous() const { return TensorMeta(dtype, shape, device); }
   TensorMeta with_dtype(DType d) const { return TensorMeta(d, shape, strides, device); }

@@ -128,3 +128,26 @@ TEST(Casts, OutOfRangeFloatToIntGivesTheMinimumLikeX86) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST(Limits, ShapesPastInt64AndTensorsPastMemoryAreErrors) {
+  try {
+    parse_graph("graph g(%x: f32[4611686018427387904,4]) {\n  return (%x)\n}\n", "big.kir");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "big.kir:1:13: error: shape [4611686018427387904,4] has too many elements (more than 2^63)");
+  }
+  // 2^61 f32 elements fit in int64 as a count but not as bytes.
+  EXPECT_THROW(TensorMeta(DType::F32, {int64_t{1} << 61}).nbytes(), Error);
+  try {
+    HostTensor::empty(TensorMeta(DType::F32, {int64_t{1} << 40}));  // 4 TiB
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("more than this machine's"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace kiln
