@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -322,6 +323,8 @@ Graph parse_graph(std::string_view text, const std::string& file) {
 }
 
 std::vector<Graph> parse_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw Error(fmt::format("'{}' is a directory, not a .kir file", path));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(fmt::format("cannot open '{}'", path));
   std::stringstream ss;

@@ -6,6 +6,7 @@
 
 #include "ir/error.h"
 #include "ir/parser.h"
+#include "tests/support/support.h"
 #include "ir/printer.h"
 
 namespace {
@@ -136,6 +137,12 @@ TEST(Parser, ParseFileNamesAMissingFile) {
     FAIL();
   } catch (const kiln::Error& e) {
     EXPECT_NE(std::string(e.what()).find("cannot open '/nonexistent/x.kir'"), std::string::npos) << e.what();
+  }
+  try {
+    kiln::parse_file(kiln::testing::data_dir());
+    FAIL();
+  } catch (const kiln::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is a directory, not a .kir file"), std::string::npos) << e.what();
   }
 }
 
