@@ -44,10 +44,16 @@ std::vector<Token> tokenize(std::string_view s, const std::string& file) {
       if (s[i] == '\n') { ++line; col = 1; } else { ++col; }
     }
   };
+  // Inside (...) and [...] a newline is plain whitespace, as in Python, so a long call
+  // or list may be broken across lines.
+  int nesting = 0;
   auto push = [&](Tok k, std::string text, SourceLoc loc) {
-    if (k == Tok::Newline && (out.empty() || out.back().kind == Tok::Newline)) return;
+    if (k == Tok::Newline && (nesting > 0 || out.empty() || out.back().kind == Tok::Newline)) return;
+    if (k == Tok::LParen || k == Tok::LBracket) ++nesting;
+    if ((k == Tok::RParen || k == Tok::RBracket) && nesting > 0) --nesting;
     out.push_back(Token{k, std::move(text), std::move(loc)});
   };
+  if (s.substr(0, 3) == "\xEF\xBB\xBF") i = 3;  // a UTF-8 byte-order mark
   while (i < s.size()) {
     char c = s[i];
     SourceLoc loc = loc_here();

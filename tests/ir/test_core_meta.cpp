@@ -151,3 +151,29 @@ TEST(Limits, ShapesPastInt64AndTensorsPastMemoryAreErrors) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST(Lexer, CallsMayBreakAcrossLinesAndAByteOrderMarkIsSkipped) {
+  const char* text =
+      "\xEF\xBB\xBFgraph g(%x: f32[2,3]) {\n"
+      "  %s = sum(%x,\n"
+      "           dim=[0,\n"
+      "                1],  # both dims\n"
+      "           keepdim=true)\n"
+      "  return (%s)\n"
+      "}\n";
+  Graph g = parse_graph(text, "multi.kir");
+  EXPECT_EQ(g.find("s").meta().str(), "f32[1,1]");
+  // An unclosed call is still reported, at the first token that cannot continue it.
+  try {
+    parse_graph("graph g(%x: f32[2]) {\n  %a = exp(%x\n  %b = neg(%a)\n  return (%b)\n}\n", "open.kir");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "open.kir:3:3: error: expected ',' or ')' between arguments, found '%b'");
+  }
+}
+
+}  // namespace
+}  // namespace kiln
