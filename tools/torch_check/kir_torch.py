@@ -414,6 +414,9 @@ TOL = {  # (rtol, atol)
 VIEW_OPS = {"reshape", "permute", "transpose", "expand", "squeeze", "unsqueeze", "slice", "split"}
 
 
+DEVICE = "cpu"
+
+
 class Skip(Exception):
     pass
 
@@ -622,7 +625,7 @@ def load_input(np, torch, path, ty):
         s = torch.empty_strided(ty.shape, ty.strides, dtype=want)
         s.copy_(t)
         t = s
-    return t
+    return t.to(DEVICE)
 
 
 def evaluate(torch, F, g, inputs, notes):
@@ -656,7 +659,7 @@ def evaluate(torch, F, g, inputs, notes):
 
 
 def compare(np, torch, name, ty, got_t, kiln_arr):
-    """Returns (ok, message, max_abs, max_rel)."""
+    """Returns (ok, message, max_abs, max_rel, only_finite_mismatches)."""
     problems = []
     tdt = dtype_name(torch, got_t.dtype)
     if tdt != ty.dtype:
@@ -670,31 +673,42 @@ def compare(np, torch, name, ty, got_t, kiln_arr):
     if tuple(kiln_arr.shape) != ty.shape:
         problems.append(f"%{name}: kiln saved shape {list(kiln_arr.shape)}, its type says {list(ty.shape)}")
     if problems:
-        return False, "; ".join(problems), 0.0, 0.0
+        return False, "; ".join(problems), 0.0, 0.0, False
     t = got_t.detach().cpu()
     if t.dtype == torch.bfloat16:
         t = t.to(torch.float32)
     ours = t.contiguous().numpy()
     if ty.dtype in TOL:
         rtol, atol = TOL[ty.dtype]
-        a, b = kiln_arr.astype(np.float64), ours.astype(np.float64)
-        nan_a, nan_b = np.isnan(a), np.isnan(b)
-        inf_a, inf_b = np.isinf(a), np.isinf(b)
-        bad = nan_a != nan_b
-        bad |= (inf_a | inf_b) & ~(nan_a | nan_b) & (a != b)
-        fin = np.isfinite(a) & np.isfinite(b)
-        diff = np.where(fin, np.abs(a - b), 0.0)
-        bad |= fin & (diff > atol + rtol * np.abs(b))
-        max_abs = float(diff.max()) if diff.size else 0.0
-        with np.errstate(divide="ignore", invalid="ignore"):
-            rel = np.where(fin & (b != 0), diff / np.abs(b), np.where(fin & (diff > 0), np.inf, 0.0))
-        max_rel = float(rel.max()) if rel.size else 0.0
-        if bad.any():
-            i = int(np.flatnonzero(bad.reshape(-1))[0])
-            idx = np.unravel_index(i, a.shape) if a.ndim else ()
-            return (False, f"%{name}: {int(bad.sum())}/{bad.size} elements differ, first at {list(map(int, idx))}: "
-                           f"kiln {a.reshape(-1)[i]!r}, torch {b.reshape(-1)[i]!r}", max_abs, max_rel)
-        return True, "", max_abs, max_rel
+        with np.errstate(invalid="ignore", over="ignore"):
+            return compare_floats(np, name, kiln_arr.astype(np.float64), ours.astype(np.float64), rtol, atol)
+    return compare_ints(np, name, kiln_arr, ours)
+
+
+def compare_floats(np, name, a, b, rtol, atol):
+    """Returns (ok, message, max_abs, max_rel, only_finite_mismatches)."""
+    nan_a, nan_b = np.isnan(a), np.isnan(b)
+    inf_a, inf_b = np.isinf(a), np.isinf(b)
+    bad = nan_a != nan_b
+    bad |= (inf_a | inf_b) & ~(nan_a | nan_b) & (a != b)
+    fin = np.isfinite(a) & np.isfinite(b)
+    diff = np.where(fin, np.abs(a - b), 0.0)
+    bad |= fin & (diff > atol + rtol * np.abs(b))
+    max_abs = float(diff.max()) if diff.size else 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = np.where(fin & (b != 0), diff / np.abs(b), np.where(fin & (diff > 0), np.inf, 0.0))
+    max_rel = float(rel.max()) if rel.size else 0.0
+    if bad.any():
+        i = int(np.flatnonzero(bad.reshape(-1))[0])
+        idx = np.unravel_index(i, a.shape) if a.ndim else ()
+        special = bool((bad & ~fin).any())
+        return (False, f"%{name}: {int(bad.sum())}/{bad.size} elements differ, first at {list(map(int, idx))}: "
+                       f"kiln {float(a.reshape(-1)[i])!r}, torch {float(b.reshape(-1)[i])!r}", max_abs, max_rel,
+                not special)
+    return True, "", max_abs, max_rel, False
+
+
+def compare_ints(np, name, kiln_arr, ours):
     a, b = kiln_arr.astype(np.int64), ours.astype(np.int64)
     bad = a != b
     max_abs = float(np.abs(a - b).max()) if a.size else 0.0
@@ -702,8 +716,15 @@ def compare(np, torch, name, ty, got_t, kiln_arr):
         i = int(np.flatnonzero(bad.reshape(-1))[0])
         idx = np.unravel_index(i, a.shape) if a.ndim else ()
         return (False, f"%{name}: {int(bad.sum())}/{bad.size} elements differ, first at {list(map(int, idx))}: "
-                       f"kiln {a.reshape(-1)[i]}, torch {b.reshape(-1)[i]}", max_abs, 0.0)
-    return True, "", max_abs, 0.0
+                       f"kiln {int(a.reshape(-1)[i])}, torch {int(b.reshape(-1)[i])}", max_abs, 0.0, False)
+    return True, "", max_abs, 0.0, False
+
+
+def only_f32_f64(g):
+    """Every float type in the graph is f32 or f64 (so evaluating in f64 changes no semantics)."""
+    types = [t for _, t in g.params] + [t for n in g.nodes for t in n.types if t is not None]
+    dtype_attrs = [v.name for n in g.nodes for v in n.attrs.values() if isinstance(v, Dtype)]
+    return all(t.dtype not in ("f16", "bf16") for t in types) and not {"f16", "bf16"} & set(dtype_attrs)
 
 
 def check_case(np, torch, F, case, d, graph_name=None):
@@ -738,10 +759,31 @@ def check_case(np, torch, F, case, d, graph_name=None):
     except Exception as e:
         return "FAIL", f"torch evaluation failed: {e}", notes
     ok, msgs, worst_abs, worst_rel = True, [], 0.0, 0.0
+    env64 = None
     for o in g.outputs:
         ty = g.type_of(o)
         kiln_arr = np.load(os.path.join(out_dir, file_stem(o) + ".npy"))
-        good, msg, ma, mr = compare(np, torch, o, ty, env[o], kiln_arr)
+        good, msg, ma, mr, finite_only = compare(np, torch, o, ty, env[o], kiln_arr)
+        if not good and finite_only and ty.dtype == "f32" and only_f32_f64(g):
+            # kiln computes each op in double and rounds once; torch in f32 op by op. A finite
+            # miss may be torch's f32 rounding: evaluate the same graph with f32 inputs as f64
+            # (promotion carries f64 through) and compare kiln with that, rounded to f32.
+            if env64 is None:
+                try:
+                    env64 = evaluate(torch, F, g, {k: (v.double() if v.dtype == torch.float32 else v)
+                                                   for k, v in inputs.items()}, [])
+                except Exception as e:
+                    env64 = {"error": str(e)}
+            if o in env64:
+                good64, msg64, ma64, mr64, _ = compare(np, torch, o, ty, env64[o].to(torch.float32), kiln_arr)
+            else:
+                good64, msg64, ma64, mr64 = False, f"evaluation in f64 failed: {env64.get('error')}", 0.0, 0.0
+            if good64:
+                notes.append(f"%{o}: within f32 rounding: torch in f32 misses the tolerance ({msg}); "
+                             f"torch in f64 agrees with kiln (max_abs={ma64:.3g} max_rel={mr64:.3g})")
+                good = True
+            else:
+                msg += f" [torch in f64 differs too: {msg64}]"
         worst_abs, worst_rel = max(worst_abs, ma), max(worst_rel, mr)
         if not good:
             ok = False
@@ -765,6 +807,7 @@ def main(argv=None):
     ap.add_argument("args", nargs="+", help="CASE.kir DIR pairs (or .kir files with --parse-only)")
     ap.add_argument("--graph", help="which graph, when a file holds several")
     ap.add_argument("--parse-only", action="store_true", help="parse each file and print it back")
+    ap.add_argument("--device", default="cpu", help="where torch evaluates (default cpu; e.g. cuda)")
     opts = ap.parse_args(argv)
     if opts.parse_only:
         for f in opts.args:
@@ -778,6 +821,10 @@ def main(argv=None):
     import torch
     import torch.nn.functional as F
     torch.set_num_threads(max(1, min(8, os.cpu_count() or 1)))
+    global DEVICE
+    DEVICE = opts.device
+    if DEVICE != "cpu":
+        torch.set_default_device(DEVICE)  # creation ops too
     passed = failed = skipped = 0
     for case, d in zip(opts.args[::2], opts.args[1::2]):
         label = f"{os.path.basename(case)} [{os.path.basename(os.path.normpath(d))}]"
