@@ -57,8 +57,9 @@ Metas meta_binary_arith(In in, const Attrs&) {
   return one(result_type(in), broadcast_all(in), in[0]);
 }
 Metas meta_binary_sub(In in, const Attrs& a) {
-  if (in[0].dtype == DType::Bool && in[1].dtype == DType::Bool)
-    fail("subtracting two bool tensors is not supported (use logical_xor or logical_not)");
+  // PyTorch rejects a bool operand on either side, not only bool - bool.
+  if (in[0].dtype == DType::Bool || in[1].dtype == DType::Bool)
+    fail("subtraction with a bool tensor is not supported (use logical_not, or cast with to() first)");
   return meta_binary_arith(in, a);
 }
 Metas meta_binary_div(In in, const Attrs&) {
