@@ -9,15 +9,7 @@
 namespace kiln {
 namespace {
 
-using testing::error_of;
-using testing::has;
-using testing::make;
-using testing::meta;
-using testing::meta_error;
-using testing::one_node_round_trip;
-using testing::run1;
-using testing::T;
-using testing::tensors_close;
+using namespace testing;  // the shared helpers of tests/support
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 TEST(CreationMeta, DTypesAndShapes) {
