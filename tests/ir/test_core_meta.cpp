@@ -101,11 +101,6 @@ TEST(Lexer, LocationsCommentsAndNumbers) {
   }
 }
 
-}  // namespace
-}  // namespace kiln
-
-namespace kiln {
-namespace {
 
 TEST(Arange, LengthFollowsPyTorchPerDtype) {
   auto len = [](Attrs a) { return infer_meta(*find_op("arange"), {}, a)[0].shape[0]; };
@@ -126,11 +121,6 @@ TEST(Casts, OutOfRangeFloatToIntGivesTheMinimumLikeX86) {
   EXPECT_EQ(t.to(DType::I64).to_ints(), (std::vector<int64_t>{10000000000, -10000000000, INT64_MIN, -2, 2}));
 }
 
-}  // namespace
-}  // namespace kiln
-
-namespace kiln {
-namespace {
 
 TEST(Limits, ShapesPastInt64AndTensorsPastMemoryAreErrors) {
   try {
@@ -149,11 +139,6 @@ TEST(Limits, ShapesPastInt64AndTensorsPastMemoryAreErrors) {
   }
 }
 
-}  // namespace
-}  // namespace kiln
-
-namespace kiln {
-namespace {
 
 TEST(Lexer, CallsMayBreakAcrossLinesAndAByteOrderMarkIsSkipped) {
   const char* text =
