@@ -101,7 +101,6 @@ TEST(Lexer, LocationsCommentsAndNumbers) {
   }
 }
 
-
 TEST(Arange, LengthFollowsPyTorchPerDtype) {
   auto len = [](Attrs a) { return infer_meta(*find_op("arange"), {}, a)[0].shape[0]; };
   EXPECT_EQ(len({{"end", int64_t{10}}}), 10);
@@ -121,7 +120,6 @@ TEST(Casts, OutOfRangeFloatToIntGivesTheMinimumLikeX86) {
   EXPECT_EQ(t.to(DType::I64).to_ints(), (std::vector<int64_t>{10000000000, -10000000000, INT64_MIN, -2, 2}));
 }
 
-
 TEST(Limits, ShapesPastInt64AndTensorsPastMemoryAreErrors) {
   try {
     parse_graph("graph g(%x: f32[4611686018427387904,4]) {\n  return (%x)\n}\n", "big.kir");
@@ -138,7 +136,6 @@ TEST(Limits, ShapesPastInt64AndTensorsPastMemoryAreErrors) {
     EXPECT_NE(std::string(e.what()).find("more than this machine's"), std::string::npos) << e.what();
   }
 }
-
 
 TEST(Lexer, CallsMayBreakAcrossLinesAndAByteOrderMarkIsSkipped) {
   const char* text =
