@@ -188,6 +188,12 @@ Tensor layer_norm(const Tensor& input, const IntList& normalized_shape, const st
   if (bias) in.push_back(*bias);
   return call1(Op::LayerNorm, in, attrs({{"normalized_shape", normalized_shape}, {"eps", eps}}));
 }
+Tensor gather(const Tensor& self, int64_t dim, const Tensor& index) {
+  return call1(Op::Gather, {self, index}, attrs({{"dim", dim}}));
+}
+Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  return call1(Op::ScatterAdd, {self, index, src}, attrs({{"dim", dim}}));
+}
 Tensor embedding(const Tensor& input, const Tensor& weight, int64_t padding_idx) {
   return call1(Op::Embedding, {weight, input}, attrs({{"padding_idx", padding_idx}}));
 }

@@ -133,6 +133,9 @@ Tensor log_softmax(const Tensor& self, int64_t dim, std::optional<DType> dtype =
 // torch.nn.functional.layer_norm's argument order.
 Tensor layer_norm(const Tensor& input, const IntList& normalized_shape, const std::optional<Tensor>& weight = std::nullopt,
                   const std::optional<Tensor>& bias = std::nullopt, double eps = 1e-5);
+// torch.gather and Tensor.scatter_add (out of place).
+Tensor gather(const Tensor& self, int64_t dim, const Tensor& index);
+Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
 // torch.nn.functional.embedding's argument order: indices first (the op's schema has weight first).
 Tensor embedding(const Tensor& input, const Tensor& weight, int64_t padding_idx = -1);
 Tensor cross_entropy(const Tensor& input, const Tensor& target, int64_t ignore_index = -100,

@@ -21,6 +21,8 @@ std::string_view category_name(OpCategory c) {
     case OpCategory::Matmul: return "matmul";
     case OpCategory::Composite: return "composite";
     case OpCategory::Creation: return "creation";
+    case OpCategory::Gather: return "gather";
+    case OpCategory::Scatter: return "scatter";
   }
   return "?";
 }

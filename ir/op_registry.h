@@ -22,7 +22,9 @@ enum class Op : uint16_t {
   NumBuiltin
 };
 
-enum class OpCategory { Placeholder, Pointwise, Reduction, View, Matmul, Composite, Creation };
+// Gather: reads another tensor through an index tensor (fusable like pointwise).
+// Scatter: accumulates into its result through an index tensor (a kernel of its own).
+enum class OpCategory { Placeholder, Pointwise, Reduction, View, Matmul, Composite, Creation, Gather, Scatter };
 std::string_view category_name(OpCategory c);
 
 enum class ArgType { Tensor, TensorList, Int, Float, Scalar, Bool, Str, DType, IntList, FloatList };

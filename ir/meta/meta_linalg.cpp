@@ -1,4 +1,6 @@
 // Shape-and-dtype rules of matrix products and of the composite ops built on them.
+#include <algorithm>
+
 #include "ir/error.h"
 #include "ir/meta/meta.h"
 
@@ -128,5 +130,37 @@ Metas meta_cross_entropy(In in, const Attrs& a) {
 }
 
 Metas meta_nll_loss(In in, const Attrs& a) { return loss_meta(in[0], in[1], a.get_string("reduction"), "nll_loss"); }
+
+namespace {
+// torch.gather / scatter_add's index rules: same rank as the data (0-d counts as 1-d), and
+// every dim of the index no larger than the data's, except `dim` itself for the tensor
+// that `dim` indexes into.
+void check_index(const TensorMeta& data, const TensorMeta& index, int64_t dim, bool check_dim, const char* what) {
+  if (!is_integral(index.dtype) || index.dtype == DType::Bool)
+    fail("index must be i64 or i32, got {}", dtype_name(index.dtype));
+  if (std::max<int64_t>(index.rank(), 1) != std::max<int64_t>(data.rank(), 1))
+    fail("index {} must have as many dims as {} {}", shape_str(index.shape), what, shape_str(data.shape));
+  for (int64_t d = 0; d < index.rank() && d < data.rank(); ++d)
+    if ((check_dim || d != dim) && index.shape[d] > data.shape[d])
+      fail("index {} is larger than {} {} in dim {}", shape_str(index.shape), what, shape_str(data.shape), d);
+}
+}  // namespace
+
+Metas meta_gather(In in, const Attrs& a) {
+  const TensorMeta &self = in[0], &index = in[1];
+  int64_t dim = normalize_dim(a.get_int("dim"), std::max<int64_t>(self.rank(), 1));
+  check_index(self, index, dim, false, "self");
+  return {TensorMeta(self.dtype, index.shape, self.device)};
+}
+
+Metas meta_scatter_add(In in, const Attrs& a) {
+  const TensorMeta &self = in[0], &index = in[1], &src = in[2];
+  int64_t dim = normalize_dim(a.get_int("dim"), std::max<int64_t>(self.rank(), 1));
+  if (src.dtype != self.dtype)
+    fail("src must have self's dtype {}, got {}", dtype_name(self.dtype), dtype_name(src.dtype));
+  check_index(self, index, dim, false, "self");
+  check_index(src, index, dim, true, "src");
+  return {self.contiguous()};
+}
 
 }  // namespace kiln::meta

@@ -3,6 +3,7 @@
 // result dtype.
 #include <variant>
 
+#include "ir/error.h"
 #include "ir/reference/kernels.h"
 #include "ir/reference/util.h"
 
@@ -107,9 +108,58 @@ std::vector<HostTensor> addmm(Ins in, const Attrs& a, Outs outs) {
   return {product_for(in[1], in[2], &in[0], &a, outs[0])};
 }
 
+// The multi-index of `index`'s element i, and with `dim` replaced by the index value checked
+// against `size` (the extent of the tensor indexed into).
+int64_t indexed_offset(const HostTensor& index, int64_t i, int64_t dim, const Shape& target, std::vector<int64_t>& pos) {
+  pos = unravel(i, index.shape());
+  if (pos.empty()) pos.push_back(0);  // 0-d acts as 1-d
+  int64_t v = index.get_int(i);
+  int64_t size = target.empty() ? 1 : target[dim];
+  if (v < -size || v >= size) fail("index {} is out of range for dim {} of size {}", v, dim, size);
+  pos[dim] = v < 0 ? v + size : v;
+  return target.empty() ? 0 : ravel(pos, target);
+}
+
+std::vector<HostTensor> gather(Ins in, const Attrs& a, Outs outs) {
+  const HostTensor &self = in[0], &index = in[1];
+  int64_t dim = normalize_dim(a.get_int("dim"), std::max<int64_t>(self.rank(), 1));
+  HostTensor out = HostTensor::empty(outs[0]);
+  bool exact = !is_floating(self.dtype());
+  std::vector<int64_t> pos;
+  for (int64_t i = 0; i < index.numel(); ++i) {
+    int64_t from = indexed_offset(index, i, dim, self.shape(), pos);
+    if (exact) out.set_int(i, self.get_int(from));
+    else out.set(i, self.get(from));
+  }
+  return {out};
+}
+
+// Accumulates in double (int64 for integers) per destination element, in index order.
+std::vector<HostTensor> scatter_add(Ins in, const Attrs& a, Outs outs) {
+  const HostTensor &self = in[0], &index = in[1], &src = in[2];
+  int64_t dim = normalize_dim(a.get_int("dim"), std::max<int64_t>(self.rank(), 1));
+  bool exact = !is_floating(self.dtype());
+  std::vector<double> acc(static_cast<size_t>(self.numel()));
+  std::vector<int64_t> iacc(exact ? acc.size() : 0);
+  for (int64_t i = 0; i < self.numel(); ++i) exact ? void(iacc[i] = self.get_int(i)) : void(acc[i] = self.get(i));
+  std::vector<int64_t> pos;
+  for (int64_t i = 0; i < index.numel(); ++i) {
+    int64_t to = indexed_offset(index, i, dim, self.shape(), pos);
+    std::vector<int64_t> src_pos = unravel(i, index.shape());
+    int64_t from = src.rank() == 0 ? 0 : ravel(src_pos, src.shape());
+    if (exact) iacc[to] += src.get_int(from);
+    else acc[to] += src.get(from);
+  }
+  HostTensor out = HostTensor::empty(outs[0]);
+  for (int64_t i = 0; i < out.numel(); ++i) exact ? out.set_int(i, iacc[i]) : out.set(i, acc[i]);
+  return {out};
+}
+
 }  // namespace
 
 void install_linalg(const Setter& set) {
+  set(Op::Gather, gather);
+  set(Op::ScatterAdd, scatter_add);
   set(Op::Matmul, matmul);
   set(Op::Bmm, matmul);  // bmm is matmul restricted (by its shape rule) to 3-d operands
   set(Op::Linear, linear);

@@ -11,6 +11,8 @@ namespace kiln {
 namespace {
 
 using testing::F;
+using testing::I;
+using testing::run_fails;
 using testing::make;
 using testing::meta_fails;
 using testing::one_node_round_trip;
@@ -18,6 +20,7 @@ using testing::run1;
 using testing::vals;
 
 HostTensor f32(const Shape& s, std::vector<double> v) { return make(DType::F32, s, std::move(v)); }
+HostTensor i64(const Shape& s, std::vector<double> v) { return make(DType::I64, s, std::move(v)); }
 HostTensor transposed(const HostTensor& t) {
   return run1(Op::Transpose, {t}, {{"dim0", int64_t{0}}, {"dim1", int64_t{1}}});
 }
@@ -133,6 +136,42 @@ TEST(OpsLinalg, Addmm) {
   EXPECT_TRUE(meta_fails(Op::Addmm, {F({2}), F({2, 3}), F({2, 2})}, Attrs{}, "cannot be multiplied"));
   EXPECT_EQ(one_node_round_trip(Op::Addmm, {F({3}), F({2, 4}), F({4, 3})}, {{"beta", 0.5}, {"alpha", int64_t{2}}}),
             "%y = addmm(%x0, %x1, %x2, beta=0.5, alpha=2) : f32[2,3]");
+}
+
+TEST(OpsIndex, Gather) {
+  HostTensor x = f32({2, 3}, {0, 1, 2, 10, 11, 12});
+  // torch.gather(x, 1, [[2,0],[1,-1]]) = [[2,0],[11,12]] (negative indices wrap).
+  HostTensor rows = run1(Op::Gather, {x, i64({2, 2}, {2, 0, 1, -1})}, {{"dim", int64_t{1}}});
+  EXPECT_EQ(rows.shape(), (Shape{2, 2}));
+  EXPECT_EQ(vals(rows), (std::vector<double>{2, 0, 11, 12}));
+  // Along dim 0 with an index smaller than x in dim 1.
+  EXPECT_EQ(vals(run1(Op::Gather, {x, i64({1, 2}, {1, 0})}, {{"dim", int64_t{0}}})), (std::vector<double>{10, 1}));
+  EXPECT_EQ(run1(Op::Gather, {x, HostTensor::empty(DType::I64, {0, 3})}, {{"dim", int64_t{1}}}).shape(), (Shape{0, 3}));
+  EXPECT_TRUE(run_fails(Op::Gather, {x, i64({1, 1}, {3})}, {{"dim", int64_t{1}}}, "index 3 is out of range for dim 1 of size 3"));
+  EXPECT_TRUE(meta_fails(Op::Gather, {F({2, 3}), I({2})}, {{"dim", int64_t{0}}}, "must have as many dims"));
+  EXPECT_TRUE(meta_fails(Op::Gather, {F({2, 3}), I({2, 4})}, {{"dim", int64_t{0}}}, "larger than self"));
+  EXPECT_TRUE(meta_fails(Op::Gather, {F({2, 3}), F({2, 3})}, {{"dim", int64_t{0}}}, "index must be i64 or i32"));
+  EXPECT_EQ(one_node_round_trip(Op::Gather, {F({4, 5}), I({4, 1})}, {{"dim", int64_t{-1}}}),
+            "%y = gather(%x0, %x1, dim=-1) : f32[4,1]");
+}
+
+TEST(OpsIndex, ScatterAdd) {
+  HostTensor base = f32({2, 3}, {1, 1, 1, 1, 1, 1});
+  // Repeated destinations accumulate: row 0 gets src[0][0] + src[0][1] in column 2.
+  HostTensor src = f32({2, 2}, {5, 7, 3, 4});
+  HostTensor out = run1(Op::ScatterAdd, {base, i64({2, 2}, {2, 2, 0, 1}), src}, {{"dim", int64_t{1}}});
+  EXPECT_EQ(vals(out), (std::vector<double>{1, 1, 13, 4, 5, 1}));
+  // Embedding backward's shape: rows of src added into rows of a table.
+  HostTensor table = run1(Op::ScatterAdd, {f32({3, 2}, {0, 0, 0, 0, 0, 0}), i64({3, 2}, {2, 2, 0, 0, 2, 2}),
+                                           f32({3, 2}, {1, 2, 3, 4, 5, 6})},
+                          {{"dim", int64_t{0}}});
+  EXPECT_EQ(vals(table), (std::vector<double>{3, 4, 0, 0, 6, 8}));
+  EXPECT_TRUE(run_fails(Op::ScatterAdd, {base, i64({1, 1}, {-4}), src}, {{"dim", int64_t{1}}}, "index -4 is out of range"));
+  EXPECT_TRUE(meta_fails(Op::ScatterAdd, {F({2, 3}), I({2, 2}), F({1, 2})}, {{"dim", int64_t{1}}}, "larger than src"));
+  EXPECT_TRUE(meta_fails(Op::ScatterAdd, {F({2, 3}), I({2, 2}), make(DType::F64, {2, 2}, {1, 2, 3, 4}).meta()},
+                         {{"dim", int64_t{1}}}, "src must have self's dtype f32"));
+  EXPECT_EQ(one_node_round_trip(Op::ScatterAdd, {F({4, 5}), I({4, 1}), F({4, 1})}, {{"dim", int64_t{0}}}),
+            "%y = scatter_add(%x0, %x1, %x2, dim=0) : f32[4,5]");
 }
 
 }  // namespace

@@ -27,6 +27,12 @@ void collect_bounds(Value v, std::optional<int64_t>& bound, int depth) {
     } else if ((n.op() == Op::CrossEntropy || n.op() == Op::NllLoss) && u.input_index == 1) {
       const Shape& logits = n.input(0).meta().shape;  // [N, C] or [C]
       if (!logits.empty()) tighten(logits.size() >= 2 ? logits[1] : logits[0]);
+    } else if ((n.op() == Op::Gather || n.op() == Op::ScatterAdd) && u.input_index == 1) {
+      const Shape& data = n.input(0).meta().shape;  // indices select along `dim` of input 0
+      int64_t rank = std::max<int64_t>(static_cast<int64_t>(data.size()), 1);
+      int64_t dim = n.attrs().get_int("dim");
+      if (dim < 0) dim += rank;
+      tighten(data.empty() ? 1 : data.at(static_cast<size_t>(dim)));
     } else if (passes_values_through(n)) {
       for (int r = 0; r < n.num_results(); ++r) collect_bounds(Value{const_cast<Node*>(&n), r}, bound, depth + 1);
     }
