@@ -1,0 +1,155 @@
+#include "ir/builder.h"
+
+#include "ir/error.h"
+
+namespace kiln {
+
+Var Builder::op(Op op, std::vector<Value> inputs, const Attrs& attrs, const std::string& name) {
+  for (const Value& v : inputs) KILN_INTERNAL_ASSERT(v, "Builder::op inputs are non-empty values");
+  std::string n = !name.empty() || prefix_.empty() ? name : prefix_ + std::string(op_name(op));
+  return Var(this, g_.add_node(op, std::move(inputs), attrs, n, before_)->result(0));
+}
+
+std::vector<Var> Builder::op_n(Op op, std::vector<Value> inputs, const Attrs& attrs, const std::string& name) {
+  std::string n = !name.empty() || prefix_.empty() ? name : prefix_ + std::string(op_name(op));
+  Node* node = g_.add_node(op, std::move(inputs), attrs, n, before_);
+  std::vector<Var> out;
+  for (int i = 0; i < node->num_results(); ++i) out.emplace_back(this, node->result(i));
+  return out;
+}
+
+Var Builder::scalar(double v, DType dt) { return full({}, v, dt); }
+
+Var Builder::full(const Shape& shape, double v, DType dt) {
+  Attrs a;
+  a.set("size", IntList(shape.begin(), shape.end()));
+  // Integer and bool constants keep an integer fill value so they print as such.
+  if (is_floating(dt)) a.set("fill_value", v);
+  else a.set("fill_value", static_cast<int64_t>(v));
+  a.set("dtype", dt);
+  return op(Op::Full, {}, a);
+}
+
+Var Builder::arange(int64_t end, DType dt) {
+  Attrs a;
+  a.set("end", end);
+  a.set("dtype", dt);
+  return op(Op::Arange, {}, a);
+}
+
+Var Builder::to(Value x, DType dt) {
+  if (x.meta().dtype == dt) return wrap(x);
+  return op(Op::To, {x}, attrs1("dtype", dt));
+}
+
+namespace {
+Attrs reduce_attrs(const IntList& dims, bool keepdim) {
+  Attrs a;
+  if (!dims.empty()) a.set("dim", dims);
+  a.set("keepdim", keepdim);
+  return a;
+}
+}  // namespace
+
+Var Builder::sum(Value x, const IntList& dims, bool keepdim, std::optional<DType> dtype) {
+  Attrs a = reduce_attrs(dims, keepdim);
+  if (dtype) a.set("dtype", *dtype);
+  return op(Op::Sum, {x}, a);
+}
+Var Builder::mean(Value x, const IntList& dims, bool keepdim) { return op(Op::Mean, {x}, reduce_attrs(dims, keepdim)); }
+Var Builder::amax(Value x, const IntList& dims, bool keepdim) { return op(Op::Amax, {x}, reduce_attrs(dims, keepdim)); }
+Var Builder::amin(Value x, const IntList& dims, bool keepdim) { return op(Op::Amin, {x}, reduce_attrs(dims, keepdim)); }
+
+Var Builder::reshape(Value x, const Shape& shape) {
+  if (x.meta().shape == shape) return wrap(x);
+  return op(Op::Reshape, {x}, attrs1("shape", IntList(shape.begin(), shape.end())));
+}
+
+Var Builder::expand(Value x, const Shape& shape) {
+  if (x.meta().shape == shape) return wrap(x);
+  return op(Op::Expand, {x}, attrs1("size", IntList(shape.begin(), shape.end())));
+}
+
+Var Builder::permute(Value x, const IntList& dims) { return op(Op::Permute, {x}, attrs1("dims", dims)); }
+
+Var Builder::squeeze(Value x, const IntList& dims) {
+  Attrs a;
+  if (!dims.empty()) a.set("dim", dims);
+  return op(Op::Squeeze, {x}, a);
+}
+
+Var Builder::slice(Value x, int64_t dim, int64_t start, int64_t end, int64_t step) {
+  Attrs a;
+  a.set("dim", dim);
+  a.set("start", start);
+  a.set("end", end);
+  a.set("step", step);
+  return op(Op::Slice, {x}, a);
+}
+
+Var Builder::cat(const std::vector<Value>& xs, int64_t dim) { return op(Op::Cat, xs, attrs1("dim", dim)); }
+
+std::vector<Var> Builder::split(Value x, const IntList& sizes, int64_t dim) {
+  Attrs a;
+  a.set("split_sizes", sizes);
+  a.set("dim", dim);
+  return op_n(Op::Split, {x}, a);
+}
+
+Var Builder::sum_to(Value x, const Shape& shape) {
+  const Shape& from = x.meta().shape;
+  if (from == shape) return wrap(x);
+  int64_t lead = static_cast<int64_t>(from.size()) - static_cast<int64_t>(shape.size());
+  if (lead < 0) fail("cannot sum {} down to {}: the target has more dims", shape_str(from), shape_str(shape));
+  IntList dims;
+  for (int64_t d = 0; d < static_cast<int64_t>(from.size()); ++d) {
+    if (d < lead) dims.push_back(d);
+    else if (shape[d - lead] == 1 && from[d] != 1) dims.push_back(d);
+    else if (shape[d - lead] != from[d]) fail("cannot sum {} down to {}", shape_str(from), shape_str(shape));
+  }
+  Var r = wrap(x);
+  if (!dims.empty()) r = sum(x, dims, /*keepdim=*/true);
+  return reshape(r, shape);  // drops the leading dims kept above
+}
+
+Var Builder::unreduce(Value x, const Shape& shape, const IntList& dims, bool keepdim) {
+  Var r = wrap(x);
+  if (!keepdim) {
+    Shape kept = shape;
+    int64_t rank = static_cast<int64_t>(shape.size());
+    if (dims.empty()) {
+      for (auto& s : kept) s = 1;
+    } else {
+      for (int64_t d : dims) kept[normalize_dim(d, std::max<int64_t>(rank, 1))] = 1;
+    }
+    if (rank == 0) kept = {};
+    r = reshape(r, kept);
+  }
+  return expand(r, shape);
+}
+
+// ---- operators
+namespace {
+Builder& builder_of(const Var& a, const Var& b) {
+  Builder* bl = a.b ? a.b : b.b;
+  KILN_INTERNAL_ASSERT(bl, "a Var operator has a Builder");
+  return *bl;
+}
+Var num(const Var& like, double v) { return like.b->scalar(v, like.dtype()); }
+}  // namespace
+
+Var operator+(Var a, Var b) { return builder_of(a, b).add(a, b); }
+Var operator-(Var a, Var b) { return builder_of(a, b).sub(a, b); }
+Var operator*(Var a, Var b) { return builder_of(a, b).mul(a, b); }
+Var operator/(Var a, Var b) { return builder_of(a, b).div(a, b); }
+Var operator-(Var a) { return a.b->neg(a); }
+Var operator+(Var a, double b) { return a + num(a, b); }
+Var operator-(Var a, double b) { return a - num(a, b); }
+Var operator*(Var a, double b) { return a * num(a, b); }
+Var operator/(Var a, double b) { return a / num(a, b); }
+Var operator+(double a, Var b) { return num(b, a) + b; }
+Var operator-(double a, Var b) { return num(b, a) - b; }
+Var operator*(double a, Var b) { return num(b, a) * b; }
+Var operator/(double a, Var b) { return num(b, a) / b; }
+
+}  // namespace kiln
