@@ -1,0 +1,73 @@
+#pragma once
+// Fusion: groups the nodes of a decomposed graph (primitive ops only) into kernels, as
+// Inductor's scheduler does. Each group becomes one generated loop kernel (or one BLAS call
+// for a matmul), so values inside a group never touch memory.
+//
+// Rules (each decision is explained under KILN_LOGS=fusion):
+// - vertical: a pointwise consumer joins its producer's group when they iterate the same
+//   space (chains of pointwise ops become one loop);
+// - reductions absorb their pointwise producers, and their consumers that iterate the
+//   reduced or the unreduced space of the same rows (softmax, log-softmax, layer-norm forward
+//   and backward, cross-entropy become one or two passes over each row);
+// - horizontal: siblings reading the same input over the same space share a kernel;
+// - views are not kernels: they fold into the index arithmetic of the loads that read them
+//   (a `contiguous` or a reshape that needs a copy is a pointwise copy);
+// - a matmul is an extern kernel (BLAS); pointwise consumers after it (bias, activation)
+//   form the epilogue kernel that follows it;
+// - nothing is duplicated: a reduction or matmul belongs to exactly one group, and a
+//   value computed in one group and read by another is materialized once.
+// Groups never form a cycle: the group graph stays acyclic and groups are numbered in an
+// order in which they can run.
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace kiln::fusion {
+
+enum class KernelKind {
+  Pointwise,  // one loop nest over an iteration space
+  Reduction,  // loops over rows with one or more reductions over the same row space
+  Matmul,     // an extern BLAS call (matmul / bmm)
+  Scatter,    // scatter_add: accumulates into its result
+  Alias,      // only views of other buffers or graph inputs: no kernel, no memory
+  Constant,   // creation ops with no inputs, materialized once (full, arange, constant)
+};
+std::string_view kernel_kind_name(KernelKind k);
+
+struct FusionGroup {
+  int id = 0;
+  KernelKind kind = KernelKind::Pointwise;
+  std::vector<Node*> nodes;     // topological order
+  std::vector<Value> inputs;    // values read from outside the group, in first-use order
+  std::vector<Value> outputs;   // values read outside the group or returned by the graph
+  std::vector<std::string> reasons;  // one line per merge decision (the fusion log)
+  std::string label() const;    // "k3 reduction [amax, sub, exp, sum, div]"
+};
+
+struct FusionOptions {
+  bool vertical = true;
+  bool horizontal = true;
+  bool reductions = true;   // fuse producers/consumers into reductions
+  // Caps how many nodes one group may hold (a guard against huge kernels).
+  int max_group_nodes = 128;
+};
+
+struct FusionPlan {
+  std::vector<FusionGroup> groups;  // in a valid execution order
+  std::unordered_map<const Node*, int> group_of;
+  int num_kernels() const;          // groups that are generated kernels or BLAS calls
+};
+
+// Reorders `g` so every group's nodes are contiguous and in group order (a valid topological
+// order), and returns the plan. `g` must hold primitive ops only (run decompose first);
+// kiln::Error otherwise, naming the composite node.
+FusionPlan fuse(Graph& g, const FusionOptions& options = {});
+
+// The graph as .kir text with a comment line before each group:
+//   # kernel k3 (reduction): softmax row [amax, sub, exp, sum, div]
+// The text parses back to the same graph (comments are ignored).
+std::string print_fused(const Graph& g, const FusionPlan& plan);
+
+}  // namespace kiln::fusion

@@ -1,0 +1,54 @@
+#pragma once
+// The CPU compiler: C++ source -> machine code in this process, with no subprocess.
+// clang's libraries compile the source to an LLVM module at -O3 for the host CPU (cc1
+// arguments built once by clang's Driver), and LLVM's ORC LLJIT links it. Object files go
+// through the content-addressed kernel cache (runtime/cpu/kernel_cache.h): a warm process
+// loads the object and skips clang entirely.
+//
+// Generated sources include no system headers; what they may call is the small C ABI in
+// runtime/cpu/kernel_abi.h (parallel_for, math helpers), resolved from this process.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln::runtime::cpu {
+
+struct CompileOptions {
+  int opt_level = 3;
+  bool native_cpu = true;            // -march=native (CPU features are part of the cache key)
+  bool use_cache = true;             // the disk cache (also off with KILN_CACHE_DIR=off)
+  std::vector<std::string> extra_args;
+  bool vectorizer_remarks = false;   // collect -Rpass=loop-vectorize / -Rpass-missed remarks
+};
+
+struct CompileStats {
+  double frontend_ms = 0;   // clang: source -> LLVM IR (0 on a cache hit)
+  double codegen_ms = 0;    // LLVM IR -> object
+  double link_ms = 0;       // ORC: object -> callable
+  bool cache_hit = false;
+  std::string cache_key;    // hex
+  std::vector<std::string> remarks;  // vectorizer remarks when asked for
+};
+
+// A compiled module: symbols stay valid while the module lives.
+class CompiledModule {
+ public:
+  virtual ~CompiledModule() = default;
+  // The address of an extern "C" function; kiln::Error naming the symbol if absent.
+  virtual void* symbol(const std::string& name) const = 0;
+  const CompileStats& stats() const { return stats_; }
+
+ protected:
+  CompileStats stats_;
+};
+
+// Whether the clang+ORC path was built in (KILN_HAVE_LLVM); when not, compile() throws a
+// kiln::Error saying so.
+bool jit_available();
+
+// Compiles `source`; throws kiln::Error with clang's diagnostics (file:line:col in the
+// generated source) when it does not compile. Thread-safe.
+std::shared_ptr<CompiledModule> compile(const std::string& source, const CompileOptions& options = {});
+
+}  // namespace kiln::runtime::cpu

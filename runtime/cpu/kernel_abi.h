@@ -1,0 +1,25 @@
+#pragma once
+// The C ABI between generated CPU kernels and the runtime. Generated sources include no
+// headers: the emitter's prelude declares these functions itself, and the JIT binds them to
+// the runtime's definitions (absolute symbols in each kernel's JITDylib), so nothing depends
+// on what the executable exports.
+//
+// Every generated kernel is
+//   extern "C" void <name>(void* const* buffers, const int64_t* scalars);
+// buffers: the kernel's inputs then outputs, in the order its kernel IR lists them.
+#include <cstdint>
+
+extern "C" {
+
+// The body a parallel loop runs for iterations [begin, end).
+typedef void (*kiln_loop_body)(void* ctx, int64_t begin, int64_t end);
+
+// Runs body over [0, n) on the runtime's thread pool, in chunks of at least `grain`
+// iterations; returns when every chunk is done. Runs inline when n <= grain or the pool has
+// one thread. Nested calls run inline.
+void kiln_parallel_for(int64_t n, int64_t grain, kiln_loop_body body, void* ctx);
+
+// Called by a kernel that meets an index out of range (gather, scatter_add); the runtime
+// raises kiln::Error after the kernel returns, naming the kernel.
+void kiln_report_index_error(int64_t index, int64_t size);
+}
