@@ -7,7 +7,7 @@
 #include "ir/printer.h"
 #include "ir/reference/reference.h"
 #include "passes/constants.h"
-#include "passes/log.h"
+#include "ir/log.h"
 
 namespace kiln {
 

@@ -5,7 +5,7 @@
 #include "ir/error.h"
 #include "ir/printer.h"
 #include "passes/constants.h"
-#include "passes/log.h"
+#include "ir/log.h"
 
 namespace kiln::rewrite {
 

@@ -1,4 +1,4 @@
-#include "passes/log.h"
+#include "ir/log.h"
 
 #include <cstdio>
 #include <cstdlib>
