@@ -1,0 +1,12 @@
+#pragma once
+// The installers of the derivative rules, one per file (passes/autograd/rules_<category>.cpp).
+// vjp.cpp calls each once, on first use of the registry.
+namespace kiln::autograd {
+
+void install_pointwise_vjps();   // rules_pointwise.cpp
+void install_reduction_vjps();   // rules_reduction.cpp
+void install_view_vjps();        // rules_view.cpp
+void install_linalg_vjps();      // rules_linalg.cpp: matmul, bmm, linear, addmm, gather, scatter_add
+void install_composite_vjps();   // rules_composite.cpp: softmax, layer_norm, losses, embedding, dropout, tril/triu
+
+}  // namespace kiln::autograd

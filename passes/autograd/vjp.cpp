@@ -1,0 +1,66 @@
+#include "passes/autograd/vjp.h"
+
+#include <mutex>
+#include <unordered_map>
+
+#include "ir/error.h"
+#include "passes/autograd/rules.h"
+
+namespace kiln::autograd {
+
+namespace {
+
+// The table itself, and a once-only install of the built-in rules. Installers call
+// register_vjp, which writes the table directly (re-entering call_once would deadlock).
+std::unordered_map<Op, VjpRule>& table() {
+  static std::unordered_map<Op, VjpRule> rules;
+  return rules;
+}
+thread_local bool installing = false;
+
+std::unordered_map<Op, VjpRule>& installed_table() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    installing = true;
+    install_pointwise_vjps();
+    install_reduction_vjps();
+    install_view_vjps();
+    install_linalg_vjps();
+    install_composite_vjps();
+    installing = false;
+  });
+  return table();
+}
+
+}  // namespace
+
+void register_vjp(Op op, VjpRule rule) {
+  auto& rules = installing ? table() : installed_table();
+  if (!rules.emplace(op, std::move(rule)).second) fail("op '{}' already has a derivative rule", op_name(op));
+}
+
+const VjpRule* find_vjp(Op op) {
+  auto& rules = installed_table();
+  auto it = rules.find(op);
+  return it == rules.end() ? nullptr : &it->second;
+}
+
+bool is_differentiable(Op op) {
+  switch (op_info(op).category) {
+    case OpCategory::Placeholder:
+    case OpCategory::Creation:
+      return false;
+    default:
+      break;
+  }
+  switch (op) {
+    case Op::Eq: case Op::Ne: case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge:
+    case Op::LogicalNot: case Op::LogicalAnd: case Op::LogicalOr:
+    case Op::Sign: case Op::Argmax:
+      return false;
+    default:
+      return true;
+  }
+}
+
+}  // namespace kiln::autograd
