@@ -1,8 +1,131 @@
-// placeholder until the view/linalg/composite rules land
+// Derivative rules of matrix products and indexing: matmul (every torch.matmul case), bmm,
+// linear, addmm, gather and scatter_add. Operands that broadcast over batch dims get their
+// gradient summed back with sum_to.
+#include "ir/error.h"
 #include "passes/autograd/rules.h"
+#include "passes/autograd/vjp.h"
 
 namespace kiln::autograd {
 
-void install_linalg_vjps() {}
+namespace {
+
+bool wants(const VjpContext& c, int i) {
+  return c.needs_grad[static_cast<size_t>(i)] && is_floating(c.node.input(i).meta().dtype);
+}
+
+Var mT(Builder& b, Value x) { return b.transpose(x, -2, -1); }
+
+// torch.matmul: 1-d operands are promoted to matrices ([k] -> [1,k] on the left, [k,1] on
+// the right) and the result's matching dim is dropped, so the gradient gets that dim back,
+// takes the batched product, and is summed over the batch dims its operand was broadcast in.
+std::vector<Value> matmul_backward(VjpContext& c) {
+  Builder& b = c.b;
+  Var a = c.input(0), m = c.input(1), g = c.grad();
+  bool want_a = wants(c, 0), want_b = wants(c, 1);
+  std::vector<Value> grads(2);
+  if (a.rank() == 1 && m.rank() == 1) {  // dot product: g is 0-d
+    if (want_a) grads[0] = g * m;
+    if (want_b) grads[1] = g * a;
+    return grads;
+  }
+  Var A = a.rank() == 1 ? b.unsqueeze(a, 0) : a;
+  Var B = m.rank() == 1 ? b.unsqueeze(m, -1) : m;
+  Var G = g;
+  if (m.rank() == 1) G = b.unsqueeze(G, G.rank());
+  if (a.rank() == 1) G = b.unsqueeze(G, G.rank() - 1);
+  if (want_a) grads[0] = b.reshape(b.sum_to(b.matmul(G, mT(b, B)), A.shape()), a.shape());
+  if (want_b) grads[1] = b.reshape(b.sum_to(b.matmul(mT(b, A), G), B.shape()), m.shape());
+  return grads;
+}
+
+std::vector<Value> bmm_backward(VjpContext& c) {
+  Builder& b = c.b;
+  std::vector<Value> grads(2);
+  if (wants(c, 0)) grads[0] = b.bmm(c.grad(), mT(b, c.input(1)));
+  if (wants(c, 1)) grads[1] = b.bmm(mT(b, c.input(0)), c.grad());
+  return grads;
+}
+
+// linear(x, W, b) = x @ W^T + b, with W [out, in] (or [in]: the out dim is dropped).
+std::vector<Value> linear_backward(VjpContext& c) {
+  Builder& b = c.b;
+  Var x = c.input(0), w = c.input(1), g = c.grad();
+  std::vector<Value> grads(c.node.inputs().size());
+  int64_t in_features = w.shape().back();
+  bool vector_weight = w.rank() == 1;
+  if (wants(c, 0)) {
+    grads[0] = vector_weight ? b.unsqueeze(g, g.rank()) * w : b.matmul(g, w);
+  }
+  if (wants(c, 1)) {
+    // Every batch row adds its outer product g_row^T x_row: one [out, rows] @ [rows, in].
+    int64_t out_features = vector_weight ? 1 : w.shape()[0];
+    Var g2 = b.reshape(g, {-1, out_features});
+    Var x2 = b.reshape(x, {-1, in_features});
+    grads[1] = b.reshape(b.matmul(b.transpose(g2, 0, 1), x2), w.shape());
+  }
+  if (grads.size() > 2 && wants(c, 2)) grads[2] = b.sum_to(g, c.node.input(2).meta().shape);
+  return grads;
+}
+
+// addmm(self, m1, m2, beta, alpha) = beta * self + alpha * (m1 @ m2), self broadcast.
+std::vector<Value> addmm_backward(VjpContext& c) {
+  Builder& b = c.b;
+  double beta = c.attrs().get_float("beta"), alpha = c.attrs().get_float("alpha");
+  Var g = c.grad();
+  std::vector<Value> grads(3);
+  if (wants(c, 0)) grads[0] = b.sum_to(beta == 1 ? g : g * beta, c.node.input(0).meta().shape);
+  if (wants(c, 1) || wants(c, 2)) {
+    Var ga = alpha == 1 ? g : g * alpha;
+    if (wants(c, 1)) grads[1] = b.matmul(ga, mT(b, c.input(2)));
+    if (wants(c, 2)) grads[2] = b.matmul(mT(b, c.input(1)), ga);
+  }
+  return grads;
+}
+
+// `x` padded with zeros at the end of each dim up to `shape` (never smaller than x's).
+Var pad_to(Builder& b, Var x, const Shape& shape) {
+  for (int64_t d = 0; d < x.rank(); ++d) {
+    int64_t missing = shape[static_cast<size_t>(d)] - x.shape()[static_cast<size_t>(d)];
+    if (missing <= 0) continue;
+    Shape zs = x.shape();
+    zs[static_cast<size_t>(d)] = missing;
+    x = b.cat({x, b.zeros(zs, x.dtype())}, d);
+  }
+  return x;
+}
+
+std::vector<Value> gather_backward(VjpContext& c) {
+  std::vector<Value> grads(2);
+  if (!wants(c, 0)) return grads;
+  Builder& b = c.b;
+  const TensorMeta& self = c.node.input(0).meta();
+  int64_t dim = c.attrs().get_int("dim");
+  grads[0] = b.scatter_add(b.zeros(self.shape, self.dtype), c.input(1), c.grad(), dim);
+  return grads;
+}
+
+// scatter_add reads src only where index has elements; src's elements past the index's
+// extent get zero gradient.
+std::vector<Value> scatter_add_backward(VjpContext& c) {
+  std::vector<Value> grads(3);
+  Builder& b = c.b;
+  if (wants(c, 0)) grads[0] = c.grad();
+  if (wants(c, 2)) {
+    Var taken = b.gather(c.grad(), c.input(1), c.attrs().get_int("dim"));
+    grads[2] = pad_to(b, taken, c.node.input(2).meta().shape);
+  }
+  return grads;
+}
+
+}  // namespace
+
+void install_linalg_vjps() {
+  register_vjp(Op::Matmul, matmul_backward);
+  register_vjp(Op::Bmm, bmm_backward);
+  register_vjp(Op::Linear, linear_backward);
+  register_vjp(Op::Addmm, addmm_backward);
+  register_vjp(Op::Gather, gather_backward);
+  register_vjp(Op::ScatterAdd, scatter_add_backward);
+}
 
 }  // namespace kiln::autograd
