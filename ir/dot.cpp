@@ -83,6 +83,10 @@ std::string to_dot(const Graph& g, const DotOptions& options) {
     out += ";\n";
   };
 
+  // Clustered nodes are declared inside their cluster's block and their edges drawn after
+  // every block; the others keep the plain drawing (declaration, then its edges).
+  std::vector<std::string> cluster_body(options.clusters.size());
+  std::vector<const Node*> clustered;
   for (const Node* n : g.nodes()) {
     std::string id = fmt::format("n{}", ids.size());
     ids[n] = id;
@@ -92,9 +96,24 @@ std::string to_dot(const Graph& g, const DotOptions& options) {
       types += fmt::format("{}{}", i ? "\n" : "", n->meta(i).str());
     }
     std::string label = fmt::format("{} = {}\n{}{}", names, n->info().name, types, attr_lines(*n, options.max_attr_chars));
-    out += fmt::format("  {} [label=\"{}\"];\n", id, dot_escape(label));
+    std::string decl = fmt::format("  {} [label=\"{}\"];\n", id, dot_escape(label));
+    auto c = options.cluster_of.find(n);
+    if (c != options.cluster_of.end() && c->second >= 0 && c->second < static_cast<int>(cluster_body.size())) {
+      cluster_body[c->second] += "  " + decl;
+      clustered.push_back(n);
+      continue;
+    }
+    out += decl;
     for (Value v : n->inputs()) edge(v, id, "");
   }
+  for (size_t i = 0; i < cluster_body.size(); ++i) {
+    if (cluster_body[i].empty()) continue;
+    const DotCluster& c = options.clusters[i];
+    out += fmt::format("  subgraph cluster_{} {{\n    label=\"{}\"; style=\"rounded{}\"; color=\"#808080\";\n{}  }}\n",
+                       c.name, dot_escape(c.label), c.dashed ? ",dashed" : "", cluster_body[i]);
+  }
+  for (const Node* n : clustered)
+    for (Value v : n->inputs()) edge(v, ids.at(n), "");
 
   out += "  return [label=\"return\", style=filled, fillcolor=\"#e0e0e0\"];\n";
   const auto& outs = g.outputs();

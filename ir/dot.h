@@ -7,14 +7,27 @@
 // split does); the outputs meet in one grey "return" box, the edges numbered by position.
 #include <optional>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "ir/graph.h"
 
 namespace kiln {
 
+// A box drawn around some nodes (a fusion group): `subgraph cluster_<name> { label="..." }`.
+struct DotCluster {
+  std::string name;   // letters, digits and '_' ("k3")
+  std::string label;  // "k3 reduction [amax, sub, exp, sum, div]"
+  bool dashed = false;
+};
+
 struct DotOptions {
   bool edge_types = true;        // label each edge with the value's type
   size_t max_attr_chars = 40;    // attributes longer than this are cut with "..."
+  // Optional grouping: node -> index into `clusters`. Nodes not in the map are drawn
+  // outside any cluster; with no clusters the drawing is the plain one.
+  std::vector<DotCluster> clusters;
+  std::unordered_map<const Node*, int> cluster_of;
 };
 
 std::string to_dot(const Graph& g, const DotOptions& options = {});

@@ -18,6 +18,12 @@
 //   value computed in one group and read by another is materialized once.
 // Groups never form a cycle: the group graph stays acyclic and groups are numbered in an
 // order in which they can run.
+//
+// Input-less creation ops (full, arange, ...) are inlined into every group that reads them:
+// when several groups read one, fuse() gives each reading group its own copy of the node
+// (so a shared scalar never costs a kernel); a Constant group holds one only where a matmul,
+// a scatter, an alias or a graph output reads it directly.
+#include <cstdint>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -43,6 +49,10 @@ struct FusionGroup {
   std::vector<Value> inputs;    // values read from outside the group, in first-use order
   std::vector<Value> outputs;   // values read outside the group or returned by the graph
   std::vector<std::string> reasons;  // one line per merge decision (the fusion log)
+  // The iteration space: for a Reduction the shape S its reductions read and the dims R they
+  // reduce (normalized, sorted); otherwise the shape of the outputs (R empty).
+  Shape space;
+  std::vector<int64_t> reduce_dims;
   std::string label() const;    // "k3 reduction [amax, sub, exp, sum, div]"
 };
 
@@ -58,16 +68,24 @@ struct FusionPlan {
   std::vector<FusionGroup> groups;  // in a valid execution order
   std::unordered_map<const Node*, int> group_of;
   int num_kernels() const;          // groups that are generated kernels or BLAS calls
+  const FusionGroup& group(const Node* n) const { return groups.at(group_of.at(n)); }
 };
 
 // Reorders `g` so every group's nodes are contiguous and in group order (a valid topological
 // order), and returns the plan. `g` must hold primitive ops only (run decompose first);
 // kiln::Error otherwise, naming the composite node.
+// Graph has no way to move a node, so when the order must change `g` is rebuilt (same names,
+// same inputs and outputs by position): Node pointers and Values taken from `g` before the
+// call are then stale; use the plan's pointers or look values up by name.
 FusionPlan fuse(Graph& g, const FusionOptions& options = {});
 
 // The graph as .kir text with a comment line before each group:
 //   # kernel k3 (reduction): softmax row [amax, sub, exp, sum, div]
 // The text parses back to the same graph (comments are ignored).
 std::string print_fused(const Graph& g, const FusionPlan& plan);
+
+// The graph as Graphviz text with one `subgraph cluster_k3 { label="k3 reduction [...]" }`
+// per group (ir/dot.h's grouping option).
+std::string fused_to_dot(const Graph& g, const FusionPlan& plan);
 
 }  // namespace kiln::fusion
