@@ -43,6 +43,25 @@ Var Builder::to(Value x, DType dt) {
 }
 
 namespace {
+// A Scalar attribute for a tensor of dtype dt: whole numbers stay ints on integer tensors.
+AttrValue scalar_attr(double v, DType dt) {
+  if (!is_floating(dt) && v == static_cast<double>(static_cast<int64_t>(v))) return static_cast<int64_t>(v);
+  return v;
+}
+}  // namespace
+
+Var Builder::clamp(Value x, std::optional<double> min, std::optional<double> max) {
+  Attrs a;
+  if (min) a.set("min", scalar_attr(*min, x.meta().dtype));
+  if (max) a.set("max", scalar_attr(*max, x.meta().dtype));
+  return op(Op::Clamp, {x}, a);
+}
+
+Var Builder::masked_fill(Value x, Value mask, double value) {
+  return op(Op::MaskedFill, {x, mask}, attrs1("value", scalar_attr(value, x.meta().dtype)));
+}
+
+namespace {
 Attrs reduce_attrs(const IntList& dims, bool keepdim) {
   Attrs a;
   if (!dims.empty()) a.set("dim", dims);
@@ -59,6 +78,27 @@ Var Builder::sum(Value x, const IntList& dims, bool keepdim, std::optional<DType
 Var Builder::mean(Value x, const IntList& dims, bool keepdim) { return op(Op::Mean, {x}, reduce_attrs(dims, keepdim)); }
 Var Builder::amax(Value x, const IntList& dims, bool keepdim) { return op(Op::Amax, {x}, reduce_attrs(dims, keepdim)); }
 Var Builder::amin(Value x, const IntList& dims, bool keepdim) { return op(Op::Amin, {x}, reduce_attrs(dims, keepdim)); }
+
+Var Builder::var(Value x, const IntList& dims, double correction, bool keepdim) {
+  Attrs a = reduce_attrs(dims, keepdim);
+  a.set("correction", correction);
+  return op(Op::Var, {x}, a);
+}
+
+Var Builder::prod(Value x, std::optional<int64_t> dim, bool keepdim, std::optional<DType> dtype) {
+  Attrs a;
+  if (dim) a.set("dim", *dim);
+  a.set("keepdim", keepdim);
+  if (dtype) a.set("dtype", *dtype);
+  return op(Op::Prod, {x}, a);
+}
+
+Var Builder::argmax(Value x, std::optional<int64_t> dim, bool keepdim) {
+  Attrs a;
+  if (dim) a.set("dim", *dim);
+  a.set("keepdim", keepdim);
+  return op(Op::Argmax, {x}, a);
+}
 
 Var Builder::reshape(Value x, const Shape& shape) {
   if (x.meta().shape == shape) return wrap(x);
@@ -112,20 +152,21 @@ Var Builder::sum_to(Value x, const Shape& shape) {
   return reshape(r, shape);  // drops the leading dims kept above
 }
 
-Var Builder::unreduce(Value x, const Shape& shape, const IntList& dims, bool keepdim) {
-  Var r = wrap(x);
-  if (!keepdim) {
-    Shape kept = shape;
-    int64_t rank = static_cast<int64_t>(shape.size());
-    if (dims.empty()) {
-      for (auto& s : kept) s = 1;
-    } else {
-      for (int64_t d : dims) kept[normalize_dim(d, std::max<int64_t>(rank, 1))] = 1;
-    }
-    if (rank == 0) kept = {};
-    r = reshape(r, kept);
+Var Builder::restore_reduced_dims(Value x, const Shape& shape, const IntList& dims, bool keepdim) {
+  if (keepdim) return wrap(x);
+  int64_t rank = static_cast<int64_t>(shape.size());
+  if (rank == 0) return reshape(x, {});
+  Shape kept = shape;
+  if (dims.empty()) {
+    for (auto& s : kept) s = 1;
+  } else {
+    for (int64_t d : dims) kept[normalize_dim(d, rank)] = 1;
   }
-  return expand(r, shape);
+  return reshape(x, kept);
+}
+
+Var Builder::unreduce(Value x, const Shape& shape, const IntList& dims, bool keepdim) {
+  return expand(restore_reduced_dims(x, shape, dims, keepdim), shape);
 }
 
 // ---- operators

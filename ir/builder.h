@@ -64,6 +64,10 @@ class Builder {
   Var tanh(Value x) { return op(Op::Tanh, {x}); }
   Var sigmoid(Value x) { return op(Op::Sigmoid, {x}); }
   Var erf(Value x) { return op(Op::Erf, {x}); }
+  Var log1p(Value x) { return op(Op::Log1p, {x}); }
+  Var relu(Value x) { return op(Op::Relu, {x}); }
+  Var gelu(Value x, const std::string& approximate = "none") { return op(Op::Gelu, {x}, attrs1("approximate", approximate)); }
+  Var silu(Value x) { return op(Op::Silu, {x}); }
   Var sign(Value x) { return op(Op::Sign, {x}); }
   Var square(Value x) { return op(Op::Square, {x}); }
   Var logical_not(Value x) { return op(Op::LogicalNot, {x}); }
@@ -84,12 +88,20 @@ class Builder {
   Var logical_and(Value a, Value b) { return op(Op::LogicalAnd, {a, b}); }
   Var logical_or(Value a, Value b) { return op(Op::LogicalOr, {a, b}); }
   Var where(Value cond, Value a, Value b) { return op(Op::Where, {cond, a, b}); }
+  // Bounds and fill values are stored as ints for integer tensors when they are whole numbers
+  // (so an int clamp stays int), else as floats.
+  Var clamp(Value x, std::optional<double> min, std::optional<double> max);
+  Var masked_fill(Value x, Value mask, double value);
 
   // ---- reductions (dims may be negative; empty = all)
   Var sum(Value x, const IntList& dims = {}, bool keepdim = false, std::optional<DType> dtype = std::nullopt);
   Var mean(Value x, const IntList& dims = {}, bool keepdim = false);
   Var amax(Value x, const IntList& dims = {}, bool keepdim = false);
   Var amin(Value x, const IntList& dims = {}, bool keepdim = false);
+  Var var(Value x, const IntList& dims = {}, double correction = 1, bool keepdim = false);
+  Var prod(Value x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false,
+           std::optional<DType> dtype = std::nullopt);
+  Var argmax(Value x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
 
   // ---- views
   Var reshape(Value x, const Shape& shape);  // no node when the shape is unchanged
@@ -118,6 +130,9 @@ class Builder {
   // x expanded back over the dims a reduction removed (`dims` as given to it; empty = all),
   // then broadcast to `shape`: the gradient of a sum.
   Var unreduce(Value x, const Shape& shape, const IntList& dims, bool keepdim);
+  // x (a reduction's result over `dims` of a tensor of `shape`) with the removed dims put
+  // back as size 1, not expanded: what broadcasts against the reduction's input.
+  Var restore_reduced_dims(Value x, const Shape& shape, const IntList& dims, bool keepdim);
 
  private:
   static Attrs attrs1(const char* k, AttrValue v) {
