@@ -19,14 +19,17 @@ struct CompileOptions {
   bool native_cpu = true;            // -march=native (CPU features are part of the cache key)
   bool use_cache = true;             // the disk cache (also off with KILN_CACHE_DIR=off)
   std::vector<std::string> extra_args;
-  bool vectorizer_remarks = false;   // collect -Rpass=loop-vectorize / -Rpass-missed remarks
+  // Collect -Rpass=loop-vectorize / -Rpass-missed / -Rpass-analysis remarks. Remarks exist
+  // only when clang runs, so this skips the cache lookups (the result is still stored).
+  bool vectorizer_remarks = false;
 };
 
 struct CompileStats {
   double frontend_ms = 0;   // clang: source -> LLVM IR (0 on a cache hit)
   double codegen_ms = 0;    // LLVM IR -> object
   double link_ms = 0;       // ORC: object -> callable
-  bool cache_hit = false;
+  bool cache_hit = false;   // from the disk cache or this process's memory (clang did not run)
+  bool memory_hit = false;  // the same source and options were compiled before in this process
   std::string cache_key;    // hex
   std::vector<std::string> remarks;  // vectorizer remarks when asked for
 };
@@ -48,7 +51,13 @@ class CompiledModule {
 bool jit_available();
 
 // Compiles `source`; throws kiln::Error with clang's diagnostics (file:line:col in the
-// generated source) when it does not compile. Thread-safe.
+// generated source) when it does not compile. Thread-safe. Looks in this process's memory
+// first (instant), then in the disk cache (no clang: object -> callable only).
 std::shared_ptr<CompiledModule> compile(const std::string& source, const CompileOptions& options = {});
+
+// Forgets the modules compiled in this process (they stay valid while their holders keep
+// them); the next compile of the same source goes to the disk cache or clang. For tests and
+// benchmarks.
+void clear_in_memory_cache();
 
 }  // namespace kiln::runtime::cpu

@@ -8,6 +8,8 @@
 //   extern "C" void <name>(void* const* buffers, const int64_t* scalars);
 // buffers: the kernel's inputs then outputs, in the order its kernel IR lists them.
 #include <cstdint>
+#include <optional>
+#include <string>
 
 extern "C" {
 
@@ -20,6 +22,15 @@ typedef void (*kiln_loop_body)(void* ctx, int64_t begin, int64_t end);
 void kiln_parallel_for(int64_t n, int64_t grain, kiln_loop_body body, void* ctx);
 
 // Called by a kernel that meets an index out of range (gather, scatter_add); the runtime
-// raises kiln::Error after the kernel returns, naming the kernel.
+// raises kiln::Error after the kernel returns, naming the kernel. Only the first report until
+// take_kernel_error() is kept; any thread may report.
 void kiln_report_index_error(int64_t index, int64_t size);
 }
+
+namespace kiln::runtime::cpu {
+
+// The first error kernels reported since the last call ("index 7 is out of range for a
+// dimension of size 5"), cleared by the call; the executor checks it after each kernel.
+std::optional<std::string> take_kernel_error();
+
+}  // namespace kiln::runtime::cpu
