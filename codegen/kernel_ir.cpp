@@ -1,0 +1,336 @@
+#include "codegen/kernel_ir.h"
+
+#include <fmt/format.h>
+
+#include "ir/attr.h"
+#include "ir/error.h"
+
+namespace kiln::codegen {
+
+std::string_view expr_kind_name(ExprKind k) {
+  switch (k) {
+#define X(E, s) \
+  case ExprKind::E: return s;
+    KILN_KIR_EXPRS(X)
+#undef X
+  }
+  return "?";
+}
+
+std::string_view stmt_kind_name(StmtKind k) {
+  switch (k) {
+#define X(E, s) \
+  case StmtKind::E: return s;
+    KILN_KIR_STMTS(X)
+#undef X
+  }
+  return "?";
+}
+
+std::string_view loop_kind_name(LoopKind k) {
+  switch (k) {
+    case LoopKind::Serial: return "serial";
+    case LoopKind::Parallel: return "parallel";
+    case LoopKind::Vectorized: return "vectorized";
+  }
+  return "?";
+}
+
+std::string_view combine_op_name(CombineOp c) {
+  switch (c) {
+    case CombineOp::Sum: return "sum";
+    case CombineOp::Prod: return "prod";
+    case CombineOp::Max: return "max";
+    case CombineOp::Min: return "min";
+    case CombineOp::Argmax: return "argmax";
+  }
+  return "?";
+}
+
+std::string_view buffer_role_name(BufferRole r) {
+  switch (r) {
+    case BufferRole::Input: return "input";
+    case BufferRole::Output: return "output";
+    case BufferRole::Temp: return "temp";
+    case BufferRole::Constant: return "constant";
+  }
+  return "?";
+}
+
+namespace {
+
+ExprPtr make(ExprKind k, DType dt, std::vector<ExprPtr> args) {
+  auto e = std::make_shared<Expr>();
+  e->kind = k;
+  e->dtype = dt;
+  e->args = std::move(args);
+  return e;
+}
+
+ExprPtr arith(ExprKind k, ExprPtr a, ExprPtr b) {
+  KILN_INTERNAL_ASSERT(a && b, "arithmetic on a null expression");
+  DType dt = a->dtype;
+  return make(k, dt, {std::move(a), std::move(b)});
+}
+
+}  // namespace
+
+ExprPtr var(const std::string& name, int64_t lo, int64_t hi) {
+  auto e = std::make_shared<Expr>();
+  e->kind = ExprKind::Var;
+  e->dtype = DType::I64;
+  e->name = name;
+  e->lo = lo;
+  e->hi = hi;
+  return e;
+}
+
+ExprPtr value_var(const std::string& name, DType dt) {
+  auto e = std::make_shared<Expr>();
+  e->kind = ExprKind::Var;
+  e->dtype = dt;
+  e->name = name;
+  return e;
+}
+
+ExprPtr imm(int64_t v) {
+  auto e = std::make_shared<Expr>();
+  e->kind = ExprKind::IntImm;
+  e->dtype = DType::I64;
+  e->i = v;
+  return e;
+}
+
+ExprPtr imm(DType dt, double v) {
+  auto e = std::make_shared<Expr>();
+  e->dtype = dt;
+  if (is_floating(dt)) {
+    e->kind = ExprKind::FloatImm;
+    e->f = v;
+  } else {
+    e->kind = ExprKind::IntImm;
+    e->i = dt == DType::Bool ? (v != 0) : static_cast<int64_t>(v);
+  }
+  return e;
+}
+
+ExprPtr add(ExprPtr a, ExprPtr b) { return arith(ExprKind::Add, std::move(a), std::move(b)); }
+ExprPtr sub(ExprPtr a, ExprPtr b) { return arith(ExprKind::Sub, std::move(a), std::move(b)); }
+ExprPtr mul(ExprPtr a, ExprPtr b) { return arith(ExprKind::Mul, std::move(a), std::move(b)); }
+ExprPtr floordiv(ExprPtr a, ExprPtr b) { return arith(ExprKind::FloorDiv, std::move(a), std::move(b)); }
+ExprPtr mod(ExprPtr a, ExprPtr b) { return arith(ExprKind::Mod, std::move(a), std::move(b)); }
+ExprPtr min(ExprPtr a, ExprPtr b) { return arith(ExprKind::Min, std::move(a), std::move(b)); }
+ExprPtr max(ExprPtr a, ExprPtr b) { return arith(ExprKind::Max, std::move(a), std::move(b)); }
+
+ExprPtr load(const std::string& buffer, DType dt, ExprPtr index) {
+  auto e = std::const_pointer_cast<Expr>(make(ExprKind::Load, dt, {std::move(index)}));
+  e->name = buffer;
+  return e;
+}
+
+ExprPtr cast(DType dt, ExprPtr x) {
+  if (x->dtype == dt) return x;
+  return make(ExprKind::Cast, dt, {std::move(x)});
+}
+
+ExprPtr call(const std::string& fn, DType dt, std::vector<ExprPtr> args) {
+  auto e = std::const_pointer_cast<Expr>(make(ExprKind::Call, dt, std::move(args)));
+  e->name = fn;
+  return e;
+}
+
+ExprPtr select(ExprPtr cond, ExprPtr a, ExprPtr b) {
+  DType dt = a->dtype;
+  return make(ExprKind::Select, dt, {std::move(cond), std::move(a), std::move(b)});
+}
+
+ExprPtr with_args(const Expr& e, std::vector<ExprPtr> args) {
+  auto c = std::make_shared<Expr>(e);
+  c->args = std::move(args);
+  return c;
+}
+
+// ---- statements
+
+namespace {
+std::shared_ptr<Stmt> make_stmt(StmtKind k) {
+  auto s = std::make_shared<Stmt>();
+  s->kind = k;
+  return s;
+}
+}  // namespace
+
+StmtPtr block(std::vector<StmtPtr> body) {
+  auto s = make_stmt(StmtKind::Block);
+  s->body = std::move(body);
+  return s;
+}
+
+StmtPtr for_loop(const std::string& v, int64_t extent, LoopKind kind, std::vector<StmtPtr> body, std::string comment) {
+  auto s = make_stmt(StmtKind::For);
+  s->name = v;
+  s->extent = extent;
+  s->loop = kind;
+  s->body = std::move(body);
+  s->comment = std::move(comment);
+  return s;
+}
+
+StmtPtr let(const std::string& name, ExprPtr value) {
+  auto s = make_stmt(StmtKind::Let);
+  s->name = name;
+  s->dtype = value->dtype;
+  s->exprs = {std::move(value)};
+  return s;
+}
+
+StmtPtr store(const std::string& buffer, ExprPtr index, ExprPtr value) {
+  auto s = make_stmt(StmtKind::Store);
+  s->name = buffer;
+  s->dtype = value->dtype;
+  s->exprs = {std::move(index), std::move(value)};
+  return s;
+}
+
+StmtPtr decl_acc(const std::string& name, DType dt, CombineOp op) {
+  auto s = make_stmt(StmtKind::DeclAcc);
+  s->name = name;
+  s->dtype = dt;
+  s->combine = op;
+  return s;
+}
+
+StmtPtr accumulate(const std::string& name, CombineOp op, ExprPtr value, ExprPtr position) {
+  auto s = make_stmt(StmtKind::Accumulate);
+  s->name = name;
+  s->combine = op;
+  s->dtype = value->dtype;
+  s->exprs = {std::move(value)};
+  if (position) s->exprs.push_back(std::move(position));
+  return s;
+}
+
+// ---- walkers
+
+void visit(const ExprPtr& e, const std::function<void(const Expr&)>& fn) {
+  fn(*e);
+  for (auto& a : e->args) visit(a, fn);
+}
+
+ExprPtr rewrite(const ExprPtr& e, const std::function<ExprPtr(const ExprPtr&)>& fn) {
+  std::vector<ExprPtr> args;
+  args.reserve(e->args.size());
+  bool changed = false;
+  for (auto& a : e->args) {
+    args.push_back(rewrite(a, fn));
+    changed = changed || args.back() != a;
+  }
+  return fn(changed ? with_args(*e, std::move(args)) : e);
+}
+
+void visit(const StmtPtr& s, const std::function<void(const Stmt&)>& fn) {
+  fn(*s);
+  for (auto& b : s->body) visit(b, fn);
+}
+
+StmtPtr rewrite_exprs(const StmtPtr& s, const std::function<ExprPtr(const ExprPtr&)>& fn) {
+  auto c = std::make_shared<Stmt>(*s);
+  for (auto& e : c->exprs) e = rewrite(e, fn);
+  for (auto& b : c->body) b = rewrite_exprs(b, fn);
+  return c;
+}
+
+const Buffer* Kernel::find_buffer(const std::string& n) const {
+  for (auto& b : buffers)
+    if (b.name == n) return &b;
+  for (auto& b : constants)
+    if (b.name == n) return &b;
+  return nullptr;
+}
+
+// ---- printing
+
+namespace {
+
+int precedence(const Expr& e) {
+  switch (e.kind) {
+    case ExprKind::Add:
+    case ExprKind::Sub: return 1;
+    case ExprKind::Mul: return 2;
+    default: return 3;
+  }
+}
+
+std::string wrap(const ExprPtr& e, int min_prec) {
+  std::string s = print_expr(e);
+  return precedence(*e) < min_prec ? "(" + s + ")" : s;
+}
+
+std::string join_args(const Expr& e) {
+  std::string s;
+  for (size_t i = 0; i < e.args.size(); ++i) s += (i ? ", " : "") + print_expr(e.args[i]);
+  return s;
+}
+
+}  // namespace
+
+std::string print_expr(const ExprPtr& e) {
+  switch (e->kind) {
+    case ExprKind::Var: return e->name;
+    case ExprKind::IntImm: return e->dtype == DType::Bool ? (e->i ? "true" : "false") : std::to_string(e->i);
+    case ExprKind::FloatImm: return format_double(e->f);
+    case ExprKind::Add: return wrap(e->args[0], 1) + " + " + wrap(e->args[1], 2);
+    case ExprKind::Sub: return wrap(e->args[0], 1) + " - " + wrap(e->args[1], 2);
+    case ExprKind::Mul: return wrap(e->args[0], 2) + "*" + wrap(e->args[1], 3);
+    case ExprKind::FloorDiv: return wrap(e->args[0], 3) + " / " + wrap(e->args[1], 3);
+    case ExprKind::Mod: return wrap(e->args[0], 3) + " % " + wrap(e->args[1], 3);
+    case ExprKind::Min: return "min(" + join_args(*e) + ")";
+    case ExprKind::Max: return "max(" + join_args(*e) + ")";
+    case ExprKind::Load: return e->name + "[" + print_expr(e->args[0]) + "]";
+    case ExprKind::Cast: return std::string(dtype_name(e->dtype)) + "(" + print_expr(e->args[0]) + ")";
+    case ExprKind::Call: return e->name + "(" + join_args(*e) + ")";
+    case ExprKind::Select: return "select(" + join_args(*e) + ")";
+  }
+  return "?";
+}
+
+std::string print_stmt(const StmtPtr& s, int indent) {
+  std::string pad(static_cast<size_t>(indent) * 2, ' ');
+  std::string out;
+  switch (s->kind) {
+    case StmtKind::Block:
+      for (auto& b : s->body) out += print_stmt(b, indent);
+      return out;
+    case StmtKind::For:
+      out = fmt::format("{}{} for {} in 0..{} {{{}\n", pad, loop_kind_name(s->loop), s->name, s->extent,
+                        s->comment.empty() ? "" : "  # " + s->comment);
+      for (auto& b : s->body) out += print_stmt(b, indent + 1);
+      return out + pad + "}\n";
+    case StmtKind::Let:
+      return fmt::format("{}{}: {} = {}\n", pad, s->name, dtype_name(s->dtype), print_expr(s->exprs[0]));
+    case StmtKind::Store:
+      return fmt::format("{}{}[{}] = {}\n", pad, s->name, print_expr(s->exprs[0]), print_expr(s->exprs[1]));
+    case StmtKind::DeclAcc:
+      return fmt::format("{}acc {}: {} = {}.identity\n", pad, s->name, dtype_name(s->dtype), combine_op_name(s->combine));
+    case StmtKind::Accumulate:
+      return fmt::format("{}{} <{}>= {}{}\n", pad, s->name, combine_op_name(s->combine), print_expr(s->exprs[0]),
+                         s->exprs.size() > 1 ? " at " + print_expr(s->exprs[1]) : "");
+  }
+  return out;
+}
+
+std::string print_kernel(const Kernel& k) {
+  std::string out = "kernel " + k.name + "(";
+  for (size_t i = 0; i < k.buffers.size(); ++i) {
+    const Buffer& b = k.buffers[i];
+    out += fmt::format("{}{}: {}[{}] {}{}", i ? ", " : "", b.name, dtype_name(b.dtype), b.numel, buffer_role_name(b.role),
+                       b.what.empty() ? "" : " " + b.what);
+  }
+  out += ")";
+  for (const Buffer& c : k.constants) out += fmt::format(" {}: {}[{}] constant", c.name, dtype_name(c.dtype), c.numel);
+  if (!k.comment.empty()) out += "  # " + k.comment;
+  out += " {\n" + print_stmt(k.body, 1) + "}\n";
+  return out;
+}
+
+}  // namespace kiln::codegen

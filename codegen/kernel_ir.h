@@ -1,0 +1,176 @@
+#pragma once
+// The kernel IR: a loop-level program shared by the CPU (C++) emitter and the CUDA emitter.
+// Every node kind is listed once, in the X-macros below; nodes are uniform records (a kind,
+// a dtype, child lists and a few scalars), as tinygrad's UOps, so one generic walker
+// (visit / rewrite) serves every pass instead of per-kind tree walks.
+//
+// Expressions are pure: int64 index arithmetic (vars, constants, + - *, floordiv, mod,
+// min, max) and value math (loads, constants, casts, named math calls, select) share one
+// node type, so an index may contain a load (a gather) and a value may contain an index.
+// Statements are loops (serial / parallel / vectorized, each with an extent), lets, stores,
+// reduction accumulators and blocks. On CUDA, parallel loops map to the grid and an inner
+// reduction loop to a block reduction; on the CPU, the outermost parallel loop goes to
+// kiln_parallel_for and vectorized loops are written for clang's loop vectorizer.
+//
+// Value dtypes are semantic: an f16 load has dtype f16 even though emitters compute in f32;
+// Cast(f16, x) means "round x to f16". Integer index expressions are i64 and, by
+// construction of the lowering, never negative, so floordiv and mod are C's / and %.
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/dtype.h"
+
+namespace kiln::codegen {
+
+// X(Enum, "text")
+#define KILN_KIR_EXPRS(X)   \
+  X(Var, "var")             \
+  X(IntImm, "int")          \
+  X(FloatImm, "float")      \
+  X(Add, "+")               \
+  X(Sub, "-")               \
+  X(Mul, "*")               \
+  X(FloorDiv, "floordiv")   \
+  X(Mod, "mod")             \
+  X(Min, "min")             \
+  X(Max, "max")             \
+  X(Load, "load")           \
+  X(Cast, "cast")           \
+  X(Call, "call")           \
+  X(Select, "select")
+
+#define KILN_KIR_STMTS(X)     \
+  X(Block, "block")           \
+  X(For, "for")               \
+  X(Let, "let")               \
+  X(Store, "store")           \
+  X(DeclAcc, "acc")           \
+  X(Accumulate, "accumulate")
+
+enum class ExprKind : uint8_t {
+#define X(E, s) E,
+  KILN_KIR_EXPRS(X)
+#undef X
+};
+enum class StmtKind : uint8_t {
+#define X(E, s) E,
+  KILN_KIR_STMTS(X)
+#undef X
+};
+std::string_view expr_kind_name(ExprKind k);
+std::string_view stmt_kind_name(StmtKind k);
+
+enum class LoopKind : uint8_t { Serial, Parallel, Vectorized };
+enum class CombineOp : uint8_t { Sum, Prod, Max, Min, Argmax };
+std::string_view loop_kind_name(LoopKind k);
+std::string_view combine_op_name(CombineOp c);
+
+struct Expr;
+using ExprPtr = std::shared_ptr<const Expr>;
+
+// One expression node. Which fields matter depends on the kind:
+//   Var: name, [lo, hi] (the range the simplifier may assume); IntImm: i; FloatImm: f;
+//   arithmetic: args (2); Load: name (buffer), args {index}; Cast: args {x}, dtype = target;
+//   Call: name (a math op of codegen/pointwise_exprs.def or a prelude helper), args;
+//   Select: args {cond, a, b}.
+struct Expr {
+  ExprKind kind = ExprKind::IntImm;
+  DType dtype = DType::I64;
+  std::vector<ExprPtr> args;
+  int64_t i = 0;
+  double f = 0;
+  std::string name;
+  int64_t lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
+};
+
+// Constructors (no simplification; see codegen/simplify.h).
+ExprPtr var(const std::string& name, int64_t lo, int64_t hi);  // an i64 index var in [lo, hi]
+ExprPtr value_var(const std::string& name, DType dt);         // a let or accumulator
+ExprPtr imm(int64_t v);
+ExprPtr imm(DType dt, double v);  // a constant of any dtype (ints exactly when integral)
+ExprPtr add(ExprPtr a, ExprPtr b);
+ExprPtr sub(ExprPtr a, ExprPtr b);
+ExprPtr mul(ExprPtr a, ExprPtr b);
+ExprPtr floordiv(ExprPtr a, ExprPtr b);
+ExprPtr mod(ExprPtr a, ExprPtr b);
+ExprPtr min(ExprPtr a, ExprPtr b);
+ExprPtr max(ExprPtr a, ExprPtr b);
+ExprPtr load(const std::string& buffer, DType dt, ExprPtr index);
+ExprPtr cast(DType dt, ExprPtr x);  // x itself when it already has dtype dt
+ExprPtr call(const std::string& fn, DType dt, std::vector<ExprPtr> args);
+ExprPtr select(ExprPtr cond, ExprPtr a, ExprPtr b);
+ExprPtr with_args(const Expr& e, std::vector<ExprPtr> args);  // a copy of e with new children
+
+struct Stmt;
+using StmtPtr = std::shared_ptr<const Stmt>;
+
+// One statement. For: name (loop var), extent, loop, body, comment (the graph nodes it
+// computes). Let: name, dtype, exprs {value}. Store: name (buffer), exprs {index, value}.
+// DeclAcc: name, dtype, combine (starts at the combine op's identity; argmax also declares
+// `<name>_idx`). Accumulate: name, combine, exprs {value} (argmax: {value, position}).
+// Block: body.
+struct Stmt {
+  StmtKind kind = StmtKind::Block;
+  std::string name;
+  DType dtype = DType::F32;
+  LoopKind loop = LoopKind::Serial;
+  CombineOp combine = CombineOp::Sum;
+  int64_t extent = 0;
+  std::vector<ExprPtr> exprs;
+  std::vector<StmtPtr> body;
+  std::string comment;
+};
+
+StmtPtr block(std::vector<StmtPtr> body);
+StmtPtr for_loop(const std::string& var, int64_t extent, LoopKind kind, std::vector<StmtPtr> body,
+                 std::string comment = "");
+StmtPtr let(const std::string& name, ExprPtr value);
+StmtPtr store(const std::string& buffer, ExprPtr index, ExprPtr value);
+StmtPtr decl_acc(const std::string& name, DType dt, CombineOp op);
+StmtPtr accumulate(const std::string& name, CombineOp op, ExprPtr value, ExprPtr position = nullptr);
+
+// ---- generic walkers (the only tree walks: passes and emitters build on these)
+// Pre-order visit of every expression node.
+void visit(const ExprPtr& e, const std::function<void(const Expr&)>& fn);
+// Bottom-up rewrite: children first, then fn on the node rebuilt with the new children;
+// fn returns the replacement (or its argument unchanged).
+ExprPtr rewrite(const ExprPtr& e, const std::function<ExprPtr(const ExprPtr&)>& fn);
+// Pre-order visit of statements.
+void visit(const StmtPtr& s, const std::function<void(const Stmt&)>& fn);
+// Rewrites every expression of every statement (each tree with `rewrite`).
+StmtPtr rewrite_exprs(const StmtPtr& s, const std::function<ExprPtr(const ExprPtr&)>& fn);
+
+// ---- kernels
+enum class BufferRole : uint8_t { Input, Output, Temp, Constant };
+std::string_view buffer_role_name(BufferRole r);
+
+struct Buffer {
+  std::string name;         // b0, b1, ... in argument order
+  DType dtype = DType::F32;
+  BufferRole role = BufferRole::Input;
+  int64_t numel = 0;        // elements the kernel may address
+  std::vector<double> data; // Constant: the values, emitted as a table in the kernel
+  std::string what;         // the graph value it holds (for comments)
+};
+
+struct Kernel {
+  std::string name;             // k0, k1, ... (the extern "C" symbol)
+  std::vector<Buffer> buffers;  // argument order: the runtime passes buffers[i] as buffers[i]
+  std::vector<Buffer> constants;  // tables compiled into the kernel (role Constant)
+  StmtPtr body;
+  std::string comment;          // the fusion group it came from
+  const Buffer* find_buffer(const std::string& name) const;
+};
+
+std::string print_expr(const ExprPtr& e);
+std::string print_stmt(const StmtPtr& s, int indent = 0);
+// The kernel as text:
+//   kernel k0(b0: f32[231] input %x, b1: f32[231] output %y)  # k0 pointwise [exp]
+//     parallel for p in 0..7 { ... }
+std::string print_kernel(const Kernel& k);
+
+}  // namespace kiln::codegen

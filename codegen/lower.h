@@ -1,0 +1,70 @@
+#pragma once
+// Lowering: each fusion group (passes/fusion/fusion.h) becomes a loop kernel of the kernel
+// IR, or for a Matmul group an extern BLAS call in the schedule. Views never copy: they are
+// index transforms of the loads that read through them (cat is a select between loads);
+// broadcasting zeroes the index of size-1 dims; creation ops are computed where they are
+// read; a gather is a load through a checked index. Reductions compute one row (one point
+// of the reduced space) per parallel iteration, with as many inner loops as the chain of
+// dependent reductions needs (softmax: max, then sum of exp, then the output).
+//
+// Buffers: graph inputs keep the layout of their TensorMeta (strides, offset 0); every
+// buffer a group writes is contiguous in the logical order of its value's shape. Graph
+// outputs that are graph inputs or views (Alias groups) get a copy kernel, so every output
+// is a contiguous buffer of its own.
+#include <string>
+#include <vector>
+
+#include "codegen/kernel_ir.h"
+#include "ir/graph.h"
+#include "passes/fusion/fusion.h"
+
+namespace kiln::codegen {
+
+// A buffer of the compiled graph: a graph input (bound at run time), or a region of the
+// arena that the memory plan places.
+struct GraphBuffer {
+  enum class Kind : uint8_t { Input, Arena };
+  Kind kind = Kind::Arena;
+  int input_index = -1;  // Input: which graph input
+  TensorMeta meta;       // Input: the graph's meta; Arena: contiguous
+  int64_t numel = 0;     // elements addressed (an Input's storage extent under its strides)
+  std::string what;      // the value it holds, "%name"
+  int first_step = 0, last_step = 0;  // lifetime in schedule steps (inclusive)
+  int64_t offset = -1;   // Arena: byte offset, set by the memory plan
+  int64_t nbytes() const { return numel * dtype_size(meta.dtype); }
+};
+
+// C = op(A) @ op(B) per batch, row-major, all buffers of one dtype.
+struct MatmulCall {
+  int a = -1, b = -1, out = -1;  // graph buffers
+  DType dtype = DType::F32;
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;  // the buffer holds A^T ([k, m]) / B^T ([n, k])
+  int64_t a_batch_stride = 0, b_batch_stride = 0;  // elements; 0 = the same matrix every batch
+  std::string label;
+};
+
+struct Step {
+  enum class Kind : uint8_t { Kernel, Matmul };
+  Kind kind = Kind::Kernel;
+  int kernel = -1;        // Kernel: index into LoweredGraph::kernels
+  std::vector<int> args;  // Kernel: the graph buffer bound to each kernel buffer, in order
+  MatmulCall matmul;
+  int group = -1;         // the fusion group (-1: a copy the lowering added)
+};
+
+struct LoweredGraph {
+  std::vector<GraphBuffer> buffers;
+  std::vector<Kernel> kernels;
+  std::vector<Step> steps;   // in execution order
+  std::vector<int> outputs;  // the graph buffer of each graph output
+};
+
+// Lowers every group of `plan` (groups of `g`, in order). Throws kiln::Error for an op the
+// code generators have no lowering for, naming the node.
+LoweredGraph lower(const Graph& g, const fusion::FusionPlan& plan);
+
+// The schedule as text: one line per step with its buffers, then every kernel's IR.
+std::string print_schedule(const LoweredGraph& lg);
+
+}  // namespace kiln::codegen

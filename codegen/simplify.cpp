@@ -1,0 +1,294 @@
+#include "codegen/simplify.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+
+namespace kiln::codegen {
+
+namespace {
+
+using i128 = __int128;
+
+int64_t fdiv(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
+int64_t fmod_pos(int64_t a, int64_t b) { return a - fdiv(a, b) * b; }
+
+bool is_index(const ExprPtr& e) { return e->dtype == DType::I64; }
+bool is_const(const ExprPtr& e, int64_t* v = nullptr) {
+  if (e->kind != ExprKind::IntImm || !is_index(e)) return false;
+  if (v) *v = e->i;
+  return true;
+}
+
+// constant + sum of coeff*atom; atoms keyed by their printed text (structural identity).
+struct Lin {
+  std::map<std::string, std::pair<ExprPtr, int64_t>> terms;
+  int64_t c = 0;
+
+  void add_term(const ExprPtr& atom, int64_t k) {
+    if (k == 0) return;
+    std::string key = print_expr(atom);
+    auto [it, fresh] = terms.try_emplace(key, atom, k);
+    if (!fresh && (it->second.second += k) == 0) terms.erase(it);
+  }
+  void add(const Lin& o, int64_t k) {
+    for (auto& [key, t] : o.terms) add_term(t.first, t.second * k);
+    c += o.c * k;
+  }
+  bool is_const() const { return terms.empty(); }
+};
+
+Lin simplify_lin(const ExprPtr& e);
+ExprPtr from_lin(const Lin& l);
+std::optional<IndexRange> range_of(const Lin& l);
+
+std::optional<IndexRange> atom_range(const ExprPtr& e) {
+  int64_t c = 0;
+  switch (e->kind) {
+    case ExprKind::IntImm: return IndexRange{e->i, e->i};
+    case ExprKind::Var:
+      if (!is_index(e) || e->lo > e->hi) return std::nullopt;
+      return IndexRange{e->lo, e->hi};
+    case ExprKind::Mod:
+      if (is_const(e->args[1], &c) && c > 0) return IndexRange{0, c - 1};
+      return std::nullopt;
+    case ExprKind::FloorDiv:
+      if (is_const(e->args[1], &c) && c > 0) {
+        auto r = index_range(e->args[0]);
+        if (r) return IndexRange{fdiv(r->lo, c), fdiv(r->hi, c)};
+      }
+      return std::nullopt;
+    case ExprKind::Min:
+    case ExprKind::Max: {
+      auto a = index_range(e->args[0]), b = index_range(e->args[1]);
+      if (!a || !b) return std::nullopt;
+      if (e->kind == ExprKind::Min) return IndexRange{std::min(a->lo, b->lo), std::min(a->hi, b->hi)};
+      return IndexRange{std::max(a->lo, b->lo), std::max(a->hi, b->hi)};
+    }
+    case ExprKind::Mul: {
+      auto a = index_range(e->args[0]), b = index_range(e->args[1]);
+      if (!a || !b) return std::nullopt;
+      i128 v[4] = {i128(a->lo) * b->lo, i128(a->lo) * b->hi, i128(a->hi) * b->lo, i128(a->hi) * b->hi};
+      i128 lo = *std::min_element(v, v + 4), hi = *std::max_element(v, v + 4);
+      if (lo < INT64_MIN || hi > INT64_MAX) return std::nullopt;
+      return IndexRange{int64_t(lo), int64_t(hi)};
+    }
+    default: return std::nullopt;
+  }
+}
+
+std::optional<IndexRange> range_of(const Lin& l) {
+  i128 lo = l.c, hi = l.c;
+  for (auto& [key, t] : l.terms) {
+    auto r = atom_range(t.first);
+    if (!r) return std::nullopt;
+    i128 a = i128(r->lo) * t.second, b = i128(r->hi) * t.second;
+    lo += std::min(a, b);
+    hi += std::max(a, b);
+  }
+  if (lo < INT64_MIN || hi > INT64_MAX) return std::nullopt;
+  return IndexRange{int64_t(lo), int64_t(hi)};
+}
+
+Lin constant(int64_t v) {
+  Lin l;
+  l.c = v;
+  return l;
+}
+Lin atom(const ExprPtr& e) {
+  Lin l;
+  l.add_term(e, 1);
+  return l;
+}
+
+// The single atom of `l` when it is exactly 1*atom.
+const ExprPtr* single_atom(const Lin& l) {
+  if (l.c != 0 || l.terms.size() != 1 || l.terms.begin()->second.second != 1) return nullptr;
+  return &l.terms.begin()->second.first;
+}
+
+Lin div_lin(const Lin& l, int64_t c) {
+  if (c == 1) return l;
+  Lin q, r;
+  for (auto& [key, t] : l.terms) {
+    if (t.second % c == 0) q.add_term(t.first, t.second / c);
+    else r.add_term(t.first, t.second);
+  }
+  q.c = fdiv(l.c, c);
+  r.c = l.c - q.c * c;
+  if (auto rr = range_of(r); rr && fdiv(rr->lo, c) == fdiv(rr->hi, c)) {
+    q.c += fdiv(rr->lo, c);
+    return q;
+  }
+  if (const ExprPtr* a = single_atom(r); a && (*a)->kind == ExprKind::FloorDiv) {
+    int64_t inner = 0;
+    if (is_const((*a)->args[1], &inner) && inner > 0) {  // (x / a) / c = x / (a*c)
+      q.add(div_lin(simplify_lin((*a)->args[0]), inner * c), 1);
+      return q;
+    }
+  }
+  q.add_term(floordiv(from_lin(r), imm(c)), 1);
+  return q;
+}
+
+Lin mod_lin(const Lin& l, int64_t c) {
+  if (c == 1) return constant(0);
+  Lin r;
+  for (auto& [key, t] : l.terms) r.add_term(t.first, fmod_pos(t.second, c));
+  r.c = fmod_pos(l.c, c);
+  if (r.is_const()) return r;
+  if (auto rr = range_of(r); rr && fdiv(rr->lo, c) == fdiv(rr->hi, c)) {
+    r.c -= fdiv(rr->lo, c) * c;
+    return r;
+  }
+  if (const ExprPtr* a = single_atom(r); a && (*a)->kind == ExprKind::Mod) {
+    int64_t inner = 0;
+    if (is_const((*a)->args[1], &inner) && inner > 0 && inner % c == 0)  // (x % (k*c)) % c = x % c
+      return mod_lin(simplify_lin((*a)->args[0]), c);
+  }
+  return atom(mod(from_lin(r), imm(c)));
+}
+
+// Merges what an unravel split apart: (x / a)*a*k + (x % a)*k = x*k and
+// (x / a % b)*a*k + (x % a)*k = (x % (a*b))*k. Repeats until nothing merges.
+void merge_unravels(Lin& l) {
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (auto& [key, t] : l.terms) {
+      const ExprPtr& m = t.first;
+      int64_t a = 0, k = t.second;
+      if (m->kind != ExprKind::Mod || !is_const(m->args[1], &a) || a <= 0) continue;
+      const ExprPtr& x = m->args[0];
+      std::string xs = print_expr(x);
+      for (auto& [key2, t2] : l.terms) {
+        const ExprPtr& o = t2.first;
+        if (t2.second != k * a) continue;
+        int64_t oa = 0, b = 0;
+        Lin merged;
+        if (o->kind == ExprKind::FloorDiv && is_const(o->args[1], &oa) && oa == a && print_expr(o->args[0]) == xs) {
+          merged = simplify_lin(x);
+        } else if (o->kind == ExprKind::Mod && is_const(o->args[1], &b) && b > 0 &&
+                   o->args[0]->kind == ExprKind::FloorDiv && is_const(o->args[0]->args[1], &oa) && oa == a &&
+                   print_expr(o->args[0]->args[0]) == xs) {
+          merged = mod_lin(simplify_lin(x), a * b);
+        } else {
+          continue;
+        }
+        ExprPtr mm = m, oo = o;
+        l.add_term(mm, -k);
+        l.add_term(oo, -k * a);
+        l.add(merged, k);
+        changed = true;
+        break;
+      }
+      if (changed) break;
+    }
+  }
+}
+
+ExprPtr simplify_value(const ExprPtr& e);
+
+Lin simplify_lin(const ExprPtr& e) {
+  if (!is_index(e)) return atom(simplify_value(e));
+  switch (e->kind) {
+    case ExprKind::IntImm: return constant(e->i);
+    case ExprKind::Add:
+    case ExprKind::Sub: {
+      Lin l = simplify_lin(e->args[0]);
+      l.add(simplify_lin(e->args[1]), e->kind == ExprKind::Add ? 1 : -1);
+      merge_unravels(l);
+      return l;
+    }
+    case ExprKind::Mul: {
+      Lin a = simplify_lin(e->args[0]), b = simplify_lin(e->args[1]);
+      Lin out;
+      if (a.is_const()) out.add(b, a.c);
+      else if (b.is_const()) out.add(a, b.c);
+      else return atom(mul(from_lin(a), from_lin(b)));
+      merge_unravels(out);
+      return out;
+    }
+    case ExprKind::FloorDiv:
+    case ExprKind::Mod: {
+      Lin a = simplify_lin(e->args[0]), b = simplify_lin(e->args[1]);
+      if (b.is_const() && b.c > 0) return e->kind == ExprKind::FloorDiv ? div_lin(a, b.c) : mod_lin(a, b.c);
+      ExprPtr x = from_lin(a), y = from_lin(b);
+      return atom(e->kind == ExprKind::FloorDiv ? floordiv(x, y) : mod(x, y));
+    }
+    case ExprKind::Min:
+    case ExprKind::Max: {
+      Lin a = simplify_lin(e->args[0]), b = simplify_lin(e->args[1]);
+      auto ra = range_of(a), rb = range_of(b);
+      bool is_min = e->kind == ExprKind::Min;
+      if (ra && rb) {
+        if (ra->hi <= rb->lo) return is_min ? a : b;
+        if (rb->hi <= ra->lo) return is_min ? b : a;
+      }
+      return atom(is_min ? min(from_lin(a), from_lin(b)) : max(from_lin(a), from_lin(b)));
+    }
+    default: return atom(simplify_value(e));
+  }
+}
+
+ExprPtr from_lin(const Lin& l) {
+  std::vector<std::pair<ExprPtr, int64_t>> terms;
+  for (auto& [key, t] : l.terms) terms.push_back(t);
+  // Largest strides first (p*1023 + i), positive before negative.
+  std::stable_sort(terms.begin(), terms.end(), [](auto& x, auto& y) {
+    if ((x.second > 0) != (y.second > 0)) return x.second > 0;
+    return std::llabs(x.second) > std::llabs(y.second);
+  });
+  ExprPtr out;
+  for (auto& [a, k] : terms) {
+    int64_t mag = std::llabs(k);
+    ExprPtr term = mag == 1 ? a : mul(a, imm(mag));
+    if (!out) out = k > 0 ? term : mul(a, imm(k));
+    else out = k > 0 ? add(out, term) : sub(out, term);
+  }
+  if (!out) return imm(l.c);
+  if (l.c > 0) out = add(out, imm(l.c));
+  if (l.c < 0) out = sub(out, imm(-l.c));
+  return out;
+}
+
+ExprPtr simplify_value(const ExprPtr& e) {
+  if (is_index(e) && e->kind != ExprKind::Load && e->kind != ExprKind::Call && e->kind != ExprKind::Var &&
+      e->kind != ExprKind::Select && e->kind != ExprKind::Cast)
+    return from_lin(simplify_lin(e));
+  std::vector<ExprPtr> args;
+  for (auto& a : e->args) args.push_back(is_index(a) ? from_lin(simplify_lin(a)) : simplify_value(a));
+  ExprPtr out = with_args(*e, std::move(args));
+  if (out->kind == ExprKind::Cast) {
+    const ExprPtr& x = out->args[0];
+    bool narrow_float = out->dtype == DType::F16 || out->dtype == DType::BF16;
+    if (x->kind == ExprKind::FloatImm && is_floating(out->dtype) && !narrow_float &&
+        (out->dtype == DType::F64 || static_cast<double>(static_cast<float>(x->f)) == x->f))
+      return imm(out->dtype, x->f);
+    if (x->kind == ExprKind::IntImm && out->dtype == DType::Bool) return imm(DType::Bool, x->i != 0);
+    if (x->kind == ExprKind::IntImm && (out->dtype == DType::I64 || (out->dtype == DType::F64 && std::llabs(x->i) < (1LL << 53)) ||
+                                        (out->dtype == DType::F32 && std::llabs(x->i) < (1LL << 24))))
+      return imm(out->dtype, static_cast<double>(x->i));
+  }
+  if (out->kind == ExprKind::Select && out->args[0]->kind == ExprKind::IntImm)
+    return out->args[0]->i ? out->args[1] : out->args[2];
+  return out;
+}
+
+}  // namespace
+
+std::optional<IndexRange> index_range(const ExprPtr& e) {
+  if (!is_index(e)) return std::nullopt;
+  if (e->kind == ExprKind::Add || e->kind == ExprKind::Sub) return range_of(simplify_lin(e));
+  return atom_range(e);
+}
+
+ExprPtr simplify(const ExprPtr& e) { return is_index(e) ? from_lin(simplify_lin(e)) : simplify_value(e); }
+
+StmtPtr simplify(const StmtPtr& s) {
+  auto c = std::make_shared<Stmt>(*s);
+  for (auto& e : c->exprs) e = simplify(e);
+  for (auto& b : c->body) b = simplify(b);
+  return c;
+}
+
+}  // namespace kiln::codegen
