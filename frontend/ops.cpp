@@ -153,6 +153,9 @@ Tensor arange(Scalar start, Scalar end, Scalar step, std::optional<DType> dtype)
 Tensor constant(const IntList& size, DType dtype, const FloatList& values) {
   return call1(Op::Constant, {}, attrs({{"size", size}, {"dtype", dtype}, {"values", values}}));
 }
+Tensor rand(const IntList& size, int64_t seed, DType dtype) {
+  return call1(Op::Rand, {}, attrs({{"size", size}, {"seed", seed}, {"dtype", dtype}}));
+}
 
 // ---- linear algebra
 Tensor matmul(const Tensor& self, const Tensor& other) { return call1(Op::Matmul, {self, other}); }

@@ -115,6 +115,8 @@ Tensor ones(const IntList& size, DType dtype = DType::F32);
 Tensor arange(Scalar end, std::optional<DType> dtype = std::nullopt);
 Tensor arange(Scalar start, Scalar end, Scalar step = 1, std::optional<DType> dtype = std::nullopt);
 Tensor constant(const IntList& size, DType dtype, const FloatList& values);
+// Uniform [0, 1) from the counter-based stream of ir/random.h (the same seed, the same values).
+Tensor rand(const IntList& size, int64_t seed = 0, DType dtype = DType::F32);
 
 // ---- linear algebra
 Tensor matmul(const Tensor& self, const Tensor& other);

@@ -104,10 +104,6 @@ Tensor randn(const Shape& shape, uint64_t seed, DType dtype) {
   return random_fill(shape, dtype, "randn", [&](uint64_t i) { return random_normal(seed, i); });
 }
 
-Tensor rand(const Shape& shape, uint64_t seed, DType dtype) {
-  return random_fill(shape, dtype, "rand", [&](uint64_t i) { return static_cast<double>(random_uniform(seed, i)); });
-}
-
 Tensor randint(int64_t low, int64_t high, const Shape& shape, uint64_t seed, DType dtype) {
   if (high <= low) fail("randint needs low < high, got [{}, {})", low, high);
   if (!is_integral(dtype)) fail("randint needs an integer dtype, got {}", dtype_name(dtype));

@@ -94,9 +94,8 @@ Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype
 Tensor tensor_of_ints(const std::vector<int64_t>& values, const Shape& shape, DType dtype = DType::I64);
 Tensor scalar_tensor(Scalar value, std::optional<DType> dtype = std::nullopt);
 // Counter-based (ir/random.h): element i is a function of (seed, i) only, so the same seed
-// gives the same tensor on any machine. randn: N(0, 1); rand: U[0, 1).
+// gives the same tensor on any machine. randn: N(0, 1). (rand, U[0, 1), is an op: frontend/ops.h.)
 Tensor randn(const Shape& shape, uint64_t seed, DType dtype = DType::F32);
-Tensor rand(const Shape& shape, uint64_t seed, DType dtype = DType::F32);
 // Integers in [low, high) (e.g. a batch of token ids), i64 unless told otherwise.
 Tensor randint(int64_t low, int64_t high, const Shape& shape, uint64_t seed, DType dtype = DType::I64);
 

@@ -62,6 +62,12 @@ Metas meta_constant(In, const Attrs& a) {
   return {TensorMeta(a.get_dtype("dtype"), s)};
 }
 
+Metas meta_rand(In, const Attrs& a) {
+  DType dt = a.get_dtype("dtype");
+  if (!is_floating(dt)) fail("rand makes floating-point values, got dtype {}", dtype_name(dt));
+  return {TensorMeta(dt, checked_size(a.get_ints("size")))};
+}
+
 Metas meta_tri(In in, const Attrs& a) {
   auto size = a.opt_ints("size");
   if (!in.empty()) {

@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "ir/error.h"
+#include "ir/random.h"
 #include "ir/reference/kernels.h"
 
 namespace kiln::reference {
@@ -53,6 +54,15 @@ std::vector<HostTensor> constant_kernel(In, const Attrs& a, Outs outs) {
   return {t};
 }
 
+// The counter-based stream of ir/random.h: element i depends on (seed, i) only. The value is
+// exact in f32 and f64 (24 random bits); f16 and bf16 round it, so the top values become 1.
+std::vector<HostTensor> rand_kernel(In, const Attrs& a, Outs outs) {
+  HostTensor t = HostTensor::empty(outs[0]);
+  auto seed = static_cast<uint64_t>(a.get_int("seed"));
+  for (int64_t i = 0; i < t.numel(); ++i) t.set(i, random_uniform(seed, static_cast<uint64_t>(i)));
+  return {t};
+}
+
 }  // namespace
 
 void install_creation(const Setter& set) {
@@ -61,6 +71,7 @@ void install_creation(const Setter& set) {
   set(Op::Ones, filled(int64_t(1)));
   set(Op::Arange, arange_kernel);
   set(Op::Constant, constant_kernel);
+  set(Op::Rand, rand_kernel);
 }
 
 }  // namespace kiln::reference

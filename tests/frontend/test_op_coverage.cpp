@@ -42,6 +42,7 @@ TEST(OpCoverage, EveryOpHasAWrapper) {
         out.push_back(ones({2}));
         out.push_back(arange(0, 4, 2));
         out.push_back(constant({2}, DType::F32, {1, 2}));
+        out.push_back(rand({2}, 5));
         out.push_back(matmul(x, x));
         out.push_back(bmm(x.unsqueeze(0), x.unsqueeze(0)));
         out.push_back(linear(x, x, idx.to(DType::F32)));

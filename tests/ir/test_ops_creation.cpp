@@ -4,6 +4,8 @@
 
 #include <limits>
 
+#include "ir/random.h"
+
 #include "tests/support/support.h"
 
 namespace kiln {
@@ -93,7 +95,42 @@ TEST(CreationKernel, Constant) {
   EXPECT_EQ(run1(Op::Constant, {}, {{"size", IntList{0}}, {"dtype", DType::F32}, {"values", FloatList{}}}).numel(), 0);
 }
 
+TEST(CreationMeta, Rand) {
+  EXPECT_EQ(meta(Op::Rand, {}, {{"size", IntList{2, 3}}}), T(DType::F32, {2, 3}));
+  EXPECT_EQ(meta(Op::Rand, {}, {{"size", IntList{}}, {"seed", int64_t(4)}, {"dtype", DType::F64}}), T(DType::F64, {}));
+  EXPECT_TRUE(meta_fails(Op::Rand, {}, {{"size", IntList{2}}, {"dtype", DType::I64}}, "rand makes floating-point values, got dtype i64"));
+  EXPECT_TRUE(meta_fails(Op::Rand, {}, {{"size", IntList{-1}}}, "sizes must be non-negative"));
+  EXPECT_TRUE(meta_fails(Op::Rand, {}, {{"size", IntList{2}}, {"seed", 0.5}}, "seed"));
+}
+
+TEST(CreationKernel, RandIsDropoutsStream) {
+  // Element i (row-major) is random_uniform(seed, i); the first values are pinned too, so a
+  // change to the stream itself (which would change every dropout mask) shows here.
+  HostTensor r = run1(Op::Rand, {}, {{"size", IntList{3, 5}}, {"seed", int64_t(7)}});
+  ASSERT_EQ(r.shape(), (Shape{3, 5}));
+  for (int64_t i = 0; i < r.numel(); ++i) {
+    EXPECT_EQ(r.get(i), static_cast<double>(random_uniform(7, static_cast<uint64_t>(i))));
+    EXPECT_GE(r.get(i), 0.0);
+    EXPECT_LT(r.get(i), 1.0);
+  }
+  EXPECT_EQ(r.get(0), 0.9545971155166626);
+  EXPECT_EQ(r.get(1), 0.40696036815643311);
+  EXPECT_EQ(r.get(2), 0.0060750842094421387);
+  // f64 holds the same (exact) values; another seed gives another stream.
+  HostTensor d = run1(Op::Rand, {}, {{"size", IntList{15}}, {"seed", int64_t(7)}, {"dtype", DType::F64}});
+  EXPECT_EQ(d.to_doubles(), r.to_doubles());
+  HostTensor other = run1(Op::Rand, {}, {{"size", IntList{15}}, {"seed", int64_t(8)}});
+  EXPECT_NE(other.to_doubles(), r.to_doubles());
+  // Dropout keeps element i exactly where rand's element i is >= p.
+  HostTensor x = make(DType::F32, {15}, std::vector<double>(15, 2.0));
+  HostTensor y = run1(Op::Dropout, {x}, {{"p", 0.5}, {"seed", int64_t(7)}});
+  for (int64_t i = 0; i < 15; ++i) EXPECT_EQ(y.get(i), r.get(i) >= 0.5 ? 4.0 : 0.0) << i;
+  EXPECT_EQ(run1(Op::Rand, {}, {{"size", IntList{0, 3}}}).numel(), 0);
+}
+
 TEST(CreationRoundTrip, EveryOp) {
+  one_node_round_trip(Op::Rand, {}, {{"size", IntList{2, 3}}});
+  one_node_round_trip(Op::Rand, {}, {{"size", IntList{4}}, {"seed", int64_t(-3)}, {"dtype", DType::BF16}});
   one_node_round_trip(Op::Full, {}, {{"size", IntList{2, 3}}, {"fill_value", int64_t(-1)}});
   one_node_round_trip(Op::Full, {}, {{"size", IntList{}}, {"fill_value", -kInf}, {"dtype", DType::BF16}});
   one_node_round_trip(Op::Zeros, {}, {{"size", IntList{0, 4}}});
