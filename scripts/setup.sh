@@ -9,9 +9,10 @@ export DEBIAN_FRONTEND=noninteractive
 KILN_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 KILN_BUILD="${KILN_BUILD:-$KILN_ROOT/build}"
 
-# llvm-14-dev and libclang-14-dev are for the CPU backend (clang + ORC JIT).
-KILN_PACKAGES=(cmake ninja-build g++ libfmt-dev libcli11-dev nlohmann-json3-dev libxxhash-dev
-               libgtest-dev graphviz llvm-14-dev libclang-14-dev)
+# llvm-14-dev and libclang-14-dev are for the CPU backend (clang + ORC JIT), libxxhash-dev
+# keys its kernel cache, libopenblas-dev (found through pkg-config) does its matmuls.
+KILN_PACKAGES=(cmake ninja-build g++ pkg-config libfmt-dev libcli11-dev nlohmann-json3-dev libxxhash-dev
+               libgtest-dev graphviz llvm-14-dev libclang-14-dev libopenblas-dev)
 
 kiln_install_missing() {
   local missing=()

@@ -25,7 +25,7 @@ struct CompileOptions {
 };
 
 struct CompileStats {
-  double frontend_ms = 0;   // clang: source -> LLVM IR (0 on a cache hit)
+  double frontend_ms = 0;   // clang: source -> optimized LLVM IR (parse + -O pipeline; 0 on a cache hit)
   double codegen_ms = 0;    // LLVM IR -> object
   double link_ms = 0;       // ORC: object -> callable
   bool cache_hit = false;   // from the disk cache or this process's memory (clang did not run)
