@@ -1,0 +1,505 @@
+// Fusion: decomposed graphs written as .kir text, fused, and checked for the number of
+// kernels, which nodes share a group, the contract every plan obeys, and that fusing
+// (which may reorder the graph) leaves what the graph computes unchanged.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <optional>
+#include <set>
+
+#include "ir/dot.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "ir/reference/interpreter.h"
+#include "passes/fusion/fusion.h"
+#include "passes/memory_plan.h"
+#include "tests/support/support.h"
+
+namespace kiln {
+namespace {
+
+using fusion::FusionPlan;
+using fusion::KernelKind;
+using kiln::testing::has;
+
+std::vector<HostTensor> random_inputs(const Graph& g, uint64_t seed) {
+  std::vector<HostTensor> out;
+  for (const Node* in : g.inputs()) out.push_back(random_tensor(in->meta(), seed++, 8));
+  return out;
+}
+
+// Every node in exactly one group; groups in an order they can run; inputs and outputs
+// as the contract says; kinds as their nodes say.
+void check_contract(const Graph& g, const FusionPlan& plan) {
+  std::set<const Node*> seen;
+  int position = 0;
+  std::vector<Node*> nodes = g.nodes();
+  for (const auto& grp : plan.groups) {
+    EXPECT_EQ(grp.id, &grp - plan.groups.data());
+    for (const Node* n : grp.nodes) {
+      EXPECT_TRUE(seen.insert(n).second) << "%" << n->name() << " is in two groups";
+      EXPECT_EQ(plan.group_of.at(n), grp.id);
+      ASSERT_LT(position, static_cast<int>(nodes.size()));
+      EXPECT_EQ(nodes[position++], n) << "the graph's nodes are in group order";
+      for (Value v : n->inputs()) {
+        if (v.node->is_input()) continue;
+        int from = plan.group_of.at(v.node);
+        EXPECT_LE(from, grp.id) << "k" << grp.id << " reads k" << from << " before it runs";
+        if (from != grp.id) {
+          const auto& outs = plan.groups[from].outputs;
+          EXPECT_NE(std::find(outs.begin(), outs.end(), v), outs.end()) << "%" << v.name() << " is an output of k" << from;
+        }
+      }
+    }
+    int reductions = 0, externs = 0;
+    for (const Node* n : grp.nodes) {
+      reductions += n->category() == OpCategory::Reduction;
+      externs += n->category() == OpCategory::Matmul || n->category() == OpCategory::Scatter;
+    }
+    if (externs) {
+      EXPECT_EQ(grp.nodes.size(), 1u) << grp.label();
+    }
+    if (grp.kind == KernelKind::Pointwise) {
+      for (const Value& v : grp.outputs) EXPECT_EQ(v.meta().shape, grp.outputs[0].meta().shape) << grp.label();
+    }
+    if (reductions) {
+      EXPECT_EQ(grp.kind, KernelKind::Reduction);
+    }
+  }
+  EXPECT_EQ(seen.size(), g.num_nodes());
+}
+
+struct Fused {
+  Graph g;
+  FusionPlan plan;
+  // The group of the node whose result is named `name`.
+  const fusion::FusionGroup& of(const std::string& name) const {
+    Value v = g.find(name);
+    if (!v) throw std::runtime_error("no value %" + name);
+    return plan.group(v.node);
+  }
+  bool together(std::initializer_list<const char*> names) const {
+    int id = of(*names.begin()).id;
+    for (const char* n : names)
+      if (of(n).id != id) return false;
+    return true;
+  }
+  std::string dump() const { return print_fused(g, plan); }
+};
+
+// Parses, fuses, checks the contract and that the (possibly reordered) graph computes what
+// the original did on random inputs.
+Fused fuse_text(const std::string& text, const fusion::FusionOptions& options = {}) {
+  Fused f{parse_graph(text), {}};
+  Graph original = f.g.clone();
+  f.plan = fusion::fuse(f.g, options);
+  check_contract(f.g, f.plan);
+  auto inputs = random_inputs(original, 11);
+  auto expected = interpret(original, inputs);
+  auto actual = interpret(f.g, inputs);
+  EXPECT_EQ(actual.size(), expected.size());
+  for (size_t i = 0; i < actual.size() && i < expected.size(); ++i)
+    EXPECT_TRUE(kiln::testing::tensors_close(actual[i], expected[i])) << "output " << i;
+  return f;
+}
+
+const char* kLayerNormForward = R"(
+graph ln(%x: f32[8,64], %w: f32[64], %b: f32[64]) {
+  %n = full(size=[], fill_value=64.0) : f32[]
+  %s = sum(%x, dim=[1], keepdim=true) : f32[8,1]
+  %mean = div(%s, %n) : f32[8,1]
+  %xc = sub(%x, %mean) : f32[8,64]
+  %sq = mul(%xc, %xc) : f32[8,64]
+  %ss = sum(%sq, dim=[1], keepdim=true) : f32[8,1]
+  %var = div(%ss, %n) : f32[8,1]
+  %eps = full(size=[], fill_value=0.00001) : f32[]
+  %ve = add(%var, %eps) : f32[8,1]
+  %rstd = rsqrt(%ve) : f32[8,1]
+  %xhat = mul(%xc, %rstd) : f32[8,64]
+  %yw = mul(%xhat, %w) : f32[8,64]
+  %y = add(%yw, %b) : f32[8,64]
+  return (%y, %mean, %rstd)
+})";
+
+TEST(Fusion, LayerNormForwardIsOneKernel) {
+  Fused f = fuse_text(kLayerNormForward);
+  ASSERT_EQ(f.plan.groups.size(), 1u) << f.dump();
+  EXPECT_EQ(f.plan.num_kernels(), 1);
+  const auto& k = f.plan.groups[0];
+  EXPECT_EQ(k.kind, KernelKind::Reduction);
+  EXPECT_EQ(k.space, (Shape{8, 64}));
+  EXPECT_EQ(k.reduce_dims, (std::vector<int64_t>{1}));
+  EXPECT_EQ(k.outputs.size(), 3u);  // y, mean, rstd
+  EXPECT_EQ(k.inputs.size(), 3u);   // x, w, b: the scalar constants are inlined
+}
+
+TEST(Fusion, SoftmaxIsOneKernel) {
+  Fused f = fuse_text(R"(
+graph sm(%x: f32[8,64]) {
+  %m = amax(%x, dim=[-1], keepdim=true) : f32[8,1]
+  %d = sub(%x, %m) : f32[8,64]
+  %e = exp(%d) : f32[8,64]
+  %s = sum(%e, dim=[-1], keepdim=true) : f32[8,1]
+  %y = div(%e, %s) : f32[8,64]
+  return (%y)
+})");
+  ASSERT_EQ(f.plan.num_kernels(), 1) << f.dump();
+  EXPECT_EQ(f.plan.groups[0].label(), "k0 reduction [amax, sub, exp, sum, div]");
+  EXPECT_EQ(f.plan.groups[0].outputs, std::vector<Value>{f.g.find("y")});
+}
+
+TEST(Fusion, LogSoftmaxIsOneKernel) {
+  Fused f = fuse_text(R"(
+graph lsm(%x: f32[4,3,16]) {
+  %m = amax(%x, dim=[2], keepdim=true) : f32[4,3,1]
+  %d = sub(%x, %m) : f32[4,3,16]
+  %e = exp(%d) : f32[4,3,16]
+  %s = sum(%e, dim=[2], keepdim=true) : f32[4,3,1]
+  %l = log(%s) : f32[4,3,1]
+  %y = sub(%d, %l) : f32[4,3,16]
+  return (%y)
+})");
+  EXPECT_EQ(f.plan.num_kernels(), 1) << f.dump();
+}
+
+TEST(Fusion, LayerNormBackwardIsTwoKernels) {
+  Fused f = fuse_text(R"(
+graph ln_bwd(%x: f32[8,64], %g: f32[8,64], %w: f32[64], %mean: f32[8,1], %rstd: f32[8,1]) {
+  %xc = sub(%x, %mean) : f32[8,64]
+  %xhat = mul(%xc, %rstd) : f32[8,64]
+  %gw = mul(%g, %w) : f32[8,64]
+  %s1 = sum(%gw, dim=[1], keepdim=true) : f32[8,1]
+  %gwx = mul(%gw, %xhat) : f32[8,64]
+  %s2 = sum(%gwx, dim=[1], keepdim=true) : f32[8,1]
+  %n = full(size=[], fill_value=64.0) : f32[]
+  %m1 = div(%s1, %n) : f32[8,1]
+  %m2 = div(%s2, %n) : f32[8,1]
+  %t1 = sub(%gw, %m1) : f32[8,64]
+  %t2 = mul(%xhat, %m2) : f32[8,64]
+  %t3 = sub(%t1, %t2) : f32[8,64]
+  %dx = mul(%t3, %rstd) : f32[8,64]
+  %gx = mul(%g, %xhat) : f32[8,64]
+  %dw = sum(%gx, dim=[0]) : f32[64]
+  %db = sum(%g, dim=[0]) : f32[64]
+  return (%dx, %dw, %db)
+})");
+  EXPECT_LE(f.plan.num_kernels(), 2) << f.dump();
+  EXPECT_TRUE(f.together({"xhat", "s1", "s2", "dx"}));
+  EXPECT_TRUE(f.together({"dw", "db"}));
+  EXPECT_EQ(f.of("dw").reduce_dims, (std::vector<int64_t>{0}));
+}
+
+const char* kCrossEntropy = R"(
+graph ce(%z: f32[8,10], %t: i64[8,1], %gl: f32[]) {
+  %m = amax(%z, dim=[1], keepdim=true) : f32[8,1]
+  %zc = sub(%z, %m) : f32[8,10]
+  %e = exp(%zc) : f32[8,10]
+  %se = sum(%e, dim=[1], keepdim=true) : f32[8,1]
+  %lse = log(%se) : f32[8,1]
+  %lp = sub(%zc, %lse) : f32[8,10]
+  %ign = full(size=[], fill_value=3, dtype=i64) : i64[]
+  %valid = ne(%t, %ign) : bool[8,1]
+  %zi = full(size=[], fill_value=0, dtype=i64) : i64[]
+  %ts = where(%valid, %t, %zi) : i64[8,1]
+  %picked = gather(%lp, %ts, dim=1) : f32[8,1]
+  %nll = neg(%picked) : f32[8,1]
+  %zf = full(size=[], fill_value=0.0) : f32[]
+  %masked = where(%valid, %nll, %zf) : f32[8,1]
+  %total = sum(%masked) : f32[]
+  %vf = to(%valid, dtype=f32) : f32[8,1]
+  %cnt = sum(%vf) : f32[]
+  %loss = div(%total, %cnt) : f32[]
+  %p = exp(%lp) : f32[8,10]
+  %ar = arange(end=10, dtype=i64) : i64[10]
+  %hot = eq(%ar, %ts) : bool[8,10]
+  %hotf = to(%hot, dtype=f32) : f32[8,10]
+  %d = sub(%p, %hotf) : f32[8,10]
+  %scale = div(%gl, %cnt) : f32[]
+  %wrow = mul(%vf, %scale) : f32[8,1]
+  %dz = mul(%d, %wrow) : f32[8,10]
+  return (%loss, %dz)
+})";
+
+TEST(Fusion, CrossEntropyForwardAndBackward) {
+  Fused f = fuse_text(kCrossEntropy);
+  // The rows' kernel, the backward's kernel, and the scalar loss reduction over rows.
+  EXPECT_LE(f.plan.num_kernels(), 3) << f.dump();
+  EXPECT_TRUE(f.together({"m", "lp", "picked", "masked", "p", "hot", "d"})) << f.dump();
+  EXPECT_TRUE(f.together({"total", "cnt", "loss"})) << f.dump();
+  EXPECT_EQ(f.of("total").reduce_dims, (std::vector<int64_t>{0, 1}));
+  // %ar is inlined where it is read, never a kernel of its own.
+  EXPECT_EQ(f.of("ar").id, f.of("hot").id);
+}
+
+TEST(Fusion, ChainOfTenPointwiseOpsIsOneKernel) {
+  Fused f = fuse_text(R"(
+graph chain(%x: f32[16,32], %y: f32[16,32]) {
+  %a1 = exp(%x) : f32[16,32]
+  %a2 = neg(%a1) : f32[16,32]
+  %a3 = add(%a2, %y) : f32[16,32]
+  %a4 = tanh(%a3) : f32[16,32]
+  %a5 = mul(%a4, %a4) : f32[16,32]
+  %a6 = sigmoid(%a5) : f32[16,32]
+  %a7 = sub(%a6, %x) : f32[16,32]
+  %a8 = abs(%a7) : f32[16,32]
+  %a9 = sqrt(%a8) : f32[16,32]
+  %a10 = relu(%a9) : f32[16,32]
+  return (%a10)
+})");
+  ASSERT_EQ(f.plan.groups.size(), 1u) << f.dump();
+  EXPECT_EQ(f.plan.groups[0].kind, KernelKind::Pointwise);
+  EXPECT_EQ(f.plan.groups[0].nodes.size(), 10u);
+  EXPECT_EQ(f.plan.groups[0].space, (Shape{16, 32}));
+}
+
+TEST(Fusion, GroupSizeCapSplitsTheChain) {
+  fusion::FusionOptions options;
+  options.max_group_nodes = 4;
+  Fused f = fuse_text(R"(
+graph chain(%x: f32[16]) {
+  %a1 = exp(%x) : f32[16]
+  %a2 = neg(%a1) : f32[16]
+  %a3 = tanh(%a2) : f32[16]
+  %a4 = abs(%a3) : f32[16]
+  %a5 = sqrt(%a4) : f32[16]
+  %a6 = relu(%a5) : f32[16]
+  return (%a6)
+})",
+                      options);
+  EXPECT_EQ(f.plan.num_kernels(), 2) << f.dump();
+  EXPECT_TRUE(has(f.of("a5").reasons.front(), "cap of 4")) << f.of("a5").reasons.front();
+}
+
+TEST(Fusion, MatmulBiasGeluIsMatmulPlusOneEpilogue) {
+  Fused f = fuse_text(R"(
+graph mlp(%x: f32[8,32], %w: f32[32,16], %b: f32[16]) {
+  %mm = matmul(%x, %w) : f32[8,16]
+  %h = add(%mm, %b) : f32[8,16]
+  %y = gelu(%h) : f32[8,16]
+  return (%y)
+})");
+  ASSERT_EQ(f.plan.groups.size(), 2u) << f.dump();
+  EXPECT_EQ(f.plan.groups[0].kind, KernelKind::Matmul);
+  EXPECT_EQ(f.plan.groups[1].kind, KernelKind::Pointwise);
+  EXPECT_TRUE(f.together({"h", "y"}));
+  EXPECT_EQ(f.plan.groups[1].inputs, (std::vector<Value>{f.g.find("mm"), f.g.find("b")}));
+}
+
+TEST(Fusion, ReductionsOverDifferentDimsAreTwoKernels) {
+  Fused f = fuse_text(R"(
+graph two(%x: f32[8,64]) {
+  %a = sum(%x, dim=[0]) : f32[64]
+  %b = sum(%x, dim=[1]) : f32[8]
+  return (%a, %b)
+})");
+  EXPECT_EQ(f.plan.num_kernels(), 2) << f.dump();
+  bool explained = false;
+  for (const auto& r : f.of("b").reasons) explained |= has(r, "refused") && has(r, "sum over [1]") && has(r, "[0]");
+  EXPECT_TRUE(explained) << f.dump();
+}
+
+TEST(Fusion, HorizontalSiblingsShareAKernel) {
+  Fused f = fuse_text(R"(
+graph siblings(%x: f32[8,64], %w: f32[64,64]) {
+  %a = exp(%x) : f32[8,64]
+  %mm = matmul(%x, %w) : f32[8,64]
+  %b = cos(%x) : f32[8,64]
+  return (%a, %mm, %b)
+})");
+  EXPECT_TRUE(f.together({"a", "b"})) << f.dump();
+  EXPECT_EQ(f.plan.num_kernels(), 2);
+  // Horizontal fusion moved %b next to %a: the graph was reordered and still runs (checked
+  // against the interpreter by fuse_text).
+  EXPECT_EQ(f.g.nodes()[1]->name(), "b");
+  fusion::FusionOptions no_horizontal;
+  no_horizontal.horizontal = false;
+  EXPECT_EQ(fuse_text(print_graph(f.g), no_horizontal).plan.num_kernels(), 3);
+}
+
+TEST(Fusion, PermuteBetweenPointwiseOpsAddsNoKernel) {
+  Fused f = fuse_text(R"(
+graph perm(%x: f32[8,64]) {
+  %a = exp(%x) : f32[8,64]
+  %t = permute(%a, dims=[1,0]) : f32[64,8]{1,64}
+  %y = relu(%t) : f32[64,8]
+  return (%y)
+})");
+  ASSERT_EQ(f.plan.num_kernels(), 1) << f.dump();
+  EXPECT_EQ(f.plan.groups[0].space, (Shape{64, 8}));
+}
+
+TEST(Fusion, TransposeFeedingAMatmulIsAnAlias) {
+  Fused f = fuse_text(R"(
+graph lin(%x: f32[8,32], %w: f32[16,32]) {
+  %wt = transpose(%w, dim0=0, dim1=1) : f32[32,16]{1,32}
+  %mm = matmul(%x, %wt) : f32[8,16]
+  return (%mm)
+})");
+  ASSERT_EQ(f.plan.groups.size(), 2u) << f.dump();
+  EXPECT_EQ(f.of("wt").kind, KernelKind::Alias);
+  EXPECT_EQ(f.of("mm").kind, KernelKind::Matmul);
+  EXPECT_EQ(f.plan.num_kernels(), 1);
+}
+
+TEST(Fusion, TransposeOfAComputedValueFeedingAMatmulStaysAnAlias) {
+  Fused f = fuse_text(R"(
+graph lin(%x: f32[8,32], %w: f32[16,32]) {
+  %r = relu(%w) : f32[16,32]
+  %wt = transpose(%r, dim0=0, dim1=1) : f32[32,16]{1,32}
+  %mm = matmul(%x, %wt) : f32[8,16]
+  return (%mm)
+})");
+  EXPECT_EQ(f.of("wt").kind, KernelKind::Alias) << f.dump();
+  EXPECT_EQ(f.of("r").outputs, std::vector<Value>{f.g.find("r")});
+  // The alias keeps its base alive until the matmul has read it.
+  BufferPlan mem = plan_buffers(f.g, f.plan);
+  ASSERT_EQ(mem.buffers.size(), 1u);
+  EXPECT_EQ(mem.buffers[0].value, f.g.find("r"));
+  EXPECT_EQ(mem.buffers[0].last, f.of("mm").id);
+}
+
+TEST(Fusion, AValueReadByTwoGroupsIsMaterializedOnce) {
+  Fused f = fuse_text(R"(
+graph shared(%x: f32[8,64]) {
+  %a = exp(%x) : f32[8,64]
+  %s0 = sum(%a, dim=[0]) : f32[64]
+  %s1 = sum(%a, dim=[1]) : f32[8]
+  return (%s0, %s1)
+})");
+  EXPECT_EQ(f.plan.num_kernels(), 2) << f.dump();
+  int producers = 0, readers = 0;
+  for (const auto& grp : f.plan.groups) {
+    producers += std::count(grp.outputs.begin(), grp.outputs.end(), f.g.find("a"));
+    readers += std::count(grp.inputs.begin(), grp.inputs.end(), f.g.find("a"));
+  }
+  EXPECT_EQ(producers, 1);
+  EXPECT_EQ(readers, 1);
+  BufferPlan mem = plan_buffers(f.g, f.plan);
+  ASSERT_EQ(mem.buffers.size(), 1u);
+  EXPECT_EQ(mem.buffers[0].bytes, 8 * 64 * 4);
+}
+
+TEST(Fusion, DiamondThatWouldCycleIsRefused) {
+  // %c reads %a directly and through the matmul: putting %c with %a would make the matmul
+  // both read from and feed that group.
+  Fused f = fuse_text(R"(
+graph diamond(%x: f32[8,8], %w: f32[8,8]) {
+  %a = exp(%x) : f32[8,8]
+  %m = matmul(%a, %w) : f32[8,8]
+  %c = add(%a, %m) : f32[8,8]
+  return (%c)
+})");
+  ASSERT_EQ(f.plan.groups.size(), 3u) << f.dump();
+  EXPECT_LT(f.of("a").id, f.of("m").id);
+  EXPECT_LT(f.of("m").id, f.of("c").id);
+  bool explained = false;
+  for (const auto& r : f.of("c").reasons) explained |= has(r, "refused") && has(r, "cycle through k1");
+  EXPECT_TRUE(explained) << f.dump();
+}
+
+TEST(Fusion, SharedConstantIsCopiedIntoEachReadingGroup) {
+  Fused f = fuse_text(R"(
+graph consts(%x: f32[8,64], %y: f32[64]) {
+  %two = full(size=[], fill_value=2.0) : f32[]
+  %a = mul(%x, %two) : f32[8,64]
+  %b = mul(%y, %two) : f32[64]
+  return (%a, %b)
+})");
+  ASSERT_EQ(f.plan.num_kernels(), 2) << f.dump();
+  EXPECT_EQ(f.plan.groups[0].inputs, std::vector<Value>{f.g.find("x")});
+  EXPECT_EQ(f.plan.groups[1].inputs, std::vector<Value>{f.g.find("y")});
+  EXPECT_EQ(f.g.num_nodes(), 4u);  // %two and its copy
+}
+
+TEST(Fusion, ConstantReadByAMatmulIsMaterialized) {
+  Fused f = fuse_text(R"(
+graph c(%x: f32[4,4]) {
+  %id = constant(size=[4,4], dtype=f32, values=[1,0,0,0, 0,1,0,0, 0,0,1,0, 0,0,0,1]) : f32[4,4]
+  %m = matmul(%x, %id) : f32[4,4]
+  return (%m)
+})");
+  EXPECT_EQ(f.of("id").kind, KernelKind::Constant) << f.dump();
+  EXPECT_EQ(f.plan.num_kernels(), 2);
+}
+
+TEST(Fusion, CompositeOpsAreAnError) {
+  Graph g = parse_graph(R"(
+graph sm(%x: f32[8,64]) {
+  %y = softmax(%x, dim=1) : f32[8,64]
+  return (%y)
+})");
+  std::string msg = kiln::testing::error_of([&] { fusion::fuse(g); });
+  EXPECT_TRUE(has(msg, "%y = softmax")) << msg;
+  EXPECT_TRUE(has(msg, "decompose")) << msg;
+}
+
+TEST(Fusion, FusedPrintParsesBackToTheSameGraph) {
+  Fused f = fuse_text(kCrossEntropy);
+  std::string text = f.dump();
+  EXPECT_TRUE(has(text, "# kernel k0 (reduction): rows [8,10] over [1] [amax, sub")) << text;
+  Graph back = parse_graph(text);
+  EXPECT_EQ(print_graph(back), print_graph(f.g));
+}
+
+TEST(Fusion, DotDrawsOneClusterPerGroup) {
+  Fused f = fuse_text(R"(
+graph mlp(%x: f32[8,32], %w: f32[16,32], %b: f32[16]) {
+  %wt = transpose(%w, dim0=0, dim1=1) : f32[32,16]{1,32}
+  %mm = matmul(%x, %wt) : f32[8,16]
+  %h = add(%mm, %b) : f32[8,16]
+  %y = gelu(%h) : f32[8,16]
+  return (%y)
+})");
+  std::string dot = fusion::fused_to_dot(f.g, f.plan);
+  for (const auto& grp : f.plan.groups) {
+    EXPECT_TRUE(has(dot, "subgraph cluster_k" + std::to_string(grp.id) + " {")) << dot;
+    EXPECT_TRUE(has(dot, "label=\"" + grp.label() + "\"")) << dot;
+  }
+  EXPECT_TRUE(has(dot, "label=\"k2 pointwise [add, gelu]\"")) << dot;
+  EXPECT_TRUE(has(dot, "dashed")) << "the alias is drawn dashed\n" << dot;
+  // Without a plan the drawing has no clusters.
+  EXPECT_FALSE(has(to_dot(f.g), "cluster"));
+}
+
+// Sets KILN_LOGS for one test and puts back what was there.
+class ScopedLogs {
+ public:
+  explicit ScopedLogs(const char* value) {
+    if (const char* old = std::getenv("KILN_LOGS")) saved_ = old;
+    ::setenv("KILN_LOGS", value, 1);
+  }
+  ~ScopedLogs() {
+    if (saved_) ::setenv("KILN_LOGS", saved_->c_str(), 1);
+    else ::unsetenv("KILN_LOGS");
+  }
+
+ private:
+  std::optional<std::string> saved_;
+};
+
+TEST(Fusion, LogExplainsEachDecision) {
+  std::string log;
+  {
+    ScopedLogs logs("fusion");
+    ::testing::internal::CaptureStderr();
+    fuse_text(R"(
+graph two(%x: f32[8,64]) {
+  %e = exp(%x) : f32[8,64]
+  %a = sum(%e, dim=[0]) : f32[64]
+  %b = sum(%x, dim=[1]) : f32[8]
+  return (%a, %b)
+})");
+    log = ::testing::internal::GetCapturedStderr();
+  }
+  EXPECT_TRUE(has(log, "[fusion] graph two: 3 nodes -> 2 kernels")) << log;
+  EXPECT_TRUE(has(log, "k0: %a = sum joins k0 (reduction over [0] absorbs its producers in [8,64])")) << log;
+  EXPECT_TRUE(has(log, "refused: %b = sum with k0: sum over [1] of [8,64] vs sum over [0] of [8,64]")) << log;
+  // Off by default.
+  ScopedLogs off("");
+  ::testing::internal::CaptureStderr();
+  fuse_text(kLayerNormForward);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+}
+
+}  // namespace
+}  // namespace kiln
