@@ -238,6 +238,9 @@ ObjectCode compile_to_object(const std::string& source, const CompileOptions& op
       kSourceName, llvm::MemoryBuffer::getMemBufferCopy(source, kSourceName).release());
   invocation->getPreprocessorOpts().RetainRemappedFileBuffers = false;
   invocation->getFrontendOpts().DisableFree = false;
+  // With carets on, ExecuteAction prints "N errors generated." to stderr itself; the printer
+  // above keeps its own options (carets on), so the message we raise still has them.
+  invocation->getDiagnosticOpts().ShowCarets = false;
 
   clang::CompilerInstance compiler;
   compiler.setInvocation(invocation);

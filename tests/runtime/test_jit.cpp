@@ -199,3 +199,19 @@ TEST_F(JitTest, ModulesOutliveEachOther) {
 
 }  // namespace
 }  // namespace kiln::runtime::cpu::testing
+
+namespace kiln::runtime::cpu::testing {
+namespace {
+
+TEST(JitUnavailable, CompileSaysHowToGetIt) {
+  if (jit_available()) GTEST_SKIP() << "this build has the LLVM CPU path";
+  try {
+    compile("extern \"C\" void k() {}");
+    FAIL() << "expected a kiln::Error";
+  } catch (const kiln::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("install llvm-14-dev libclang-14-dev"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace kiln::runtime::cpu::testing
