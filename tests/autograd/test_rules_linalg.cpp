@@ -1,88 +1,77 @@
 // Gradchecks (float64, every element) of the derivative rules of matrix products and indexing.
 #include <gtest/gtest.h>
 
-#include "ir/printer.h"
 #include "passes/autograd/gradcheck.h"
+#include "tests/support/gradcheck_util.h"
 #include "tests/support/support.h"
 
 using namespace kiln;
 using namespace kiln::autograd;
+using kiln::testing::gradcheck_graph;
+using kiln::testing::gradcheck_values;
 
 namespace {
 
 HostTensor rnd(const Shape& s, uint64_t seed) { return random_tensor(TensorMeta(DType::F64, s), seed); }
 HostTensor idx(const Shape& s, std::vector<int64_t> v) { return kiln::testing::ints(DType::I64, s, std::move(v)); }
 
-// One `op` node on inputs %x0, %x1, ... typed like `ins`, gradchecked on those values.
-::testing::AssertionResult op_grads_ok(Op op, const std::vector<HostTensor>& ins, const Attrs& attrs = {}) {
-  Graph g("one_op");
-  std::vector<Value> vs;
-  for (size_t i = 0; i < ins.size(); ++i) vs.push_back(g.add_input("x" + std::to_string(i), ins[i].meta()));
-  g.set_outputs({g.add(op, vs, attrs, "y")});
-  GradcheckResult r = gradcheck(g, ins);
-  if (!r.ok) return ::testing::AssertionFailure() << format_gradcheck(r) << "\n" << print_graph(g);
-  for (const auto& in : r.inputs)
-    if (in.checked == 0) return ::testing::AssertionFailure() << "input " << in.name << " was not checked";
-  return ::testing::AssertionSuccess();
-}
-
 }  // namespace
 
 TEST(LinalgRules, MatmulVectorCases) {
-  EXPECT_TRUE(op_grads_ok(Op::Matmul, {rnd({5}, 1), rnd({5}, 2)}));           // dot
-  EXPECT_TRUE(op_grads_ok(Op::Matmul, {rnd({3}, 3), rnd({3, 4}, 4)}));        // vector @ matrix
-  EXPECT_TRUE(op_grads_ok(Op::Matmul, {rnd({2, 3}, 5), rnd({3}, 6)}));        // matrix @ vector
-  EXPECT_TRUE(op_grads_ok(Op::Matmul, {rnd({3}, 7), rnd({2, 3, 4}, 8)}));     // vector @ batch
-  EXPECT_TRUE(op_grads_ok(Op::Matmul, {rnd({2, 4, 3}, 9), rnd({3}, 10)}));    // batch @ vector
-  EXPECT_TRUE(op_grads_ok(Op::Matmul, {rnd({1}, 11), rnd({1}, 12)}));
+  EXPECT_TRUE(gradcheck_values(Op::Matmul, {rnd({5}, 1), rnd({5}, 2)}));           // dot
+  EXPECT_TRUE(gradcheck_values(Op::Matmul, {rnd({3}, 3), rnd({3, 4}, 4)}));        // vector @ matrix
+  EXPECT_TRUE(gradcheck_values(Op::Matmul, {rnd({2, 3}, 5), rnd({3}, 6)}));        // matrix @ vector
+  EXPECT_TRUE(gradcheck_values(Op::Matmul, {rnd({3}, 7), rnd({2, 3, 4}, 8)}));     // vector @ batch
+  EXPECT_TRUE(gradcheck_values(Op::Matmul, {rnd({2, 4, 3}, 9), rnd({3}, 10)}));    // batch @ vector
+  EXPECT_TRUE(gradcheck_values(Op::Matmul, {rnd({1}, 11), rnd({1}, 12)}));
 }
 
 TEST(LinalgRules, MatmulMatrices) {
-  EXPECT_TRUE(op_grads_ok(Op::Matmul, {rnd({2, 3}, 1), rnd({3, 4}, 2)}));
-  EXPECT_TRUE(op_grads_ok(Op::Matmul, {rnd({1, 33}, 3), rnd({33, 7}, 4)}));
-  EXPECT_TRUE(op_grads_ok(Op::Matmul, {rnd({7, 1}, 5), rnd({1, 1}, 6)}));
+  EXPECT_TRUE(gradcheck_values(Op::Matmul, {rnd({2, 3}, 1), rnd({3, 4}, 2)}));
+  EXPECT_TRUE(gradcheck_values(Op::Matmul, {rnd({1, 33}, 3), rnd({33, 7}, 4)}));
+  EXPECT_TRUE(gradcheck_values(Op::Matmul, {rnd({7, 1}, 5), rnd({1, 1}, 6)}));
 }
 
 TEST(LinalgRules, MatmulBatchedWithBroadcasting) {
-  EXPECT_TRUE(op_grads_ok(Op::Matmul, {rnd({2, 5, 3}, 1), rnd({3, 4}, 2)}));        // matrix broadcast over batch
-  EXPECT_TRUE(op_grads_ok(Op::Matmul, {rnd({5, 3}, 3), rnd({2, 3, 4}, 4)}));
-  EXPECT_TRUE(op_grads_ok(Op::Matmul, {rnd({2, 1, 3, 4}, 5), rnd({3, 4, 2}, 6)}));  // batch dims 1 and missing
-  EXPECT_TRUE(op_grads_ok(Op::Matmul, {rnd({1, 2, 2, 3}, 7), rnd({3, 1, 3, 2}, 8)}));
+  EXPECT_TRUE(gradcheck_values(Op::Matmul, {rnd({2, 5, 3}, 1), rnd({3, 4}, 2)}));        // matrix broadcast over batch
+  EXPECT_TRUE(gradcheck_values(Op::Matmul, {rnd({5, 3}, 3), rnd({2, 3, 4}, 4)}));
+  EXPECT_TRUE(gradcheck_values(Op::Matmul, {rnd({2, 1, 3, 4}, 5), rnd({3, 4, 2}, 6)}));  // batch dims 1 and missing
+  EXPECT_TRUE(gradcheck_values(Op::Matmul, {rnd({1, 2, 2, 3}, 7), rnd({3, 1, 3, 2}, 8)}));
 }
 
 TEST(LinalgRules, Bmm) {
-  EXPECT_TRUE(op_grads_ok(Op::Bmm, {rnd({2, 3, 4}, 1), rnd({2, 4, 5}, 2)}));
-  EXPECT_TRUE(op_grads_ok(Op::Bmm, {rnd({1, 1, 7}, 3), rnd({1, 7, 1}, 4)}));
+  EXPECT_TRUE(gradcheck_values(Op::Bmm, {rnd({2, 3, 4}, 1), rnd({2, 4, 5}, 2)}));
+  EXPECT_TRUE(gradcheck_values(Op::Bmm, {rnd({1, 1, 7}, 3), rnd({1, 7, 1}, 4)}));
 }
 
 TEST(LinalgRules, LinearWithAndWithoutBias) {
-  EXPECT_TRUE(op_grads_ok(Op::Linear, {rnd({3, 4}, 1), rnd({5, 4}, 2), rnd({5}, 3)}));
-  EXPECT_TRUE(op_grads_ok(Op::Linear, {rnd({2, 3, 4}, 4), rnd({5, 4}, 5)}));
-  EXPECT_TRUE(op_grads_ok(Op::Linear, {rnd({4}, 6), rnd({7, 4}, 7), rnd({7}, 8)}));  // 1-d input
-  EXPECT_TRUE(op_grads_ok(Op::Linear, {rnd({2, 3, 4}, 9), rnd({4}, 10), rnd({}, 11)}));  // 1-d weight
-  EXPECT_TRUE(op_grads_ok(Op::Linear, {rnd({2, 1, 33}, 12), rnd({1, 33}, 13), rnd({1}, 14)}));
+  EXPECT_TRUE(gradcheck_values(Op::Linear, {rnd({3, 4}, 1), rnd({5, 4}, 2), rnd({5}, 3)}));
+  EXPECT_TRUE(gradcheck_values(Op::Linear, {rnd({2, 3, 4}, 4), rnd({5, 4}, 5)}));
+  EXPECT_TRUE(gradcheck_values(Op::Linear, {rnd({4}, 6), rnd({7, 4}, 7), rnd({7}, 8)}));  // 1-d input
+  EXPECT_TRUE(gradcheck_values(Op::Linear, {rnd({2, 3, 4}, 9), rnd({4}, 10), rnd({}, 11)}));  // 1-d weight
+  EXPECT_TRUE(gradcheck_values(Op::Linear, {rnd({2, 1, 33}, 12), rnd({1, 33}, 13), rnd({1}, 14)}));
 }
 
 TEST(LinalgRules, AddmmWithBroadcastSelfAndScales) {
-  EXPECT_TRUE(op_grads_ok(Op::Addmm, {rnd({3, 4}, 1), rnd({3, 2}, 2), rnd({2, 4}, 3)}));
-  EXPECT_TRUE(op_grads_ok(Op::Addmm, {rnd({4}, 4), rnd({3, 2}, 5), rnd({2, 4}, 6)},
+  EXPECT_TRUE(gradcheck_values(Op::Addmm, {rnd({3, 4}, 1), rnd({3, 2}, 2), rnd({2, 4}, 3)}));
+  EXPECT_TRUE(gradcheck_values(Op::Addmm, {rnd({4}, 4), rnd({3, 2}, 5), rnd({2, 4}, 6)},
                           {{"beta", 0.5}, {"alpha", 2.0}}));
-  EXPECT_TRUE(op_grads_ok(Op::Addmm, {rnd({3, 1}, 7), rnd({3, 7}, 8), rnd({7, 4}, 9)},
+  EXPECT_TRUE(gradcheck_values(Op::Addmm, {rnd({3, 1}, 7), rnd({3, 7}, 8), rnd({7, 4}, 9)},
                           {{"beta", int64_t{3}}, {"alpha", -1.5}}));
-  EXPECT_TRUE(op_grads_ok(Op::Addmm, {rnd({}, 10), rnd({1, 1}, 11), rnd({1, 5}, 12)}, {{"beta", 0.0}}));
+  EXPECT_TRUE(gradcheck_values(Op::Addmm, {rnd({}, 10), rnd({1, 1}, 11), rnd({1, 5}, 12)}, {{"beta", 0.0}}));
 }
 
 TEST(LinalgRules, GatherWithRepeatedIndices) {
-  EXPECT_TRUE(op_grads_ok(Op::Gather, {rnd({3, 4}, 1), idx({3, 2}, {0, 0, 3, 3, 1, 3})}, {{"dim", int64_t{1}}}));
-  EXPECT_TRUE(op_grads_ok(Op::Gather, {rnd({3, 4}, 2), idx({4, 2}, {2, 2, 2, 0, 0, 1, 2, 2})}, {{"dim", int64_t{-2}}}));
-  EXPECT_TRUE(op_grads_ok(Op::Gather, {rnd({5}, 3), idx({}, {4})}, {{"dim", int64_t{0}}}));
+  EXPECT_TRUE(gradcheck_values(Op::Gather, {rnd({3, 4}, 1), idx({3, 2}, {0, 0, 3, 3, 1, 3})}, {{"dim", int64_t{1}}}));
+  EXPECT_TRUE(gradcheck_values(Op::Gather, {rnd({3, 4}, 2), idx({4, 2}, {2, 2, 2, 0, 0, 1, 2, 2})}, {{"dim", int64_t{-2}}}));
+  EXPECT_TRUE(gradcheck_values(Op::Gather, {rnd({5}, 3), idx({}, {4})}, {{"dim", int64_t{0}}}));
 }
 
 TEST(LinalgRules, ScatterAddSelfAndSource) {
   // index smaller than src: src's elements outside the index's extent get zero gradient.
-  EXPECT_TRUE(op_grads_ok(Op::ScatterAdd, {rnd({3, 4}, 1), idx({2, 3}, {0, 2, 2, 1, 1, 0}), rnd({3, 5}, 2)},
+  EXPECT_TRUE(gradcheck_values(Op::ScatterAdd, {rnd({3, 4}, 1), idx({2, 3}, {0, 2, 2, 1, 1, 0}), rnd({3, 5}, 2)},
                           {{"dim", int64_t{0}}}));
-  EXPECT_TRUE(op_grads_ok(Op::ScatterAdd, {rnd({2, 5}, 3), idx({2, 3}, {4, 4, 0, 1, 2, 1}), rnd({2, 3}, 4)},
+  EXPECT_TRUE(gradcheck_values(Op::ScatterAdd, {rnd({2, 5}, 3), idx({2, 3}, {4, 4, 0, 1, 2, 1}), rnd({2, 3}, 4)},
                           {{"dim", int64_t{-1}}}));
 }
 
@@ -95,6 +84,5 @@ TEST(LinalgRules, AttentionLikeChain) {
   Value kt = g.add(Op::Transpose, {k}, {{"dim0", int64_t{0}}, {"dim1", int64_t{1}}});
   Value s = g.add(Op::Matmul, {q, kt});
   g.set_outputs({g.add(Op::Matmul, {s, v})});
-  GradcheckResult r = gradcheck(g, std::vector<HostTensor>{rnd({2, 3, 4}, 1), rnd({3, 4}, 2), rnd({2, 3, 2}, 3)});
-  EXPECT_TRUE(r.ok) << format_gradcheck(r);
+  EXPECT_TRUE(gradcheck_graph(g, {rnd({2, 3, 4}, 1), rnd({3, 4}, 2), rnd({2, 3, 2}, 3)}));
 }
