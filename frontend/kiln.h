@@ -1,7 +1,9 @@
 #pragma once
-// The frontend in one include: Tensor, the ops, tracing and the nn modules.
+// The frontend in one include: Tensor, the ops, tracing, the nn modules, gradients and optimizers.
+#include "frontend/autograd.h"
 #include "frontend/dispatcher.h"
 #include "frontend/nn/nn.h"
 #include "frontend/ops.h"
+#include "frontend/optim.h"
 #include "frontend/tensor.h"
 #include "frontend/trace.h"

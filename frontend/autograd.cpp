@@ -1,0 +1,132 @@
+#include "frontend/autograd.h"
+
+#include <unordered_map>
+
+#include "frontend/trace.h"
+#include "ir/error.h"
+#include "ir/reference/interpreter.h"
+#include "passes/autograd/joint.h"
+
+namespace kiln {
+namespace {
+
+// The joint graph of a traced scalar function, run once: (value, grads in `wrt` order).
+struct JointRun {
+  HostTensor value;
+  std::vector<HostTensor> grads;
+};
+
+JointRun run_joint(const TracedGraph& tg, const std::vector<HostTensor>& example_values,
+                   const std::vector<std::string>& wrt, const Executor& executor) {
+  const Graph& g = tg.graph;
+  if (g.outputs().size() != 1) fail("kiln::grad: the function of '{}' must return one tensor", g.name());
+  const TensorMeta& out = g.outputs()[0].meta();
+  if (out.rank() != 0 || !is_floating(out.dtype))
+    fail("kiln::grad: the function must return a 0-d floating-point tensor (a loss), got {}", out.str());
+  autograd::JointOptions options;
+  options.wrt = wrt;
+  autograd::JointGraph joint = autograd::build_joint(g, options);
+  std::vector<HostTensor> inputs = tg.graph_inputs(example_values);
+  for (int i = 0; i < joint.num_tangents; ++i) {
+    // The only differentiable output is the scalar loss: its tangent is 1 (d loss / d loss).
+    const TensorMeta& meta = joint.graph.inputs()[static_cast<size_t>(joint.num_primals + i)]->meta();
+    HostTensor one = HostTensor::empty(meta);
+    for (int64_t k = 0; k < one.numel(); ++k) one.set(k, 1.0);
+    inputs.push_back(std::move(one));
+  }
+  std::vector<HostTensor> outs = (executor ? executor : reference_executor())(joint.graph, inputs);
+  KILN_INTERNAL_ASSERT(outs.size() == static_cast<size_t>(joint.num_forward_outputs) + wrt.size(),
+                       "a joint graph returns its outputs, then one grad per wrt input");
+  JointRun r;
+  r.value = outs[0];
+  r.grads.assign(outs.begin() + joint.num_forward_outputs, outs.end());
+  return r;
+}
+
+std::vector<HostTensor> values_of(const std::vector<Tensor>& args) {
+  std::vector<HostTensor> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!args[i].defined()) fail("kiln::grad: argument {} is undefined", i);
+    if (args[i].is_traced()) fail("kiln::grad: argument {} is a traced tensor; pass concrete tensors", i);
+    out.push_back(args[i].data());
+  }
+  return out;
+}
+
+TracedGraph trace_scalar(const ScalarFn& fn, const std::vector<Tensor>& args) {
+  return trace([&](const std::vector<Tensor>& in) { return std::vector<Tensor>{fn(in)}; }, args, "loss");
+}
+
+ValueAndGrads value_and_grad_once(const ScalarFn& fn, const std::vector<int>& argnums, const Executor& executor,
+                                  const std::vector<Tensor>& args) {
+  std::vector<HostTensor> values = values_of(args);
+  TracedGraph tg = trace_scalar(fn, args);
+  std::vector<std::string> wrt;
+  const int n = static_cast<int>(args.size());
+  for (int a : argnums) {
+    int i = a < 0 ? a + n : a;
+    if (i < 0 || i >= n) fail("kiln::grad: argnum {} is out of range for {} argument{}", a, n, n == 1 ? "" : "s");
+    const Node* in = tg.graph.inputs()[static_cast<size_t>(i)];
+    if (!is_floating(in->meta().dtype))
+      fail("kiln::grad: argument {} (%{}) is {}, not floating point: it has no gradient", i, in->name(),
+           in->meta().str());
+    wrt.push_back(in->name());
+  }
+  JointRun r = run_joint(tg, values, wrt, executor);
+  ValueAndGrads out;
+  out.value = Tensor(r.value);
+  for (auto& gt : r.grads) out.grads.emplace_back(std::move(gt));
+  return out;
+}
+
+}  // namespace
+
+Executor reference_executor() {
+  return [](const Graph& g, std::span<const HostTensor> inputs) { return interpret(g, inputs); };
+}
+
+GradFn grad(ScalarFn fn, std::vector<int> argnums, Executor executor) {
+  return [fn = std::move(fn), argnums = std::move(argnums), executor = std::move(executor)](const std::vector<Tensor>& args) {
+    return value_and_grad_once(fn, argnums, executor, args).grads;
+  };
+}
+
+ValueAndGradFn value_and_grad(ScalarFn fn, std::vector<int> argnums, Executor executor) {
+  return [fn = std::move(fn), argnums = std::move(argnums), executor = std::move(executor)](const std::vector<Tensor>& args) {
+    return value_and_grad_once(fn, argnums, executor, args);
+  };
+}
+
+const Tensor& ModuleGrads::operator[](const std::string& path) const {
+  for (const auto& [p, g] : grads)
+    if (p == path) return g;
+  fail("no parameter named '{}' among the {} gradients", path, grads.size());
+}
+
+ModuleGrads value_and_grad(const nn::Module& module, const ScalarFn& loss_fn, const std::vector<Tensor>& batch,
+                           Executor executor) {
+  std::vector<HostTensor> values = values_of(batch);
+  TracedGraph tg = trace_scalar(loss_fn, batch);
+  // The parameters the loss reads are lifted into graph inputs, known by their module path.
+  std::unordered_map<std::string, std::string> input_of_path;
+  for (size_t i = 0; i < tg.parameter_paths.size(); ++i)
+    if (!tg.parameter_paths[i].empty()) input_of_path[tg.parameter_paths[i]] = tg.parameter_names[i];
+  std::vector<std::string> wrt;
+  auto params = module.named_parameters();
+  for (const auto& [path, t] : params) {
+    auto it = input_of_path.find(path);
+    if (it != input_of_path.end() && is_floating(t.dtype())) wrt.push_back(it->second);
+  }
+  JointRun r = run_joint(tg, values, wrt, executor);
+  ModuleGrads out;
+  out.loss = Tensor(r.value);
+  size_t k = 0;
+  for (const auto& [path, t] : params) {
+    auto it = input_of_path.find(path);
+    if (it != input_of_path.end() && is_floating(t.dtype())) out.grads.emplace_back(path, Tensor(r.grads[k++]));
+    else out.grads.emplace_back(path, Tensor(HostTensor::empty(t.meta().contiguous())));
+  }
+  return out;
+}
+
+}  // namespace kiln

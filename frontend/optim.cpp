@@ -1,0 +1,223 @@
+#include "frontend/optim.h"
+
+#include <unordered_map>
+
+#include "ir/builder.h"
+#include "ir/error.h"
+#include "ir/verifier.h"
+#include "passes/autograd/joint.h"
+#include "passes/dce.h"
+
+namespace kiln {
+namespace {
+
+struct ValueHash {
+  size_t operator()(const Value& v) const { return std::hash<const void*>()(v.node) * 31 + static_cast<size_t>(v.index); }
+};
+using ValueMap = std::unordered_map<Value, Value, ValueHash>;
+
+// Copies node `n` into `dst` with inputs mapped through `map`, keeping its result names where
+// they are free (the train-step graph's own inputs may have taken one).
+void copy_node(Graph& dst, const Node& n, ValueMap& map) {
+  std::vector<Value> inputs;
+  for (const Value& v : n.inputs()) inputs.push_back(map.at(v));
+  Node* copy = dst.add_node(n.op(), std::move(inputs), n.attrs(), n.name());
+  for (int i = 0; i < n.num_results(); ++i) {
+    const std::string& want = n.result_info(i).name;
+    if (copy->result_info(i).name != want && !dst.find(want)) dst.rename(copy->result(i), want);
+    map[Value{const_cast<Node*>(&n), i}] = copy->result(i);
+  }
+}
+
+// A lifted tensor that is not trained (a captured constant) becomes a `constant` node.
+Value constant_node(Builder& b, const HostTensor& t, const std::string& name) {
+  Attrs a;
+  a.set("size", IntList(t.shape().begin(), t.shape().end()));
+  a.set("dtype", t.dtype());
+  a.set("values", t.to_doubles());
+  return b.op(Op::Constant, {}, a, name);
+}
+
+struct ParamUpdate {
+  Value param, grad;
+  std::vector<Value> state;  // this parameter's state inputs
+  std::vector<Value> new_state;
+  Value new_param;
+};
+
+// torch.optim.SGD, one parameter:
+//   g = grad + weight_decay * p
+//   buf = g on the first step, else momentum * buf + (1 - dampening) * g
+//   g = g + momentum * buf (nesterov) or buf
+//   p = p - lr * g
+void sgd_update(Builder& b, const SGDConfig& c, Var step, ParamUpdate& u) {
+  Var p = b.wrap(u.param), g = b.wrap(u.grad);
+  if (c.weight_decay != 0) g = g + p * c.weight_decay;
+  if (c.momentum != 0) {
+    Var buf = b.wrap(u.state[0]);
+    Var first = b.eq(step, b.scalar(1.0, step.dtype()));
+    Var next = buf * c.momentum + g * (1.0 - c.dampening);
+    Var new_buf = b.where(first, g, next);
+    u.new_state.push_back(new_buf);
+    g = c.nesterov ? g + new_buf * c.momentum : new_buf;
+  }
+  u.new_param = p - g * c.lr;
+}
+
+// torch.optim.AdamW, one parameter (step t counts from 1):
+//   p = p * (1 - lr * weight_decay)
+//   m = beta1 * m + (1 - beta1) * g;  v = beta2 * v + (1 - beta2) * g^2
+//   p = p - (lr / (1 - beta1^t)) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+void adamw_update(Builder& b, const AdamWConfig& c, Var step, ParamUpdate& u) {
+  Var p = b.wrap(u.param), g = b.wrap(u.grad), m = b.wrap(u.state[0]), v = b.wrap(u.state[1]);
+  DType dt = p.dtype();
+  Var t = b.to(step, dt);
+  Var decayed = c.weight_decay != 0 ? p * (1.0 - c.lr * c.weight_decay) : p;
+  Var new_m = m * c.beta1 + g * (1.0 - c.beta1);
+  Var new_v = v * c.beta2 + b.mul(g, g) * (1.0 - c.beta2);
+  Var bias1 = 1.0 - b.pow(b.scalar(c.beta1, dt), t);
+  Var bias2 = 1.0 - b.pow(b.scalar(c.beta2, dt), t);
+  Var step_size = c.lr / bias1;
+  Var denom = b.sqrt(new_v) / b.sqrt(bias2) + c.eps;
+  u.new_param = decayed - step_size * (new_m / denom);
+  u.new_state = {new_m, new_v};
+}
+
+void check_config(const OptimizerConfig& optimizer) {
+  if (const auto* s = std::get_if<SGDConfig>(&optimizer)) {
+    if (s->lr < 0) fail("SGD: invalid learning rate {}", s->lr);
+    if (s->momentum < 0) fail("SGD: invalid momentum {}", s->momentum);
+    if (s->weight_decay < 0) fail("SGD: invalid weight_decay {}", s->weight_decay);
+    if (s->nesterov && (s->momentum <= 0 || s->dampening != 0))
+      fail("SGD: nesterov momentum requires a momentum and zero dampening");
+  } else {
+    const auto& a = std::get<AdamWConfig>(optimizer);
+    if (a.lr < 0) fail("AdamW: invalid learning rate {}", a.lr);
+    if (a.eps < 0) fail("AdamW: invalid epsilon {}", a.eps);
+    if (a.beta1 < 0 || a.beta1 >= 1) fail("AdamW: invalid beta1 {}", a.beta1);
+    if (a.beta2 < 0 || a.beta2 >= 1) fail("AdamW: invalid beta2 {}", a.beta2);
+    if (a.weight_decay < 0) fail("AdamW: invalid weight_decay {}", a.weight_decay);
+  }
+}
+
+}  // namespace
+
+TrainState TrainStep::init(const std::vector<HostTensor>& params) const {
+  if (params.size() != static_cast<size_t>(num_params))
+    fail("train step '{}' trains {} parameters, got {}", graph.name(), num_params, params.size());
+  TrainState s;
+  for (int i = 0; i < num_params; ++i) s.params.push_back(params[static_cast<size_t>(i)].clone());
+  for (int i = 0; i < num_state; ++i)
+    s.state.push_back(HostTensor::empty(graph.inputs()[static_cast<size_t>(num_params + i)]->meta()));
+  return s;
+}
+
+TrainStep make_train_step(const TracedGraph& loss, const OptimizerConfig& optimizer) {
+  check_config(optimizer);
+  const Graph& g = loss.graph;
+  if (g.outputs().size() != 1 || g.outputs()[0].meta().rank() != 0 || !is_floating(g.outputs()[0].meta().dtype))
+    fail("make_train_step: the loss graph '{}' must return one 0-d floating-point tensor", g.name());
+  const size_t num_lifted = loss.parameters.size();
+  const size_t num_batch = g.inputs().size() - num_lifted;
+
+  // Trained: the floating parameters; other lifted tensors are constants of the step.
+  std::vector<bool> trained(num_lifted);
+  TrainStep ts;
+  autograd::JointOptions options;
+  for (size_t i = 0; i < num_lifted; ++i) {
+    const Node* in = g.inputs()[num_batch + i];
+    trained[i] = is_floating(in->meta().dtype);
+    if (!trained[i]) continue;
+    options.wrt.push_back(in->name());
+    ts.param_names.push_back(in->name());
+    ts.param_paths.push_back(i < loss.parameter_paths.size() ? loss.parameter_paths[i] : "");
+  }
+  if (options.wrt.empty()) fail("make_train_step: the loss graph '{}' has no floating-point parameters", g.name());
+  autograd::JointGraph joint = autograd::build_joint(g, options);
+
+  Graph& out = ts.graph;
+  Builder b(out);
+  ValueMap map;
+  const auto& jin = joint.graph.inputs();
+  std::vector<ParamUpdate> updates;
+  for (size_t i = 0; i < num_lifted; ++i)
+    if (trained[i]) {
+      Value p = out.add_input(jin[num_batch + i]->name(), jin[num_batch + i]->meta());
+      map[Value{jin[num_batch + i], 0}] = p;
+      updates.push_back(ParamUpdate{p, {}, {}, {}, {}});
+    }
+  ts.num_params = static_cast<int>(updates.size());
+  const bool adamw = std::holds_alternative<AdamWConfig>(optimizer);
+  const bool momentum = !adamw && std::get<SGDConfig>(optimizer).momentum != 0;
+  for (auto& u : updates) {
+    std::vector<std::string> kinds = adamw ? std::vector<std::string>{"exp_avg", "exp_avg_sq"}
+                                           : momentum ? std::vector<std::string>{"momentum_buffer"}
+                                                      : std::vector<std::string>{};
+    for (const auto& k : kinds) {
+      std::string name = out.fresh_name(u.param.name() + "_" + k);
+      u.state.push_back(out.add_input(name, u.param.meta().contiguous()));
+      ts.state_names.push_back(name);
+    }
+  }
+  ts.num_state = static_cast<int>(ts.state_names.size());
+  for (size_t i = 0; i < num_batch; ++i) map[Value{jin[i], 0}] = out.add_input(jin[i]->name(), jin[i]->meta());
+  ts.num_batch = static_cast<int>(num_batch);
+  Var step = b.wrap(out.add_input(out.fresh_name("step"), TensorMeta(DType::F32, {})));
+
+  for (size_t i = 0; i < num_lifted; ++i)
+    if (!trained[i]) map[Value{jin[num_batch + i], 0}] = constant_node(b, loss.parameters[i], jin[num_batch + i]->name());
+  for (int i = 0; i < joint.num_tangents; ++i) {
+    const Node* t = jin[static_cast<size_t>(joint.num_primals + i)];
+    map[Value{const_cast<Node*>(t), 0}] = b.full(t->meta().shape, 1.0, t->meta().dtype);  // d loss / d loss
+  }
+  for (const Node* n : joint.graph.nodes()) copy_node(out, *n, map);
+
+  std::vector<Value> outputs{map.at(joint.graph.outputs()[0])};
+  for (size_t k = 0; k < updates.size(); ++k) {
+    auto& u = updates[k];
+    u.grad = map.at(joint.graph.outputs()[static_cast<size_t>(joint.num_forward_outputs) + k]);
+    b.set_name_prefix("");
+    if (adamw) adamw_update(b, std::get<AdamWConfig>(optimizer), step, u);
+    else sgd_update(b, std::get<SGDConfig>(optimizer), step, u);
+    if (!out.find("new_" + u.param.name())) out.rename(u.new_param, "new_" + u.param.name());
+  }
+  for (auto& u : updates) outputs.push_back(u.new_param);
+  for (auto& u : updates)
+    for (size_t s = 0; s < u.new_state.size(); ++s) {
+      std::string want = "new_" + u.state[s].name();
+      if (!out.find(want)) out.rename(u.new_state[s], want);
+      outputs.push_back(u.new_state[s]);
+    }
+  out.set_outputs(std::move(outputs));
+  run_dce(out);
+  verify_or_throw(out, "make_train_step");
+  return ts;
+}
+
+double train_step(const TrainStep& ts, TrainState& state, const std::vector<HostTensor>& batch, const Executor& executor) {
+  if (batch.size() != static_cast<size_t>(ts.num_batch))
+    fail("train step '{}' takes {} batch tensors, got {}", ts.graph.name(), ts.num_batch, batch.size());
+  if (state.params.size() != static_cast<size_t>(ts.num_params) || state.state.size() != static_cast<size_t>(ts.num_state))
+    fail("train step '{}': the state holds {} parameters and {} state tensors, expected {} and {}", ts.graph.name(),
+         state.params.size(), state.state.size(), ts.num_params, ts.num_state);
+  std::vector<HostTensor> inputs = state.params;
+  inputs.insert(inputs.end(), state.state.begin(), state.state.end());
+  inputs.insert(inputs.end(), batch.begin(), batch.end());
+  inputs.push_back(HostTensor::scalar(DType::F32, static_cast<double>(state.step + 1)));
+  std::vector<HostTensor> outs = (executor ? executor : reference_executor())(ts.graph, inputs);
+  KILN_INTERNAL_ASSERT(outs.size() == static_cast<size_t>(1 + ts.num_params + ts.num_state),
+                       "a train step returns the loss, the new parameters and the new state");
+  state.params.assign(outs.begin() + 1, outs.begin() + 1 + ts.num_params);
+  state.state.assign(outs.begin() + 1 + ts.num_params, outs.end());
+  ++state.step;
+  return outs[0].get(0);
+}
+
+std::vector<double> train(const TrainStep& ts, TrainState& state, const std::vector<HostTensor>& batch, int steps,
+                          const Executor& executor) {
+  std::vector<double> losses;
+  for (int i = 0; i < steps; ++i) losses.push_back(train_step(ts, state, batch, executor));
+  return losses;
+}
+
+}  // namespace kiln

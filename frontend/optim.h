@@ -1,0 +1,79 @@
+#pragma once
+// Optimizers as graph ops: one graph per training step, the joint graph of the loss followed
+// by the optimizer's pointwise update, so that the whole step compiles as one program.
+//
+//   train_step(params..., state..., batch..., step) -> (loss, new params..., new state...)
+//
+// `step` is a 0-d f32 input: the number of this step, counting from 1 (torch.optim's state
+// "step" after its increment), used by SGD's first-step momentum and AdamW's bias correction.
+// The update formulas are those of torch.optim.SGD and torch.optim.AdamW (maximize=False,
+// amsgrad=False).
+//
+//   TracedGraph loss = trace([&](const std::vector<Tensor>& b) {
+//     return std::vector<Tensor>{mean(square(mlp(b[0]) - b[1]))};
+//   }, {x, y});
+//   TrainStep ts = make_train_step(loss, AdamWConfig{.lr = 1e-2});
+//   TrainState st = ts.init(loss.parameters);
+//   std::vector<double> losses = train(ts, st, {x.data(), y.data()}, 20);
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "frontend/autograd.h"
+#include "frontend/trace.h"
+#include "ir/graph.h"
+#include "ir/host_tensor.h"
+
+namespace kiln {
+
+struct SGDConfig {
+  double lr = 1e-3;
+  double momentum = 0.0;
+  double dampening = 0.0;
+  bool nesterov = false;
+  double weight_decay = 0.0;
+};
+
+struct AdamWConfig {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 1e-2;
+};
+
+using OptimizerConfig = std::variant<SGDConfig, AdamWConfig>;
+
+// Parameters, optimizer state and the step count between steps.
+struct TrainState {
+  std::vector<HostTensor> params;
+  std::vector<HostTensor> state;
+  int64_t step = 0;  // steps taken so far
+};
+
+struct TrainStep {
+  Graph graph{"train_step"};
+  int num_params = 0;
+  int num_state = 0;  // SGD with momentum: one buffer per parameter; AdamW: exp_avg and exp_avg_sq per parameter
+  int num_batch = 0;
+  std::vector<std::string> param_names;  // graph input names, as in the traced loss graph
+  std::vector<std::string> param_paths;  // module paths ("fc.weight"), "" where unknown
+  std::vector<std::string> state_names;  // "<param>_momentum_buffer", "<param>_exp_avg", "<param>_exp_avg_sq"
+
+  // Parameters as given and zero optimizer state, step 0.
+  TrainState init(const std::vector<HostTensor>& params) const;
+};
+
+// The loss graph as kiln::trace returns it: the batch (its example inputs) first, then the
+// lifted parameters, one 0-d floating output. Every floating parameter is trained; kiln::Error
+// otherwise (no parameters, a non-scalar loss, a bad config).
+TrainStep make_train_step(const TracedGraph& loss, const OptimizerConfig& optimizer);
+
+// Runs one step: feeds params, state, batch and step+1, keeps the new params and state.
+// Returns the loss (of the parameters before the update).
+double train_step(const TrainStep& ts, TrainState& state, const std::vector<HostTensor>& batch, const Executor& executor = {});
+// Runs `steps` steps on the same batch; returns each step's loss.
+std::vector<double> train(const TrainStep& ts, TrainState& state, const std::vector<HostTensor>& batch, int steps,
+                          const Executor& executor = {});
+
+}  // namespace kiln
