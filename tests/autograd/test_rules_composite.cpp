@@ -165,3 +165,12 @@ TEST(CompositeRules, TrilFromSizeHasNoGradient) {
   JointGraph j = build_joint(g);
   EXPECT_EQ(j.wrt, std::vector<std::string>{"x"});
 }
+
+TEST(CompositeRules, LayerNormBiasAloneNeedsNoStatistics) {
+  Graph g = kiln::testing::one_op_graph(Op::LayerNorm, {kiln::testing::F64({2, 3}), kiln::testing::F64({3}),
+                                                        kiln::testing::F64({3})},
+                                        {{"normalized_shape", IntList{3}}});
+  JointGraph j = build_joint(g, {{"x2"}});
+  for (Node* n : j.graph.nodes()) EXPECT_NE(n->op(), Op::Rsqrt) << "mean and rstd are recomputed only for x and weight";
+  EXPECT_TRUE(gradcheck_graph(g, {rnd({2, 3}, 1), rnd({3}, 2), rnd({3}, 3)}, GradcheckOptions{.wrt = {"x2"}}));
+}

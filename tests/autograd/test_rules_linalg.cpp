@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "passes/autograd/gradcheck.h"
+#include "passes/autograd/joint.h"
 #include "tests/support/gradcheck_util.h"
 #include "tests/support/support.h"
 
@@ -85,4 +86,23 @@ TEST(LinalgRules, AttentionLikeChain) {
   Value s = g.add(Op::Matmul, {q, kt});
   g.set_outputs({g.add(Op::Matmul, {s, v})});
   EXPECT_TRUE(gradcheck_graph(g, {rnd({2, 3, 4}, 1), rnd({3, 4}, 2), rnd({2, 3, 2}, 3)}));
+}
+
+namespace {
+int count_ops(const Graph& g, Op op) {
+  int n = 0;
+  for (Node* node : g.nodes()) n += node->op() == op;
+  return n;
+}
+}  // namespace
+
+TEST(LinalgRules, OnlyTheWantedGradientsAreBuilt) {
+  // linear's forward is one linear node: each wanted gradient of x or W is one matmul.
+  Graph g = kiln::testing::one_op_graph(Op::Linear, {kiln::testing::F64({3, 4}), kiln::testing::F64({5, 4}),
+                                                     kiln::testing::F64({5})});
+  EXPECT_EQ(count_ops(build_joint(g, {{"x1"}}).graph, Op::Matmul), 1);
+  EXPECT_EQ(count_ops(build_joint(g, {{"x2"}}).graph, Op::Matmul), 0);
+  EXPECT_EQ(count_ops(build_joint(g).graph, Op::Matmul), 2);
+  Graph mm = kiln::testing::one_op_graph(Op::Matmul, {kiln::testing::F64({2, 3}), kiln::testing::F64({3, 4})});
+  EXPECT_EQ(count_ops(build_joint(mm, {{"x0"}}).graph, Op::Matmul), 2);  // the forward one and one backward
 }
