@@ -55,12 +55,16 @@ class Decomposer {
         expand(n, *fn);
         changed = true;
       } else if (n->category() == OpCategory::Composite) {
-        fail("decompose: %{} = {}(...) is a composite op with no decomposition (register one with "
-             "register_decomposition)",
-             n->name(), op_name(n->op()));
+        no_rule(*n);  // made by another decomposition
       }
     }
     return changed;
+  }
+
+  [[noreturn]] static void no_rule(const Node& n) {
+    fail("decompose: %{} = {}(...) is a composite op with no decomposition (register one with "
+         "register_decomposition)",
+         n.name(), op_name(n.op()));
   }
 
  private:
@@ -80,6 +84,7 @@ class Decomposer {
       names.push_back(n->result_info(i).name);
       g_.replace_all_uses(n->result(i), outs[i]);
     }
+    seen_.erase(n);  // its address may be reused by a node made later
     g_.erase(n);
     // A result the expansion made takes over the replaced node's name; a value that existed
     // before (dropout in eval mode returns its input) keeps its own.
@@ -145,6 +150,9 @@ void check_primitive(const Graph& g) {
 }
 
 bool run_decompose(Graph& g) {
+  // A composite that cannot be lowered fails before anything is rewritten.
+  for (Node* n : g.nodes())
+    if (n->category() == OpCategory::Composite && !find_decomposition(n->op())) Decomposer::no_rule(*n);
   Decomposer d(g);
   bool changed = false;
   for (int round = 0; round < kMaxRounds; ++round) {

@@ -404,8 +404,12 @@ TEST(Decompose, CompositeWithoutDecompositionIsAnError) {
   Graph g;
   Value x = g.add_input("x", F({2}));
   g.set_outputs({g.add(Op::Exp, {g.add(op, {x}, {}, "mystery")})});
+  Value before = g.add(Op::Softmax, {x}, A({{"dim", int64_t(0)}}), "before");
+  g.set_outputs({g.outputs()[0], before});
+  std::string text = print_graph(g);
   std::string msg = error_of([&] { run_decompose(g); });
   EXPECT_TRUE(has(msg, "%mystery = test_undecomposed(...) is a composite op with no decomposition")) << msg;
+  EXPECT_EQ(print_graph(g), text);  // it fails before rewriting anything
   EXPECT_TRUE(has(error_of([&] { check_primitive(g); }), "%mystery = test_undecomposed(...) is not a primitive op")) << msg;
   EXPECT_TRUE(has(error_of([&] { run_pipeline(g, kLowering); }), "decompose")) << msg;
 }

@@ -569,6 +569,10 @@ def make_ops(torch, F):
     def dropout(ins, a):
         raise Skip("dropout")
 
+    def rand(ins, a):
+        # kiln's values come from its own Philox stream (ir/random.h), not torch's generator.
+        raise Skip("rand: kiln's random stream is not torch's")
+
     def unary(fn):
         return lambda ins, a: fn(ins[0])
 
@@ -615,7 +619,7 @@ def make_ops(torch, F):
         "tril": tri(torch.tril), "triu": tri(torch.triu),
         "softmax": softmax(torch.softmax), "log_softmax": softmax(torch.log_softmax),
         "layer_norm": layer_norm, "embedding": embedding, "gather": gather, "scatter_add": scatter_add, "cross_entropy": cross_entropy, "nll_loss": nll_loss,
-        "dropout": dropout,
+        "dropout": dropout, "rand": rand,
     }
     return ops
 
@@ -742,8 +746,9 @@ def check_case(np, torch, F, case, d, graph_name=None):
     if not graphs:
         return "FAIL", "no graph", []
     g = graphs[0]
-    if any(n.op == "dropout" for n in g.nodes):
-        return "SKIP", "skipped: dropout", []
+    random_ops = sorted({n.op for n in g.nodes if n.op in ("dropout", "rand")})
+    if random_ops:
+        return "SKIP", f"skipped: {', '.join(random_ops)} (kiln's random stream is not torch's)", []
     in_dir, out_dir = os.path.join(d, "in"), os.path.join(d, "out")
     if not os.path.isdir(out_dir):
         in_dir = out_dir = d
