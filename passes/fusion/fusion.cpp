@@ -14,6 +14,7 @@
 
 #include "ir/error.h"
 #include "ir/log.h"
+#include "passes/decompose.h"
 #include "passes/fusion/draft.h"
 #include "passes/fusion/rebuild.h"
 #include "passes/fusion/space.h"
@@ -24,6 +25,13 @@ namespace {
 // "%y = exp"
 std::string node_str(const Node* n) { return fmt::format("%{} = {}", n->name(), n->info().name); }
 
+// "[ne, where]", cut short for big groups.
+std::string op_list(const std::vector<Node*>& nodes) {
+  std::string out;
+  for (size_t i = 0; i < nodes.size() && i < 6; ++i) out += (i ? ", " : "") + std::string(nodes[i]->info().name);
+  return "[" + out + (nodes.size() > 6 ? ", ...]" : "]");
+}
+
 class Fuser {
  public:
   Fuser(Graph& g, const FusionOptions& options) : g_(g), opt_(options), drafts_(g) {}
@@ -31,8 +39,8 @@ class Fuser {
   FusionPlan run() {
     std::vector<Node*> nodes = g_.nodes();
     for (Node* n : nodes)
-      if (n->category() == OpCategory::Composite)
-        fail("fusion needs primitive ops, but {} is a composite op; run the decompose pass first", node_str(n));
+      if (!is_primitive(n->op()))
+        fail("fusion needs primitive ops, but {} is not one; run the decompose pass first", node_str(n));
     for (size_t i = 0; i < nodes.size(); ++i) drafts_.set_position(nodes[i], static_cast<int>(i));
     for (Node* n : nodes)
       if (!is_creation(*n)) place(n);
@@ -70,7 +78,11 @@ class Fuser {
         continue;
       }
       if (!opt_.vertical) continue;
-      try_merge(p, mine, n, vertical_why(n, p));
+      // Once n has joined one producer, a further producer group joins n's group: say which.
+      std::string why = vertical_why(n, p);
+      if (drafts_.nodes(mine).size() > 1)
+        why = fmt::format("its producer group {} comes along: {}", op_list(drafts_.nodes_in_order(p)), why);
+      try_merge(p, mine, n, why);
     }
     if (opt_.horizontal && !blas_operand) horizontal(n, d);
   }
@@ -105,21 +117,23 @@ class Fuser {
     // tensors (layer-norm backward: the weight and bias gradients both reduce over rows).
     int mine = drafts_.find(d);
     if (n->category() != OpCategory::Reduction || drafts_.reductions(mine).size() != 1) return;
+    // Speculative, so refusals go unlogged, and only the nearest few candidates are tried.
     auto [s, r] = drafts_.row_space(mine);
+    int candidates = 0;
     for (int other : drafts_.alive_reduction_drafts()) {
       mine = drafts_.find(d);
       if (other == mine || tried.count(other)) continue;
       auto [s2, r2] = drafts_.row_space(other);
       if (s2 != s || r2 != r) continue;
-      if (try_merge(other, mine, n, fmt::format("horizontal: reduction over the same rows {} of {}", dims_str(r),
-                                                 shape_str(s))))
-        return;
+      if (++candidates > 8) return;
+      std::string why = fmt::format("horizontal: reduction over the same rows {} of {}", dims_str(r), shape_str(s));
+      if (try_merge(other, mine, n, why, /*log_refusal=*/false)) return;
     }
   }
 
-  bool try_merge(int into, int from, Node* n, const std::string& why) {
+  bool try_merge(int into, int from, Node* n, const std::string& why, bool log_refusal = true) {
     if (auto why_not = refusal(into, from)) {
-      note(from, fmt::format("refused: {} with {}: {}", node_str(n), ref(into), *why_not));
+      if (log_refusal) note(from, fmt::format("refused: {} with {}: {}", node_str(n), ref(into), *why_not));
       return false;
     }
     drafts_.merge(into, from);
@@ -163,8 +177,10 @@ class Fuser {
           return fmt::format("different spaces: %{} {} vs %{} {}", outs.front().name(),
                              shape_str(outs.front().meta().shape), v.name(), shape_str(v.meta().shape));
     }
-    if (auto via = drafts_.path_through_other(a, b)) return fmt::format("a cycle through {}", ref(*via));
-    if (auto via = drafts_.path_through_other(b, a)) return fmt::format("a cycle through {}", ref(*via));
+    // The group in the way is named by a node too: it may later merge with one of the two.
+    for (auto [from, to] : {std::pair(a, b), std::pair(b, a)})
+      if (auto via = drafts_.path_through_other(from, to))
+        return fmt::format("a cycle through {} (%{})", ref(*via), drafts_.nodes_in_order(*via).front()->name());
     return std::nullopt;
   }
 

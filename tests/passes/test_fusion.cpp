@@ -7,12 +7,15 @@
 #include <optional>
 #include <set>
 
+#include "frontend/kiln.h"
+#include "frontend/nn/minigpt.h"
 #include "ir/dot.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/reference/interpreter.h"
 #include "passes/fusion/fusion.h"
 #include "passes/memory_plan.h"
+#include "passes/pass_manager.h"
 #include "tests/support/support.h"
 
 namespace kiln {
@@ -87,20 +90,24 @@ struct Fused {
   std::string dump() const { return print_fused(g, plan); }
 };
 
-// Parses, fuses, checks the contract and that the (possibly reordered) graph computes what
-// the original did on random inputs.
-Fused fuse_text(const std::string& text, const fusion::FusionOptions& options = {}) {
-  Fused f{parse_graph(text), {}};
+// Fuses, checks the contract and that the (possibly reordered) graph computes what the
+// original did (on random inputs unless given).
+Fused fuse_graph(Graph g, const fusion::FusionOptions& options = {}, std::vector<HostTensor> inputs = {}) {
+  Fused f{std::move(g), {}};
   Graph original = f.g.clone();
   f.plan = fusion::fuse(f.g, options);
   check_contract(f.g, f.plan);
-  auto inputs = random_inputs(original, 11);
+  if (inputs.empty()) inputs = random_inputs(original, 11);
   auto expected = interpret(original, inputs);
   auto actual = interpret(f.g, inputs);
   EXPECT_EQ(actual.size(), expected.size());
   for (size_t i = 0; i < actual.size() && i < expected.size(); ++i)
     EXPECT_TRUE(kiln::testing::tensors_close(actual[i], expected[i])) << "output " << i;
   return f;
+}
+
+Fused fuse_text(const std::string& text, const fusion::FusionOptions& options = {}) {
+  return fuse_graph(parse_graph(text), options);
 }
 
 const char* kLayerNormForward = R"(
@@ -499,6 +506,51 @@ graph two(%x: f32[8,64]) {
   ::testing::internal::CaptureStderr();
   fuse_text(kLayerNormForward);
   EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+}
+
+TEST(Fusion, DecomposedMiniGPTForwardAndLoss) {
+  nn::MiniGPTConfig cfg;
+  cfg.vocab_size = 50;
+  cfg.d_model = 16;
+  cfg.n_heads = 2;
+  cfg.context = 8;
+  nn::MiniGPT model(cfg, 5);
+  std::vector<int64_t> ids, next;
+  for (int64_t i = 0; i < 14; ++i) {
+    ids.push_back((i * 7919 + 31) % 50);
+    next.push_back((i * 7919 + 62) % 50);
+  }
+  Tensor tokens = tensor_of_ints(ids, {2, 7}), targets = tensor_of_ints(next, {2, 7});
+  const std::vector<std::string> lowering = {"decompose", "canonicalize", "cse", "dce"};
+
+  TracedGraph fwd = trace([&](const Tensor& t) { return model.forward(t); }, tokens, "forward");
+  run_pipeline(fwd.graph, lowering);
+  size_t nodes = fwd.graph.num_nodes();
+  Fused f = fuse_graph(std::move(fwd.graph), {}, fwd.graph_inputs({tokens.data()}));
+  int matmuls = 0, reductions = 0;
+  for (const auto& grp : f.plan.groups) {
+    matmuls += grp.kind == KernelKind::Matmul;
+    reductions += grp.kind == KernelKind::Reduction;
+  }
+  // Per block: q, k, v (or one qkv), scores, probs @ v, the projection and the MLP's two.
+  EXPECT_GE(matmuls, 2 * 5);
+  // Each block's two layer norms and softmax are one kernel each, plus the final norm.
+  EXPECT_LE(reductions, 2 * 3 + 1 + 2) << f.dump();
+  EXPECT_LT(f.plan.num_kernels(), static_cast<int>(nodes) / 3) << f.dump();
+  BufferPlan mem = plan_buffers(f.g, f.plan);
+  EXPECT_LT(mem.arena_bytes, mem.naive_bytes) << mem.report();
+  if (std::getenv("KILN_FUSION_DUMP")) std::printf("%s\n", f.dump().c_str());
+  std::printf("MiniGPT forward: %zu nodes -> %d kernels (%d matmuls, %d reductions); %s\n", nodes,
+              f.plan.num_kernels(), matmuls, reductions, mem.report().c_str());
+
+  TracedGraph loss = trace(
+      [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{model.loss(in[0], in[1])}; }, {tokens, targets},
+      "loss");
+  run_pipeline(loss.graph, lowering);
+  nodes = loss.graph.num_nodes();
+  Fused l = fuse_graph(std::move(loss.graph), {}, loss.graph_inputs({tokens.data(), targets.data()}));
+  std::printf("MiniGPT loss: %zu nodes -> %d kernels; %s\n", nodes, l.plan.num_kernels(),
+              plan_buffers(l.g, l.plan).report().c_str());
 }
 
 }  // namespace
