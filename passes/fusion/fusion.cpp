@@ -60,6 +60,9 @@ class Fuser {
       return;
     }
     bool blas_operand = is_alias_view(*n) && only_extern_readers(n);
+    if (is_alias_view(*n) && producer_drafts(n).empty())
+      note(d, fmt::format("{} is an alias of %{}: no kernel, readers index through it", node_str(n),
+                          n->input(0).name()));
     for (int p : producer_drafts(n)) {
       int mine = drafts_.find(d);
       if (p == mine) continue;

@@ -9,9 +9,12 @@
 // - reductions absorb their pointwise producers, and their consumers that iterate the
 //   reduced or the unreduced space of the same rows (softmax, log-softmax, layer-norm forward
 //   and backward, cross-entropy become one or two passes over each row);
-// - horizontal: siblings reading the same input over the same space share a kernel;
+// - horizontal: siblings reading the same input over the same space share a kernel, and
+//   reductions over the same rows (same S, same R) share one loop nest even when they read
+//   different tensors (the weight and bias gradients of a layer norm);
 // - views are not kernels: they fold into the index arithmetic of the loads that read them
-//   (a `contiguous` or a reshape that needs a copy is a pointwise copy);
+//   (a `contiguous` or a reshape that needs a copy is a pointwise copy); a view read by
+//   several groups, or only by matmuls (BLAS takes transposed operands), stays an Alias;
 // - a matmul is an extern kernel (BLAS); pointwise consumers after it (bias, activation)
 //   form the epilogue kernel that follows it;
 // - nothing is duplicated: a reduction or matmul belongs to exactly one group, and a
@@ -80,7 +83,8 @@ struct FusionPlan {
 FusionPlan fuse(Graph& g, const FusionOptions& options = {});
 
 // The graph as .kir text with a comment line before each group:
-//   # kernel k3 (reduction): softmax row [amax, sub, exp, sum, div]
+//   # kernel k3 (reduction): rows [8,64] over [1] [amax, sub, exp, sum, div] -> %y
+//   # alias k4 (alias): space [64,16] [transpose] -> %wt
 // The text parses back to the same graph (comments are ignored).
 std::string print_fused(const Graph& g, const FusionPlan& plan);
 
