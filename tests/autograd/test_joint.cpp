@@ -296,6 +296,15 @@ TEST(Joint, DifferentiableOpsOfTheCoreCategoriesHaveRules) {
   EXPECT_FALSE(autograd::is_differentiable(Op::Argmax));
 }
 
+// Every category, the view/linalg/composite rules included.
+TEST(Joint, EveryDifferentiableOpHasARule) {
+  for (size_t i = 0; i < static_cast<size_t>(Op::NumBuiltin); ++i) {
+    Op op = static_cast<Op>(i);
+    if (!autograd::is_differentiable(op)) continue;
+    EXPECT_NE(autograd::find_vjp(op), nullptr) << op_name(op) << " has no derivative rule";
+  }
+}
+
 TEST(Joint, TheJointGraphOfAChainPassesGradcheck) {
   Graph f = parse_graph(R"(
 graph f(%x: f64[3,4], %w: f64[4], %s: f64[]) {
