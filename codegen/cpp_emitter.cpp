@@ -254,7 +254,6 @@ class Emitter {
           line(ind + 1, "#pragma clang fp reassociate(on)");
           body_ind = ind + 1;
         }
-        if (s->loop == LoopKind::Vectorized || reassoc) line(body_ind, "#pragma clang loop vectorize(enable)");
         line(body_ind, fmt::format("for (int64_t {0} = 0; {0} < {1}; ++{0}) {{", s->name, s->extent));
         for (auto& b : s->body) stmt(b, body_ind + 1, in_parallel);
         line(body_ind, "}");

@@ -13,8 +13,9 @@
 //
 // Loops: the outermost parallel loop goes to kiln_parallel_for with a grain sized so each
 // chunk does >= ~32K element-iterations (small tensors run inline, with no pool handoff);
-// vectorized loops are plain counted loops over contiguous (after simplification) indices
-// with `#pragma clang loop vectorize(enable)`; reduction loops whose accumulators are all
+// vectorized loops are plain counted loops over contiguous (after simplification) indices,
+// left to clang's cost model (a forced `vectorize(enable)` only adds warnings where it
+// cannot); reduction loops whose accumulators are all
 // sums or products also get `#pragma clang fp reassociate(on)`, the one place float
 // reassociation is allowed, so clang can vectorize them without -ffast-math.
 #include <string>

@@ -281,7 +281,14 @@ std::string print_expr(const ExprPtr& e) {
     case ExprKind::FloatImm: return format_double(e->f);
     case ExprKind::Add: return wrap(e->args[0], 1) + " + " + wrap(e->args[1], 2);
     case ExprKind::Sub: return wrap(e->args[0], 1) + " - " + wrap(e->args[1], 2);
-    case ExprKind::Mul: return wrap(e->args[0], 2) + "*" + wrap(e->args[1], 3);
+    case ExprKind::Mul: {
+      // i % 7*16 is legal but reads badly: floordiv and mod operands of * get parentheses.
+      auto operand = [](const ExprPtr& a, int prec) {
+        bool divmod = a->kind == ExprKind::FloorDiv || a->kind == ExprKind::Mod;
+        return divmod ? "(" + print_expr(a) + ")" : wrap(a, prec);
+      };
+      return operand(e->args[0], 2) + "*" + operand(e->args[1], 3);
+    }
     case ExprKind::FloorDiv: return wrap(e->args[0], 3) + " / " + wrap(e->args[1], 3);
     case ExprKind::Mod: return wrap(e->args[0], 3) + " % " + wrap(e->args[1], 3);
     case ExprKind::Min: return "min(" + join_args(*e) + ")";

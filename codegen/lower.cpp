@@ -912,7 +912,7 @@ LoweredGraph GraphLowering::run() {
   // Every output gets a contiguous buffer of its own: inputs and views are copied.
   for (Value v : g_.outputs()) {
     bool own = !v.node->is_input() && plan_.groups[plan_.group_of.at(v.node)].kind != KernelKind::Alias;
-    int gb = own ? buffer_of(v) : lower_copy(v, v.meta().shape, [](const Index& i) { return i; }, "output %" + v.name());
+    int gb = own ? buffer_of(v) : lower_copy(v, v.meta().shape, [](const Index& i) { return i; }, "%" + v.name() + " (output copy)");
     out_.outputs.push_back(gb);
     out_.buffers[gb].last_step = static_cast<int>(out_.steps.size());
   }

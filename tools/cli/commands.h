@@ -12,6 +12,7 @@ void add_dot_command(CLI::App& app);     // dot.cpp
 void add_passes_command(CLI::App& app);  // passes.cpp
 void add_run_command(CLI::App& app);     // run.cpp
 void add_demo_command(CLI::App& app);    // demo.cpp
+void add_compile_command(CLI::App& app); // compile.cpp
 void add_export_command(CLI::App& app);  // export.cpp
 
 }  // namespace kiln::cli

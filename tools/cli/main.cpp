@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   kiln::cli::add_passes_command(app);
   kiln::cli::add_run_command(app);
   kiln::cli::add_demo_command(app);
+  kiln::cli::add_compile_command(app);
   kiln::cli::add_export_command(app);
   try {
     app.parse(argc, argv);

@@ -1,9 +1,16 @@
 // kiln run FILE.kir [--seed N] [--inputs a.npy,b.npy] [--save-outputs DIR]: runs a graph on
 // the reference interpreter (the definition of what every op computes) and summarizes each
 // output. Random inputs by default; integer inputs stay in range for the ops that index.
+// With --device cpu the graph is compiled and run by the CPU backend instead; --check then
+// compares every output with the reference interpreter (exit 1 on a mismatch).
 #include <fmt/format.h>
 
+#include <cmath>
 #include <filesystem>
+
+#include "backend/cpu_compile.h"
+#include "ir/error.h"
+#include "tools/cli/device.h"
 
 #include "ir/npy.h"
 #include "ir/reference/interpreter.h"
@@ -13,11 +20,61 @@
 
 namespace kiln::cli {
 
+namespace {
+
+// Per-dtype tolerance of a compiled output against the reference: |got - want| <= atol +
+// rtol*|want|. f32 kernels compute in f32 where the reference computes in f64; f16/bf16
+// keep f32 intermediates; integers and bools are exact.
+struct Tolerance {
+  double atol, rtol;
+};
+Tolerance tolerance_of(DType t) {
+  switch (t) {
+    case DType::F32: return {1e-5, 1e-5};
+    case DType::F64: return {1e-9, 1e-9};
+    case DType::F16: return {1e-2, 1e-2};
+    case DType::BF16: return {2e-2, 2e-2};
+    default: return {0, 0};
+  }
+}
+
+// Prints one line per output; returns whether every output is within tolerance.
+bool check_outputs(const Graph& g, const std::vector<HostTensor>& got, const std::vector<HostTensor>& want) {
+  bool all = true;
+  for (size_t i = 0; i < want.size(); ++i) {
+    Tolerance tol = tolerance_of(want[i].dtype());
+    double max_abs = 0, max_rel = 0;
+    bool ok = got[i].shape() == want[i].shape() && got[i].dtype() == want[i].dtype();
+    for (int64_t j = 0; ok && j < want[i].numel(); ++j) {
+      double a = got[i].get(j), e = want[i].get(j);
+      if (std::isnan(a) && std::isnan(e)) continue;
+      if (!is_floating(want[i].dtype()) && got[i].get_int(j) != want[i].get_int(j)) {
+        ok = false;
+        max_abs = std::abs(a - e);
+        break;
+      }
+      double d = a == e ? 0 : std::abs(a - e);
+      if (std::isnan(d)) d = INFINITY;
+      max_abs = std::max(max_abs, d);
+      if (e != 0) max_rel = std::max(max_rel, d / std::abs(e));
+      if (d > tol.atol + tol.rtol * std::abs(e)) ok = false;
+    }
+    fmt::print("  check %{}: {}  max abs err {:.3g}, max rel err {:.3g} (tolerance {:.0e} abs + {:.0e} rel)\n", g.outputs()[i].name(),
+               ok ? "PASS" : "FAIL", max_abs, max_rel, tol.atol, tol.rtol);
+    all = all && ok;
+  }
+  return all;
+}
+
+}  // namespace
+
 void add_run_command(CLI::App& app) {
   struct Opts {
     std::string file, graph, save_outputs, save_inputs;
     std::vector<std::string> inputs;
+    std::string device;
     uint64_t seed = 0;
+    bool check = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("run", "Run a graph on the reference interpreter and summarize its outputs");
@@ -27,13 +84,24 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--inputs", o->inputs, "one .npy file per graph input, in order (comma-separated)")->delimiter(',');
   cmd->add_option("--save-outputs", o->save_outputs, "write each output as DIR/NAME.npy");
   cmd->add_option("--save-inputs", o->save_inputs, "write each input as DIR/NAME.npy (to replay them elsewhere)");
+  cmd->add_option("--device", o->device, "compile and run on this device (cpu) instead of the reference interpreter");
+  cmd->add_flag("--check", o->check, "with --device: compare every output with the reference interpreter (exit 1 on failure)");
   cmd->callback([o] {
     Graph g = load_graph(o->file, o->graph);
     std::vector<HostTensor> inputs = o->inputs.empty() ? random_inputs(g, o->seed) : npy_inputs(g, o->inputs);
     fmt::print("graph {}: {} input{} ({})\n", g.name(), inputs.size(), inputs.size() == 1 ? "" : "s",
                o->inputs.empty() ? fmt::format("random, seed {}", o->seed) : "from .npy files");
     for (size_t i = 0; i < inputs.size(); ++i) fmt::print("  in  %{}: {}\n", g.inputs()[i]->name(), summarize(inputs[i]));
-    std::vector<HostTensor> outputs = interpret(g, inputs);
+    std::vector<HostTensor> outputs;
+    if (o->device.empty()) {
+      if (o->check) fail("--check compares a compiled run with the reference interpreter: give --device cpu");
+      outputs = interpret(g, inputs);
+    } else {
+      check_device(o->device);
+      backend::CompiledGraph cg = backend::compile_cpu(g);
+      fmt::print("compiled for {}: {} kernels + {} BLAS calls\n", o->device, cg.report.kernels, cg.report.blas_calls);
+      outputs = cg.run(inputs);
+    }
     for (size_t i = 0; i < outputs.size(); ++i) fmt::print("  out %{}: {}\n", g.outputs()[i].name(), summarize(outputs[i]));
     auto save = [](const std::string& dir, auto&& name_of, const std::vector<HostTensor>& ts) {
       make_dirs(dir);
@@ -43,6 +111,8 @@ void add_run_command(CLI::App& app) {
         fmt::print("wrote {}\n", path);
       }
     };
+    if (o->check && !check_outputs(g, outputs, interpret(g, inputs)))
+      fail("--check: compiled outputs differ from the reference interpreter beyond tolerance");
     if (!o->save_inputs.empty()) save(o->save_inputs, [&](size_t i) { return g.inputs()[i]->name(); }, inputs);
     if (!o->save_outputs.empty()) save(o->save_outputs, [&](size_t i) { return g.outputs()[i].name(); }, outputs);
   });
