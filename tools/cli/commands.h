@@ -14,5 +14,6 @@ void add_run_command(CLI::App& app);     // run.cpp
 void add_demo_command(CLI::App& app);    // demo.cpp
 void add_compile_command(CLI::App& app); // compile.cpp
 void add_export_command(CLI::App& app);  // export.cpp
+void add_grad_command(CLI::App& app);    // grad.cpp
 
 }  // namespace kiln::cli
