@@ -99,6 +99,17 @@ graph f(%x: f32[2], %i: i64[2]) {
   EXPECT_TRUE(tensors_close(outs[4], make(DType::F32, {2}, {std::exp(0.5) * 6 + 3, std::exp(-1.0) * 8 + 4}), 1e-5));
 }
 
+TEST(Joint, TangentOfAStridedOutputIsContiguous) {
+  Graph f = parse_graph(R"(
+graph f(%x: f32[2,3]) {
+  %t = transpose(%x, dim0=0, dim1=1) : f32[3,2]{1,3}
+  return (%t)
+})");
+  JointGraph j = build_joint(f);
+  EXPECT_EQ(j.graph.inputs()[1]->meta(), TensorMeta(DType::F32, {3, 2}));
+  EXPECT_EQ(j.graph.outputs()[1].meta().shape, (Shape{2, 3}));
+}
+
 TEST(Joint, GradientsOfAValueUsedTwiceAreSummed) {
   Graph f = parse_graph(R"(
 graph f(%x: f64[3]) {

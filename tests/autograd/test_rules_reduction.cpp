@@ -5,6 +5,7 @@
 
 #include <set>
 
+#include "ir/parser.h"
 #include "ir/reference/interpreter.h"
 #include "passes/autograd/joint.h"
 #include "passes/autograd/vjp.h"
@@ -153,6 +154,28 @@ TEST(ReductionRules, DtypeArgumentsAreCastBack) {
     HostTensor want = grad_of(op, x.to(DType::F64), D({}, {2}), {}).to(DType::F32);
     EXPECT_TRUE(tensors_close(got, want, 1e-5, 1e-5)) << op_name(op);
   }
+}
+
+TEST(ReductionRules, ChainsOfReductionsPassGradcheck) {
+  // A hand-written softmax and logsumexp (amax for stability), and a normalization by var.
+  Graph g = parse_graph(R"(
+graph f(%x: f64[3,5]) {
+  %m = amax(%x, dim=[-1], keepdim=true) : f64[3,1]
+  %s = sub(%x, %m) : f64[3,5]
+  %e = exp(%s) : f64[3,5]
+  %z = sum(%e, dim=[-1], keepdim=true) : f64[3,1]
+  %p = div(%e, %z) : f64[3,5]
+  %l = log(%z) : f64[3,1]
+  %lse = add(%l, %m) : f64[3,1]
+  %mu = mean(%x, dim=[0]) : f64[5]
+  %v = var(%x, dim=[0], correction=1) : f64[5]
+  %r = rsqrt(%v) : f64[5]
+  %c = sub(%x, %mu) : f64[3,5]
+  %n = mul(%c, %r) : f64[3,5]
+  %q = prod(%n, dim=1) : f64[3]
+  return (%p, %lse, %q)
+})");
+  for (uint64_t seed : {1, 2, 3}) EXPECT_TRUE(gradcheck_graph(g, {random_input(F64({3, 5}), Range::Any, seed)}));
 }
 
 TEST(ReductionRules, ArgmaxIsNotDifferentiable) {
