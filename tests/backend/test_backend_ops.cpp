@@ -1,0 +1,287 @@
+// Every primitive op compiled for the CPU and compared with the reference interpreter on
+// random non-zero inputs: odd shapes, broadcasting, f32/f64/f16/bf16/i64/bool, strided graph
+// inputs and views inside graphs.
+#include <fmt/format.h>
+
+#include "ir/builder.h"
+#include "tests/backend/backend_check.h"
+
+namespace kiln::testing {
+namespace {
+
+// One node of `op` over inputs of the given types; nullopt when the shape rule rejects them.
+std::optional<Graph> one_op(Op op, const std::vector<TensorMeta>& ins, const Attrs& attrs = {}) {
+  Graph g(std::string(op_name(op)));
+  std::vector<Value> vs;
+  for (size_t i = 0; i < ins.size(); ++i) vs.push_back(g.add_input(fmt::format("x{}", i), ins[i]));
+  try {
+    Node* n = g.add_node(op, vs, attrs, "y");
+    std::vector<Value> outs;
+    for (int r = 0; r < n->num_results(); ++r) outs.push_back(n->result(r));
+    g.set_outputs(outs);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  return g;
+}
+
+// A little slack for transcendental functions (f32 libm vs the f64 reference, then rounding).
+double slack_of(Op op) {
+  switch (op) {
+    case Op::Pow: case Op::Gelu: case Op::Erf: case Op::Tanh: case Op::Sigmoid: case Op::Silu: return 4;
+    default: return 1;
+  }
+}
+
+const DType kAllTypes[] = {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I64, DType::I32, DType::Bool};
+
+std::vector<Attrs> attrs_for(Op op) {
+  switch (op) {
+    case Op::Gelu: return {Attrs{{"approximate", std::string("none")}}, Attrs{{"approximate", std::string("tanh")}}};
+    case Op::Clamp: return {Attrs{{"min", -0.25}, {"max", 0.5}}, Attrs{{"min", int64_t(1)}}, Attrs{{"max", int64_t(2)}}};
+    case Op::To:
+      return {Attrs{{"dtype", DType::F32}}, Attrs{{"dtype", DType::I64}}, Attrs{{"dtype", DType::F16}},
+              Attrs{{"dtype", DType::Bool}}, Attrs{{"dtype", DType::I32}}, Attrs{{"dtype", DType::F64}}};
+    default: return {Attrs{}};
+  }
+}
+
+int checked_graphs = 0;
+
+void check_op(Op op, const std::vector<TensorMeta>& ins, const Attrs& attrs, uint64_t seed) {
+  auto g = one_op(op, ins, attrs);
+  if (!g) return;
+  SCOPED_TRACE(fmt::format("{} on {}", op_name(op), ins[0].str()));
+  ++checked_graphs;
+  std::vector<HostTensor> in = inputs_for(*g, seed);
+  // Spread floats beyond (-1, 1) so that casts to integers and exp see interesting values.
+  for (auto& t : in)
+    if (is_floating(t.dtype()) && op == Op::To)
+      for (int64_t i = 0; i < t.numel(); ++i) t.set(i, t.get(i) * 7);
+  expect_matches_reference(*g, in, slack_of(op));
+}
+
+TEST(BackendOps, EveryUnaryPointwiseOp) {
+  KILN_REQUIRE_JIT();
+  checked_graphs = 0;
+  for (size_t o = 0; o < static_cast<size_t>(Op::NumBuiltin); ++o) {
+    Op op = static_cast<Op>(o);
+    if (op_info(op).category != OpCategory::Pointwise || op_info(op).schema.tensors.size() != 1) continue;
+    for (DType dt : kAllTypes)
+      for (const Attrs& a : attrs_for(op)) check_op(op, {T(dt, {7, 33})}, a, o);
+  }
+  EXPECT_GT(checked_graphs, 60);
+}
+
+TEST(BackendOps, EveryBinaryPointwiseOpWithBroadcasting) {
+  KILN_REQUIRE_JIT();
+  checked_graphs = 0;
+  for (size_t o = 0; o < static_cast<size_t>(Op::NumBuiltin); ++o) {
+    Op op = static_cast<Op>(o);
+    if (op_info(op).category != OpCategory::Pointwise || op_info(op).schema.tensors.size() != 2) continue;
+    for (DType a : kAllTypes)
+      for (DType b : {DType::F32, DType::I64, a}) {
+        check_op(op, {T(a, {7, 1}), T(b, {33})}, {}, o);
+        check_op(op, {T(a, {1023}), T(b, {})}, {}, o + 1);
+      }
+  }
+  EXPECT_GT(checked_graphs, 150);
+}
+
+TEST(BackendOps, WhereAndMaskedFill) {
+  KILN_REQUIRE_JIT();
+  for (DType dt : {DType::F32, DType::F16, DType::I64, DType::Bool}) {
+    if (auto g = one_op(Op::Where, {T(DType::Bool, {7, 33}), T(dt, {33}), T(DType::F32, {7, 1})})) expect_matches_reference(*g);
+    if (auto g = one_op(Op::MaskedFill, {T(dt, {7, 33}), T(DType::Bool, {33})}, {{"value", 2.5}})) expect_matches_reference(*g);
+    if (auto g = one_op(Op::MaskedFill, {T(dt, {7, 33}), T(DType::Bool, {7, 1})}, {{"value", int64_t(-3)}}))
+      expect_matches_reference(*g);
+  }
+}
+
+TEST(BackendOps, Reductions) {
+  KILN_REQUIRE_JIT();
+  checked_graphs = 0;
+  const std::vector<std::pair<Shape, IntList>> cases = {{{7, 33}, {1}}, {{7, 33}, {0}}, {{1023}, {}}, {{3, 5, 7}, {0, 2}},
+                                                        {{1, 33}, {-1}}, {{3, 5, 7}, {1}}};
+  for (Op op : {Op::Sum, Op::Prod, Op::Amax, Op::Amin, Op::Argmax})
+    for (DType dt : {DType::F32, DType::F64, DType::F16, DType::I64, DType::Bool})
+      for (auto& [shape, dims] : cases)
+        for (bool keep : {false, true}) {
+          Attrs a{{"keepdim", keep}};
+          if (op == Op::Prod || op == Op::Argmax) {
+            if (dims.size() > 1) continue;
+            if (dims.size() == 1) a.set("dim", dims[0]);
+          } else if (!dims.empty()) {
+            a.set("dim", dims);
+          }
+          // prod of many values under/overflows; keep it to the short rows.
+          if (op == Op::Prod && shape == Shape{1023}) continue;
+          check_op(op, {T(dt, shape)}, a, 3);
+        }
+  EXPECT_GT(checked_graphs, 200);
+}
+
+TEST(BackendOps, ReductionsWithNaNAndInfinity) {
+  KILN_REQUIRE_JIT();
+  Graph g("nan_rows");
+  Builder b(g);
+  Var x = b.wrap(g.add_input("x", F({4, 5})));
+  g.set_outputs({b.amax(x, {1}), b.amin(x, {1}), b.op(Op::Argmax, {x}, {{"dim", int64_t(1)}}), b.sum(x, {1})});
+  HostTensor in = make(DType::F32, {4, 5},
+                       {1, NAN, 3, 2, 0, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, 0.5, 2, 2, NAN, NAN, INFINITY, 1, -1, 9, 0});
+  expect_matches_reference(g, {in});
+}
+
+TEST(BackendOps, ViewsOfGraphInputsWithStrides) {
+  KILN_REQUIRE_JIT();
+  Graph g("strided");
+  Builder b(g);
+  // A transposed [33,7] and a column-sliced input (row stride 40).
+  Var xt = b.wrap(g.add_input("xt", TensorMeta(DType::F32, {33, 7}, {1, 33})));
+  Var xs = b.wrap(g.add_input("xs", TensorMeta(DType::F32, {7, 33}, {40, 1})));
+  g.set_outputs({b.add(b.transpose(xt, 0, 1), xs), b.sum(xt, {0}), xt});
+  expect_matches_reference(g);
+}
+
+TEST(BackendOps, ViewsInsideGraphs) {
+  KILN_REQUIRE_JIT();
+  Graph g("views");
+  Builder b(g);
+  Var x = b.wrap(g.add_input("x", F({6, 35})));
+  Var y = b.wrap(g.add_input("y", F({3, 7, 10})));
+  Var e = b.exp(x);
+  Var r = b.reshape(e, {3, 2, 5, 7});                      // view of a computed value
+  Var p = b.permute(r, {3, 0, 2, 1});                      // [7,3,5,2]
+  Var s = b.slice(p, 2, 1, 5, 2);                          // [7,3,2,2]
+  Var q = b.reshape(s, {7, 3, 4});
+  Var c = b.cat({q, b.slice(b.permute(y, {1, 0, 2}), 2, 0, 10, 1)}, 2);  // [7,3,14]
+  auto parts = b.split(c, {5, 9}, 2);
+  Var u = b.unsqueeze(b.add(parts[0], b.squeeze(b.expand(b.wrap(g.add_input("z", F({1, 1, 5}))), {1, 3, 5}), {0})), 1);
+  g.set_outputs({u, parts[1], b.transpose(c, 0, 2), b.contiguous(b.transpose(parts[1], 1, 2))});
+  expect_matches_reference(g);
+}
+
+TEST(BackendOps, CatOfMixedTypesAndEmptyPieces) {
+  KILN_REQUIRE_JIT();
+  Graph g("cat");
+  Builder b(g);
+  Var x = b.wrap(g.add_input("x", T(DType::I64, {4, 3})));
+  Var y = b.wrap(g.add_input("y", F({4, 5})));
+  Var z = b.wrap(g.add_input("z", F({0})));
+  g.set_outputs({b.cat({x, z, b.exp(y), x}, 1)});
+  expect_matches_reference(g);
+}
+
+TEST(BackendOps, CreationOps) {
+  KILN_REQUIRE_JIT();
+  Graph g("creation");
+  Builder b(g);
+  Var x = b.wrap(g.add_input("x", F({5, 7})));
+  Var ar = b.op(Op::Arange, {}, {{"end", 7.0}, {"start", 0.5}, {"step", 0.9}});     // 8 elements? (7-0.5)/0.9 -> 8
+  Var ai = b.op(Op::Arange, {}, {{"end", int64_t(-3)}, {"start", int64_t(11)}, {"step", int64_t(-2)}});  // i64[7]
+  Var c = b.op(Op::Constant, {}, {{"size", IntList{5, 1}}, {"dtype", DType::F32}, {"values", FloatList{1, -2, 3.5, 4, 0.25}}});
+  Var ch = b.op(Op::Constant, {}, {{"size", IntList{7}}, {"dtype", DType::F16}, {"values", FloatList{1, 2, 3, 4, 5, 6, 7.1}}});
+  Var f = b.full({5, 7}, 1.5, DType::F32);
+  Var rnd = b.op(Op::Rand, {}, {{"size", IntList{5, 7}}, {"seed", int64_t(42)}});
+  g.set_outputs({b.add(b.mul(x, c), f), ar, b.mul(x, b.to(ai, DType::F32)), b.add(x, rnd), rnd, b.add(x, ch)});
+  expect_matches_reference(g);
+}
+
+TEST(BackendOps, RandMatchesReferenceBitForBit) {
+  KILN_REQUIRE_JIT();
+  Graph g("rand");
+  Builder b(g);
+  g.set_outputs({b.op(Op::Rand, {}, {{"size", IntList{33, 31}}, {"seed", int64_t(1234567890123)}})});
+  backend::CompiledGraph cg = backend::compile_cpu(g);
+  HostTensor got = cg.run({})[0], want = interpret(g, {})[0];
+  EXPECT_TRUE(tensors_close(got, want, 0, 0));
+}
+
+TEST(BackendOps, GatherAndScatterAdd) {
+  KILN_REQUIRE_JIT();
+  for (DType dt : {DType::F32, DType::F64, DType::I64, DType::F16}) {
+    Graph g("gather");
+    Builder b(g);
+    Var x = b.wrap(g.add_input("x", T(dt, {6, 9})));
+    Var i = b.wrap(g.add_input("i", T(DType::I64, {6, 4})));
+    Var j = b.wrap(g.add_input("j", T(DType::I64, {3, 9})));
+    Var src = b.wrap(g.add_input("src", T(dt, {5, 9})));
+    g.set_outputs({b.gather(x, i, 1), b.gather(x, j, 0), b.scatter_add(x, j, src, 0), b.scatter_add(x, b.slice(i, 0, 0, 5), b.slice(src, 1, 0, 4), 1)});
+    std::vector<HostTensor> in = inputs_for(g, 5, 6);
+    // negative indices count from the end, as in PyTorch
+    in[1].set_int(3, -2);
+    expect_matches_reference(g, in);
+  }
+}
+
+TEST(BackendOps, GatherIndexOutOfRangeIsAnError) {
+  KILN_REQUIRE_JIT();
+  Graph g("gather_oob");
+  Builder b(g);
+  Var x = b.wrap(g.add_input("x", F({4, 5})));
+  Var i = b.wrap(g.add_input("i", I({4, 2})));
+  g.set_outputs({b.exp(b.gather(x, i, 1))});
+  backend::CompiledGraph cg = backend::compile_cpu(g);
+  HostTensor xi = random_tensor(F({4, 5}), 1), ii = ints(DType::I64, {4, 2}, {0, 1, 2, 3, 4, 5, 1, 0});
+  std::string msg = error_of([&] { cg.run(std::vector<HostTensor>{xi, ii}); });
+  EXPECT_TRUE(has(msg, "out of range") && has(msg, "5")) << msg;
+  // The executable stays usable after the error.
+  HostTensor ok = ints(DType::I64, {4, 2}, {0, 1, 2, 3, 4, -5, 1, 0});
+  EXPECT_TRUE(tensors_close(cg.run(std::vector<HostTensor>{xi, ok})[0], interpret(g, std::vector<HostTensor>{xi, ok})[0], 1e-6, 1e-6));
+}
+
+TEST(BackendOps, MatmulShapes) {
+  KILN_REQUIRE_JIT();
+  const std::vector<std::pair<Shape, Shape>> cases = {{{7, 33}, {33, 5}}, {{33}, {33, 5}}, {{7, 33}, {33}}, {{2, 7, 33}, {33, 5}},
+                                                      {{2, 1, 7, 3}, {4, 3, 5}}, {{1, 1}, {1, 1}}, {{3, 0}, {0, 4}}};
+  for (DType dt : {DType::F32, DType::F64, DType::F16, DType::I64})
+    for (auto& [a, bs] : cases)
+      if (auto g = one_op(Op::Matmul, {T(dt, a), T(dt, bs)})) expect_matches_reference(*g, 2, 4);
+  if (auto g = one_op(Op::Bmm, {F({3, 7, 5}), F({3, 5, 2})})) expect_matches_reference(*g);
+  // Transposed operands become BLAS flags; a permuted batch is copied.
+  Graph g("mm_views");
+  Builder b(g);
+  Var x = b.wrap(g.add_input("x", F({4, 33, 7})));
+  Var w = b.wrap(g.add_input("w", F({5, 33})));
+  g.set_outputs({b.matmul(b.transpose(x, 1, 2), b.transpose(w, 0, 1)), b.matmul(b.permute(x, {2, 0, 1}), b.wrap(g.add_input("v", F({33}))))});
+  expect_matches_reference(g, 3, 4);
+}
+
+TEST(BackendOps, EmptyTensors) {
+  KILN_REQUIRE_JIT();
+  Graph g("empty");
+  Builder b(g);
+  Var x = b.wrap(g.add_input("x", F({0, 5})));
+  Var y = b.wrap(g.add_input("y", F({3, 0})));
+  g.set_outputs({b.exp(x), b.sum(x, {0}), b.sum(y, {1}), b.amax(x, {1}), b.transpose(y, 0, 1)});
+  expect_matches_reference(g);
+}
+
+TEST(BackendOps, UnfusedAndFusedAgree) {
+  KILN_REQUIRE_JIT();
+  Graph g("chain");
+  Builder b(g);
+  Var x = b.wrap(g.add_input("x", F({7, 33})));
+  Var m = b.mean(x, {1}, true);
+  Var c = b.sub(x, m);
+  g.set_outputs({b.div(c, b.sqrt(b.add(b.mean(b.mul(c, c), {1}, true), b.scalar(1e-5, DType::F32))))});
+  backend::CpuCompileOptions unfused;
+  unfused.fuse = false;
+  expect_matches_reference(g, inputs_for(g, 9), 1, unfused);
+  expect_matches_reference(g, inputs_for(g, 9), 1);
+}
+
+TEST(BackendOps, WrongInputsAreErrors) {
+  KILN_REQUIRE_JIT();
+  Graph g("wrong");
+  Builder b(g);
+  g.set_outputs({b.exp(b.wrap(g.add_input("x", F({2, 3}))))});
+  backend::CompiledGraph cg = backend::compile_cpu(g);
+  EXPECT_TRUE(has(error_of([&] { cg.run({}); }), "takes 1 input"));
+  HostTensor bad = random_tensor(F({3, 2}), 1);
+  std::string msg = error_of([&] { cg.run(std::vector<HostTensor>{bad}); });
+  EXPECT_TRUE(has(msg, "%x") && has(msg, "f32[2,3]") && has(msg, "f32[3,2]")) << msg;
+}
+
+}  // namespace
+}  // namespace kiln::testing
