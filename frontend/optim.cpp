@@ -1,5 +1,6 @@
 #include "frontend/optim.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "ir/builder.h"
@@ -126,13 +127,15 @@ TrainStep make_train_step(const TracedGraph& loss, const OptimizerConfig& optimi
   autograd::JointOptions options;
   for (size_t i = 0; i < num_lifted; ++i) {
     const Node* in = g.inputs()[num_batch + i];
-    trained[i] = is_floating(in->meta().dtype);
+    // Parameters are the named tensors kiln::trace lifted; unnamed ones are captured constants.
+    const std::string path = i < loss.parameter_paths.size() ? loss.parameter_paths[i] : "";
+    trained[i] = is_floating(in->meta().dtype) && !path.empty();
     if (!trained[i]) continue;
     options.wrt.push_back(in->name());
     ts.param_names.push_back(in->name());
-    ts.param_paths.push_back(i < loss.parameter_paths.size() ? loss.parameter_paths[i] : "");
+    ts.param_paths.push_back(path);
   }
-  if (options.wrt.empty()) fail("make_train_step: the loss graph '{}' has no floating-point parameters", g.name());
+  if (options.wrt.empty()) fail("make_train_step: the loss graph '{}' has no floating-point parameters (named tensors it reads)", g.name());
   autograd::JointGraph joint = autograd::build_joint(g, options);
 
   Graph& out = ts.graph;
@@ -218,6 +221,34 @@ std::vector<double> train(const TrainStep& ts, TrainState& state, const std::vec
   std::vector<double> losses;
   for (int i = 0; i < steps; ++i) losses.push_back(train_step(ts, state, batch, executor));
   return losses;
+}
+
+Trainer::Trainer(nn::Module& module, const ScalarFn& loss_fn, const std::vector<Tensor>& example_batch,
+                 const OptimizerConfig& optimizer, Executor executor)
+    : executor_(std::move(executor)) {
+  TracedGraph loss = trace([&](const std::vector<Tensor>& b) { return std::vector<Tensor>{loss_fn(b)}; },
+                           example_batch, "loss");
+  step_ = make_train_step(loss, optimizer);
+  std::vector<HostTensor> values;
+  auto params = module.named_parameters();
+  for (size_t i = 0; i < loss.parameters.size(); ++i) {
+    const std::string& path = loss.parameter_paths[i];
+    if (!is_floating(loss.parameters[i].dtype()) || path.empty()) continue;
+    auto it = std::find_if(params.begin(), params.end(), [&](const auto& p) { return !path.empty() && p.first == path; });
+    if (it == params.end())
+      fail("Trainer: the loss reads a named tensor '{}' that is not a parameter of the module", path);
+    trained_.push_back(it->second);
+    values.push_back(loss.parameters[i]);
+  }
+  state_ = step_.init(values);
+}
+
+double Trainer::step(const std::vector<Tensor>& batch) {
+  std::vector<HostTensor> data;
+  for (const Tensor& t : batch) data.push_back(t.data());
+  double loss = kiln::train_step(step_, state_, data, executor_);
+  for (size_t i = 0; i < trained_.size(); ++i) trained_[i].impl()->data = state_.params[i];
+  return loss;
 }
 
 }  // namespace kiln

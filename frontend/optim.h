@@ -15,11 +15,17 @@
 //   TrainStep ts = make_train_step(loss, AdamWConfig{.lr = 1e-2});
 //   TrainState st = ts.init(loss.parameters);
 //   std::vector<double> losses = train(ts, st, {x.data(), y.data()}, 20);
+//
+// or, for a module, the Trainer does the tracing and writes the parameters back:
+//   Trainer trainer(mlp, [&](const std::vector<Tensor>& b) { return mean(square(mlp(b[0]) - b[1])); },
+//                   {x, y}, AdamWConfig{.lr = 1e-2});
+//   for (int i = 0; i < 20; ++i) trainer.step({x, y});
 #include <string>
 #include <variant>
 #include <vector>
 
 #include "frontend/autograd.h"
+#include "frontend/nn/module.h"
 #include "frontend/trace.h"
 #include "ir/graph.h"
 #include "ir/host_tensor.h"
@@ -65,8 +71,9 @@ struct TrainStep {
 };
 
 // The loss graph as kiln::trace returns it: the batch (its example inputs) first, then the
-// lifted parameters, one 0-d floating output. Every floating parameter is trained; kiln::Error
-// otherwise (no parameters, a non-scalar loss, a bad config).
+// lifted tensors, one 0-d floating output. Every named floating lifted tensor (a parameter) is
+// trained; unnamed ones (captured constants) become `constant` nodes of the step. kiln::Error
+// for no parameters, a non-scalar loss or a bad config.
 TrainStep make_train_step(const TracedGraph& loss, const OptimizerConfig& optimizer);
 
 // Runs one step: feeds params, state, batch and step+1, keeps the new params and state.
@@ -75,5 +82,25 @@ double train_step(const TrainStep& ts, TrainState& state, const std::vector<Host
 // Runs `steps` steps on the same batch; returns each step's loss.
 std::vector<double> train(const TrainStep& ts, TrainState& state, const std::vector<HostTensor>& batch, int steps,
                           const Executor& executor = {});
+
+// Trains a module's parameters: traces `loss_fn` once on the example batch (which fixes the
+// batch's shapes), builds the train step, and after each step writes the new parameter values
+// into the module's parameter tensors (which alias the module's own, as in PyTorch).
+class Trainer {
+ public:
+  Trainer(nn::Module& module, const ScalarFn& loss_fn, const std::vector<Tensor>& example_batch,
+          const OptimizerConfig& optimizer, Executor executor = {});
+  // One step on a batch of the example's shapes; returns the loss before the update.
+  double step(const std::vector<Tensor>& batch);
+
+  const TrainStep& train_step() const { return step_; }
+  const TrainState& state() const { return state_; }
+
+ private:
+  std::vector<Tensor> trained_;  // the module's parameter tensors, in the train step's order
+  TrainStep step_;
+  TrainState state_;
+  Executor executor_;
+};
 
 }  // namespace kiln

@@ -172,3 +172,44 @@ TEST(Optim, Errors) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Optim, TrainerWritesParametersBackIntoTheModule) {
+  nn::MLP mlp(8, 16, 4);
+  Tensor x = randn({4, 8}, 5), y = randn({4, 8}, 6) * 0.5;
+  auto loss_fn = [&](const std::vector<Tensor>& b) { return mean(square(mlp(b[0]) - b[1])); };
+  double before = loss_fn({x, y}).item();
+  Trainer trainer(mlp, loss_fn, {x, y}, AdamWConfig{.lr = 1e-2});
+  EXPECT_EQ(trainer.train_step().num_params, 4);
+  double first = trainer.step({x, y});
+  EXPECT_NEAR(first, before, 1e-6);
+  double last = first;
+  for (int i = 0; i < 14; ++i) last = trainer.step({x, y});
+  EXPECT_LT(last, first);
+  // The module's own (eager) forward sees the trained weights.
+  double after = loss_fn({x, y}).item();
+  EXPECT_LT(after, 0.7 * before);
+  EXPECT_EQ(mlp.fc->weight.data().to_doubles(), trainer.state().params[0].to_doubles());
+}
+
+}  // namespace
+
+namespace {
+
+TEST(Optim, UnnamedCapturedTensorsAreConstantsNotParameters) {
+  Tensor w = tensor(kW, {3}), x = tensor(kX, {3}), half = tensor({0.5}, {});
+  w.set_name("w");
+  TracedGraph loss =
+      trace([&](const std::vector<Tensor>& b) { return std::vector<Tensor>{(w * w * b[0]).sum() * half}; }, {x}, "loss");
+  ASSERT_EQ(loss.parameters.size(), 2u);
+  TrainStep ts = make_train_step(loss, SGDConfig{.lr = 0.1});
+  EXPECT_EQ(ts.num_params, 1);
+  EXPECT_TRUE(has(print_graph(ts.graph), "constant(size=[], dtype=f32, values=[0.5])")) << print_graph(ts.graph);
+  TrainState st = ts.init({loss.parameters[0]});
+  train(ts, st, {x.data()}, 1);
+  // Half the gradient of the quadratic: w - 0.1 * w x.
+  expect_near_all(st.params[0].to_doubles(), {0.45, -0.95, 2.05}, 1e-7);
+}
+
+}  // namespace
