@@ -466,9 +466,10 @@ ExprPtr KernelBuilder::view(const Node* n, int result, const Index& idx) {
         pop_scope();
         return e;
       };
-      ExprPtr e = branch(parts.back());
-      for (size_t j = parts.size() - 1; j-- > 0;)
-        e = select(call("lt", DType::Bool, {idx[d], imm(parts[j].end)}), branch(parts[j]), e);
+      std::vector<ExprPtr> branches;  // in input order, so buffers are numbered in input order
+      for (const Part& p : parts) branches.push_back(branch(p));
+      ExprPtr e = branches.back();
+      for (size_t j = parts.size() - 1; j-- > 0;) e = select(call("lt", DType::Bool, {idx[d], imm(parts[j].end)}), branches[j], e);
       return e;
     }
     default: fail("node %{}: view '{}' has no index lowering", n->name(), op_name(n->op()));
@@ -545,9 +546,10 @@ void KernelBuilder::loop_over(const Shape& shape, const std::function<void(const
     body({});
     return;
   }
-  // Inner loop: the trailing dims, merged until there are enough iterations to vectorize.
+  // Inner loop: the trailing dims, merged until there are enough iterations to vectorize
+  // (but a large tensor keeps an outer loop to spread over threads).
   size_t k = n - 1;
-  while (k > 0 && product(shape, k) < 64) --k;
+  while (k > 0 && product(shape, k) < 64 && (k > 1 || product(shape) <= 65536)) --k;
   Shape outer_dims(shape.begin(), shape.begin() + static_cast<long>(k)), inner_dims(shape.begin() + static_cast<long>(k), shape.end());
   int64_t outer = product(outer_dims), inner = product(inner_dims);
   std::vector<StmtPtr> pbody, ibody;

@@ -1,0 +1,107 @@
+// The kernel IR: construction, printing, the generic walkers and the index simplifier.
+#include <gtest/gtest.h>
+
+#include "codegen/kernel_ir.h"
+#include "codegen/simplify.h"
+
+namespace kiln::codegen {
+namespace {
+
+std::string s(const ExprPtr& e) { return print_expr(simplify(e)); }
+
+TEST(KernelIR, PrintsExpressionsWithFewestParentheses) {
+  ExprPtr i = var("i", 0, 32), p = var("p", 0, 6);
+  EXPECT_EQ(print_expr(add(mul(p, imm(33)), i)), "p*33 + i");
+  EXPECT_EQ(print_expr(mul(add(p, imm(1)), imm(2))), "(p + 1)*2");
+  EXPECT_EQ(print_expr(mul(mod(i, imm(7)), imm(16))), "(i % 7)*16");
+  EXPECT_EQ(print_expr(sub(p, sub(i, imm(1)))), "p - (i - 1)");
+  ExprPtr x = load("b0", DType::F16, i);
+  EXPECT_EQ(print_expr(call("exp", DType::F32, {cast(DType::F32, x)})), "exp(f32(b0[i]))");
+  EXPECT_EQ(print_expr(select(imm(DType::Bool, 1), imm(DType::F32, 1.5), imm(DType::F32, -0.0))), "select(true, 1.5, -0.0)");
+  EXPECT_EQ(cast(DType::F16, x), x);  // no cast to the same dtype
+}
+
+TEST(KernelIR, PrintsKernels) {
+  Kernel k;
+  k.name = "k0";
+  k.comment = "group 0 pointwise [exp]";
+  k.buffers = {{"b0", DType::F32, BufferRole::Output, 231, {}, "%y"}, {"b1", DType::F32, BufferRole::Input, 231, {}, "%x"}};
+  ExprPtr p = var("p", 0, 6), i = var("i", 0, 32);
+  ExprPtr at = add(mul(p, imm(33)), i);
+  k.body = block({decl_acc("acc", DType::F32, CombineOp::Sum),
+                  for_loop("p", 7, LoopKind::Parallel,
+                           {for_loop("i", 33, LoopKind::Vectorized,
+                                     {let("e", call("exp", DType::F32, {load("b1", DType::F32, at)})),
+                                      store("b0", at, value_var("e", DType::F32)), accumulate("acc", CombineOp::Sum, value_var("e", DType::F32))})},
+                           "computes %y")});
+  EXPECT_EQ(print_kernel(k),
+            "kernel k0(b0: f32[231] output %y, b1: f32[231] input %x)  # group 0 pointwise [exp] {\n"
+            "  acc acc: f32 = sum.identity\n"
+            "  parallel for p in 0..7 {  # computes %y\n"
+            "    vectorized for i in 0..33 {\n"
+            "      e: f32 = exp(b1[p*33 + i])\n"
+            "      b0[p*33 + i] = e\n"
+            "      acc <sum>= e\n"
+            "    }\n"
+            "  }\n"
+            "}\n");
+}
+
+TEST(KernelIR, WalkersVisitAndRewriteEveryNode) {
+  ExprPtr i = var("i", 0, 9);
+  ExprPtr e = call("add", DType::F32, {load("b0", DType::F32, i), load("b1", DType::F32, add(i, imm(1)))});
+  int loads = 0;
+  visit(e, [&](const Expr& x) { loads += x.kind == ExprKind::Load; });
+  EXPECT_EQ(loads, 2);
+  ExprPtr r = rewrite(e, [](const ExprPtr& x) { return x->kind == ExprKind::Var ? var("j", 0, 9) : x; });
+  EXPECT_EQ(print_expr(r), "add(b0[j], b1[j + 1])");
+  EXPECT_EQ(print_expr(e), "add(b0[i], b1[i + 1])");  // the original is untouched
+  StmtPtr st = for_loop("i", 10, LoopKind::Serial, {store("b2", i, e)});
+  StmtPtr st2 = rewrite_exprs(st, [](const ExprPtr& x) { return x->kind == ExprKind::Load ? imm(DType::F32, 0) : x; });
+  EXPECT_EQ(print_stmt(st2), "serial for i in 0..10 {\n  b2[i] = add(0.0, 0.0)\n}\n");
+}
+
+TEST(Simplifier, FoldsConstantsAndIdentities) {
+  ExprPtr x = var("x", 0, 100);
+  EXPECT_EQ(s(add(mul(imm(3), imm(4)), imm(2))), "14");
+  EXPECT_EQ(s(add(mul(x, imm(1)), imm(0))), "x");
+  EXPECT_EQ(s(mul(x, imm(0))), "0");
+  EXPECT_EQ(s(sub(add(x, imm(5)), imm(5))), "x");
+  EXPECT_EQ(s(add(mul(add(x, imm(1)), imm(2)), x)), "x*3 + 2");
+  EXPECT_EQ(s(cast(DType::F32, imm(3))), "3.0");
+}
+
+TEST(Simplifier, DividesOutMultiplesAndUsesRanges) {
+  ExprPtr p = var("p", 0, 6), i = var("i", 0, 32), n = var("n", 0, 1000000);
+  EXPECT_EQ(s(floordiv(mul(n, imm(8)), imm(8))), "n");              // (a*c)/c
+  EXPECT_EQ(s(floordiv(add(mul(p, imm(33)), i), imm(33))), "p");    // i < 33
+  EXPECT_EQ(s(mod(add(mul(p, imm(33)), i), imm(33))), "i");
+  EXPECT_EQ(s(mod(i, imm(64))), "i");                                // already in range
+  EXPECT_EQ(s(floordiv(i, imm(64))), "0");
+  EXPECT_EQ(s(floordiv(floordiv(n, imm(3)), imm(11))), "n / 33");    // nested floordiv
+  EXPECT_EQ(s(mod(mod(n, imm(12)), imm(4))), "n % 4");               // nested mod
+  EXPECT_EQ(s(floordiv(add(mul(n, imm(6)), imm(4)), imm(3))), "n*2 + 1");
+  EXPECT_EQ(s(min(i, imm(100))), "i");
+  EXPECT_EQ(s(max(i, imm(-1))), "i");
+}
+
+TEST(Simplifier, MergesUnraveledIndicesBackIntoOneVar) {
+  ExprPtr p = var("p", 0, 230), n = var("n", 0, 1000000), i = var("i", 0, 1022);
+  // p unraveled over [7, 33] and raveled with contiguous strides of [7, 33, 1023]:
+  ExprPtr d0 = mod(floordiv(p, imm(33)), imm(7)), d1 = mod(p, imm(33));
+  EXPECT_EQ(s(add(add(mul(d0, imm(33 * 1023)), mul(d1, imm(1023))), i)), "p*1023 + i");
+  // Without a bound on n the outer piece keeps its mod.
+  ExprPtr e0 = mod(floordiv(n, imm(33)), imm(7)), e1 = mod(n, imm(33));
+  EXPECT_EQ(s(add(mul(e0, imm(33)), e1)), "n % 231");
+  EXPECT_EQ(s(add(mul(floordiv(n, imm(33)), imm(33)), e1)), "n");
+}
+
+TEST(Simplifier, KeepsLoadsAndCallsAsAtoms) {
+  ExprPtr i = var("i", 0, 9);
+  ExprPtr g = call("check_index", DType::I64, {load("b1", DType::I64, add(i, imm(0))), imm(10)});
+  EXPECT_EQ(s(add(mul(g, imm(4)), mul(i, imm(1)))), "check_index(b1[i], 10)*4 + i");
+  EXPECT_EQ(s(select(imm(DType::Bool, 0), imm(DType::F32, 1), load("b0", DType::F32, mul(i, imm(1))))), "b0[i]");
+}
+
+}  // namespace
+}  // namespace kiln::codegen

@@ -1,0 +1,217 @@
+// Lowering of small fusion groups (built by hand, independent of the fusion heuristics) to
+// expected kernel IR, and golden snapshots of the emitted C++ for one pointwise and one
+// reduction kernel (KILN_UPDATE_GOLDEN=1 rewrites them after an intended change).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "codegen/cpp_emitter.h"
+#include "codegen/lower.h"
+#include "ir/builder.h"
+#include "tests/support/support.h"
+
+namespace kiln::codegen {
+namespace {
+
+using kiln::testing::F;
+using kiln::testing::I;
+using kiln::testing::has;
+
+// A plan with one group per entry, in order: (kind, nodes by result name).
+fusion::FusionPlan plan_of(const Graph& g, std::vector<std::pair<fusion::KernelKind, std::vector<std::string>>> groups) {
+  fusion::FusionPlan plan;
+  for (auto& [kind, names] : groups) {
+    fusion::FusionGroup grp;
+    grp.id = static_cast<int>(plan.groups.size());
+    grp.kind = kind;
+    for (auto& n : names) {
+      Node* node = g.find(n).node;
+      EXPECT_TRUE(node) << n;
+      grp.nodes.push_back(node);
+      plan.group_of[node] = grp.id;
+    }
+    plan.groups.push_back(grp);
+  }
+  // Outputs: values read by another group or returned.
+  for (auto& grp : plan.groups)
+    for (Node* n : grp.nodes) {
+      Value v = n->result(0);
+      bool out = std::find(g.outputs().begin(), g.outputs().end(), v) != g.outputs().end();
+      for (auto& u : n->result_info(0).uses) out = out || plan.group_of.at(u.user) != grp.id;
+      if (out) grp.outputs.push_back(v);
+    }
+  return plan;
+}
+
+std::string body_of(const Kernel& k) { return print_stmt(k.body); }
+
+TEST(Lower, PointwiseChainWithBroadcastIsOneLoop) {
+  // 7x33 is small: the dims merge into one contiguous loop (no thread handoff).
+  Graph g("pw");
+  Builder b(g);
+  Var x = b.wrap(g.add_input("x", F({7, 33})));
+  Var y = b.wrap(g.add_input("y", F({33})));
+  Var e = b.op(Op::Exp, {b.add(x, y)}, {}, "e");
+  g.set_outputs({e});
+  auto plan = plan_of(g, {{fusion::KernelKind::Pointwise, {"add", "e"}}});
+  LoweredGraph lg = lower(g, plan);
+  ASSERT_EQ(lg.kernels.size(), 1u);
+  EXPECT_EQ(body_of(lg.kernels[0]),
+            "vectorized for i in 0..231 {  # computes %e\n"
+            "  add: f32 = add(b1[i], b2[i % 33])\n"
+            "  e: f32 = exp(add)\n"
+            "  b0[i] = e\n"
+            "}\n");
+}
+
+TEST(Lower, LargeTensorsKeepAParallelOuterLoop) {
+  Graph g("pw");
+  Builder b(g);
+  Var x = b.wrap(g.add_input("x", F({1000, 2, 33})));
+  g.set_outputs({b.op(Op::Exp, {b.transpose(x, 1, 2)}, {}, "e")});
+  auto plan = plan_of(g, {{fusion::KernelKind::Pointwise, {g.outputs()[0].node->input(0).name(), "e"}}});
+  EXPECT_EQ(body_of(lower(g, plan).kernels.at(0)),
+            "parallel for p in 0..1000 {  # computes %e\n"
+            "  vectorized for i in 0..66 {\n"
+            "    e: f32 = exp(b1[p*66 + (i % 2)*33 + i / 2])\n"
+            "    b0[p*66 + i] = e\n"
+            "  }\n"
+            "}\n");
+}
+
+TEST(Lower, ViewsAreIndexTransformsAndCatIsASelect) {
+  Graph g("views");
+  Builder b(g);
+  Var x = b.wrap(g.add_input("x", F({4, 6})));
+  Var t = b.transpose(x, 0, 1);            // [6,4]
+  Var s = b.slice(t, 0, 1, 6, 2);          // rows 1,3,5 -> [3,4]
+  Var c = b.cat({s, b.wrap(g.add_input("z", F({2, 4})))}, 0);  // [5,4]
+  Var n = b.op(Op::Neg, {c}, {}, "n");
+  g.set_outputs({n});
+  auto plan = plan_of(g, {{fusion::KernelKind::Pointwise, {t.v.name(), s.v.name(), c.v.name(), "n"}}});
+  LoweredGraph lg = lower(g, plan);
+  ASSERT_EQ(lg.kernels.size(), 1u);
+  EXPECT_EQ(body_of(lg.kernels[0]),
+            "vectorized for i in 0..20 {  # computes %n\n"
+            "  n: f32 = neg(select(lt(i / 4, 3), b1[(i % 4)*6 + (i / 4)*2 + 1], b2[i - 12]))\n"
+            "  b0[i] = n\n"
+            "}\n");
+}
+
+TEST(Lower, SoftmaxRowIsThreeLoopsOverOneRow) {
+  Graph g("softmax");
+  Builder b(g);
+  Var x = b.wrap(g.add_input("x", F({7, 33})));
+  Var m = b.op(Op::Amax, {x}, {{"dim", IntList{1}}, {"keepdim", true}}, "m");
+  Var e = b.op(Op::Exp, {b.op(Op::Sub, {x, m}, {}, "d")}, {}, "e");
+  Var s = b.op(Op::Sum, {e}, {{"dim", IntList{1}}, {"keepdim", true}}, "s");
+  Var p = b.op(Op::Div, {e, s}, {}, "p");
+  g.set_outputs({p, s});
+  auto plan = plan_of(g, {{fusion::KernelKind::Reduction, {"m", "d", "e", "s", "p"}}});
+  LoweredGraph lg = lower(g, plan);
+  ASSERT_EQ(lg.kernels.size(), 1u);
+  EXPECT_EQ(body_of(lg.kernels[0]),
+            "parallel for row in 0..7 {  # rows of computes %s %p\n"
+            "  acc m_acc: f32 = max.identity\n"
+            "  serial for r in 0..33 {  # reduces %m\n"
+            "    m_acc <max>= b2[row*33 + r]\n"
+            "  }\n"
+            "  m: f32 = m_acc\n"
+            "  acc s_acc: f32 = sum.identity\n"
+            "  serial for r in 0..33 {  # reduces %s\n"
+            "    d: f32 = sub(b2[row*33 + r], m)\n"
+            "    e: f32 = exp(d)\n"
+            "    s_acc <sum>= e\n"
+            "  }\n"
+            "  s: f32 = s_acc\n"
+            "  b0[row] = s\n"
+            "  vectorized for r in 0..33 {  # computes %p\n"
+            "    d_1: f32 = sub(b2[row*33 + r], m)\n"
+            "    e_1: f32 = exp(d_1)\n"
+            "    p_1: f32 = div(e_1, s)\n"
+            "    b1[row*33 + r] = p_1\n"
+            "  }\n"
+            "}\n");
+}
+
+TEST(Lower, GatherIsACheckedIndirectLoadAndMatmulABlasStep) {
+  Graph g("gm");
+  Builder b(g);
+  Var w = b.wrap(g.add_input("w", F({10, 8})));
+  Var ids = b.wrap(g.add_input("ids", I({3, 8})));
+  Var gth = b.op(Op::Gather, {w, ids}, {{"dim", int64_t(0)}}, "g");
+  Var wt = b.wrap(g.add_input("v", F({5, 8})));
+  Var t = b.transpose(wt, 0, 1);
+  Var mm = b.op(Op::Matmul, {gth, t}, {}, "mm");
+  g.set_outputs({mm});
+  auto plan = plan_of(g, {{fusion::KernelKind::Pointwise, {"g"}}, {fusion::KernelKind::Alias, {t.v.name()}},
+                          {fusion::KernelKind::Matmul, {"mm"}}});
+  LoweredGraph lg = lower(g, plan);
+  ASSERT_EQ(lg.kernels.size(), 1u);
+  EXPECT_EQ(body_of(lg.kernels[0]),
+            "vectorized for i in 0..24 {  # computes %g\n"
+            "  g_index: i64 = check_index(b1[i], 10)\n"
+            "  b0[i] = b2[g_index*8 + i % 8]\n"
+            "}\n");
+  ASSERT_EQ(lg.steps.size(), 2u);
+  const MatmulCall& m = lg.steps[1].matmul;
+  EXPECT_EQ(lg.steps[1].kind, Step::Kind::Matmul);
+  EXPECT_TRUE(!m.trans_a && m.trans_b);  // the transposed weight is a BLAS flag, not a copy
+  EXPECT_EQ(m.m, 3);
+  EXPECT_EQ(m.n, 5);
+  EXPECT_EQ(m.k, 8);
+  EXPECT_TRUE(has(print_schedule(lg), "blas f32 B4 = B3 @ B2^T"));
+}
+
+TEST(Lower, OpsWithoutLoweringAreErrorsNamingTheNode) {
+  Graph g("bad");
+  Builder b(g);
+  Var x = b.wrap(g.add_input("x", F({3, 4})));
+  Var sm = b.op(Op::Softmax, {x}, {{"dim", int64_t(1)}}, "sm");
+  g.set_outputs({b.op(Op::Exp, {sm}, {}, "e")});
+  auto plan = plan_of(g, {{fusion::KernelKind::Pointwise, {"sm", "e"}}});
+  std::string msg = kiln::testing::error_of([&] { lower(g, plan); });
+  EXPECT_TRUE(has(msg, "%sm") && has(msg, "softmax")) << msg;
+}
+
+// ---- golden snapshots of the emitted C++
+
+void expect_golden(const std::string& name, const std::string& text) {
+  std::string path = kiln::testing::data_dir() + "/codegen/golden/" + name;
+  if (const char* u = std::getenv("KILN_UPDATE_GOLDEN"); u && std::string(u) == "1") {
+    std::ofstream(path) << text;
+    return;
+  }
+  std::ifstream f(path);
+  ASSERT_TRUE(f) << "missing golden file " << path << " (run with KILN_UPDATE_GOLDEN=1 to write it)";
+  std::string want((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, want) << "emitted C++ changed; if intended, rerun with KILN_UPDATE_GOLDEN=1";
+}
+
+TEST(EmitGolden, PointwiseKernel) {
+  Graph g("pw");
+  Builder b(g);
+  Var x = b.wrap(g.add_input("x", kiln::testing::T(DType::F16, {5, 1023})));
+  Var y = b.wrap(g.add_input("y", F({1023})));
+  Var z = b.op(Op::Gelu, {b.op(Op::Mul, {x, y}, {}, "xy")}, {{"approximate", std::string("tanh")}}, "z");
+  Var c = b.op(Op::Gt, {z, b.scalar(0.5, DType::F32)}, {}, "c");
+  g.set_outputs({z, c});
+  auto plan = plan_of(g, {{fusion::KernelKind::Pointwise, {"xy", "z", g.outputs()[1].node->input(1).name(), "c"}}});
+  expect_golden("pointwise.cpp", emit_cpp_kernel(lower(g, plan).kernels.at(0)));
+}
+
+TEST(EmitGolden, ReductionKernel) {
+  Graph g("rd");
+  Builder b(g);
+  Var x = b.wrap(g.add_input("x", F({7, 1023})));
+  Var m = b.op(Op::Amax, {x}, {{"dim", IntList{1}}}, "m");
+  Var a = b.op(Op::Argmax, {x}, {{"dim", int64_t(1)}}, "a");
+  Var s = b.op(Op::Sum, {b.op(Op::Exp, {b.op(Op::Sub, {x, b.unsqueeze(m, 1)}, {}, "d")}, {}, "e")}, {{"dim", IntList{1}}}, "s");
+  g.set_outputs({s, a});
+  auto plan = plan_of(g, {{fusion::KernelKind::Reduction, {"m", "a", g.find("d").node->input(1).name(), "d", "e", "s"}}});
+  expect_golden("reduction.cpp", emit_cpp_kernel(lower(g, plan).kernels.at(0)));
+}
+
+}  // namespace
+}  // namespace kiln::codegen
