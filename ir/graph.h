@@ -47,7 +47,7 @@ class Node {
   bool is_input() const { return op_ == Op::Input; }
 
   const std::vector<Value>& inputs() const { return inputs_; }
-  Value input(int i) const { return inputs_.at(i); }
+  const Value& input(int i) const { return inputs_.at(i); }
   const Attrs& attrs() const { return attrs_; }
 
   int num_results() const { return static_cast<int>(results_.size()); }

@@ -91,13 +91,13 @@ void add_export_command(CLI::App& app) {
     if (o->dtype != "f32" && o->dtype != "f64") fail("--dtype must be f32 or f64, got '{}'", o->dtype);
     std::vector<HostTensor> example;
     TracedGraph tg = trace_model(*o, example);
+    std::vector<HostTensor> inputs = tg.graph_inputs(example);  // before tg.graph may be moved from
     Graph g = o->dtype == "f64" ? autograd::to_float64(tg.graph) : std::move(tg.graph);
     std::string text = print_graph(g);
     if (o->out.empty()) fmt::print("{}", text);
     else write_text(o->out, text), fmt::print("wrote {} ({} nodes, {} inputs)\n", o->out, g.num_nodes(), g.inputs().size());
     if (!o->save_inputs.empty()) {
       make_dirs(o->save_inputs);
-      std::vector<HostTensor> inputs = tg.graph_inputs(example);
       for (size_t i = 0; i < inputs.size(); ++i) {
         const TensorMeta& want = g.inputs()[i]->meta();
         HostTensor t = inputs[i].dtype() == want.dtype ? inputs[i] : inputs[i].to(want.dtype);
