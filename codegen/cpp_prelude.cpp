@@ -5,7 +5,8 @@
 //
 // Numerics policy: no fast-math. NaN and infinities keep IEEE semantics (a running max
 // starts at -inf; maximum/minimum propagate NaN), so results match the reference
-// interpreter's rules. Transcendentals are clang builtins (libm calls at -O3); clang's
+// interpreter's rules. f32 exp is inline (a polynomial that vectorizes, ~1 ulp); the other
+// transcendentals are clang builtins (libm calls at -O3, so their loops stay scalar); clang's
 // default -ffp-contract=on may fuse a*b+c into an FMA (more accurate, not bit-identical
 // across CPUs). Sums reassociate only inside reduction loops (`#pragma clang fp
 // reassociate(on)`), which is what lets clang vectorize them.
@@ -39,7 +40,12 @@ static inline void kiln_parallel(int64_t n, int64_t grain, F f) {
   else kiln_parallel_for(n, grain, &kiln_run_chunk<F>, &f);
 }
 
-// ---- f16 / bf16 (round to nearest even, as ir/half.h)
+// ---- f16 / bf16 (round to nearest even, as ir/half.h). With F16C (-march=native on x86)
+// clang's storage-only __fp16 converts in hardware and vectorizes; elsewhere, bit arithmetic.
+#if defined(__F16C__)
+static inline float kiln_h2f(uint16_t h) { return (float)__builtin_bit_cast(__fp16, h); }
+static inline uint16_t kiln_f2h(float f) { return __builtin_bit_cast(uint16_t, (__fp16)f); }
+#else
 static inline float kiln_h2f(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu, bits;
   if (exp == 0) {
@@ -69,6 +75,7 @@ static inline uint16_t kiln_f2h(float f) {
   if (rem > 0x1000u || (rem == 0x1000u && (half & 1u))) ++half;
   return (uint16_t)(sign | half);
 }
+#endif
 static inline float kiln_bf2f(uint16_t b) { return __builtin_bit_cast(float, (uint32_t)b << 16); }
 static inline uint16_t kiln_f2bf(float f) {
   uint32_t u = __builtin_bit_cast(uint32_t, f);
@@ -107,7 +114,27 @@ static inline int64_t kiln_imax(int64_t a, int64_t b) { return a < b ? b : a; }
 static inline int64_t kiln_sign(int64_t x) { return (0 < x) - (x < 0); }
 
 // ---- float math (builtins: libm at -O3; no fast-math, see the header comment)
-static inline float kiln_exp(float x) { return __builtin_expf(x); }
+// exp in f32 without a libm call, so loops over it vectorize: Cody-Waite reduction
+// x = n*ln2 + r, a degree-6 polynomial for exp(r) (Cephes expf, ~1 ulp), and 2^n applied in
+// two halves so that subnormal results and overflow to inf come out right. exp(-inf) = 0,
+// exp(inf) = inf, exp(NaN) = NaN.
+static inline float kiln_exp(float x) {
+  float xc = x < -104.0f ? -104.0f : x > 89.0f ? 89.0f : x;
+  float n = __builtin_floorf(xc * 1.44269504088896341f + 0.5f);
+  float r = xc - n * 0.693359375f;
+  r = r + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  float y = p * r * r + r + 1.0f;
+  int32_t ni = (int32_t)n, n1 = ni / 2, n2 = ni - n1;
+  float s1 = __builtin_bit_cast(float, (uint32_t)(n1 + 127) << 23), s2 = __builtin_bit_cast(float, (uint32_t)(n2 + 127) << 23);
+  float out = y * s1 * s2;
+  return x != x ? x : out;
+}
 static inline double kiln_exp(double x) { return __builtin_exp(x); }
 static inline float kiln_log(float x) { return __builtin_logf(x); }
 static inline double kiln_log(double x) { return __builtin_log(x); }

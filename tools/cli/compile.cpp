@@ -21,7 +21,7 @@ void check_device(const std::string& device) {
 void add_compile_command(CLI::App& app) {
   struct Opts {
     std::string file, graph, device = "cpu", dump;
-    bool unfused = false;
+    bool unfused = false, remarks = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("compile", "Compile a graph for a device and print the compile report");
@@ -30,14 +30,18 @@ void add_compile_command(CLI::App& app) {
   cmd->add_option("--device", o->device, "cpu (cuda arrives later)")->capture_default_str();
   cmd->add_option("--dump", o->dump, "write every stage of the compilation to DIR");
   cmd->add_flag("--unfused", o->unfused, "one kernel per node (no fusion)");
+  cmd->add_flag("--vectorizer-remarks", o->remarks, "print clang's loop-vectorizer remarks (what vectorized, what did not)");
   cmd->callback([o] {
     check_device(o->device);
     Graph g = load_graph(o->file, o->graph);
     backend::CpuCompileOptions options;
     options.dump_dir = o->dump;
     options.fuse = !o->unfused;
+    options.jit.vectorizer_remarks = o->remarks;
+    options.jit.use_cache = !o->remarks;  // remarks come from clang, which a cache hit skips
     backend::CompiledGraph cg = backend::compile_cpu(g, options);
     fmt::print("{}", cg.report.str());
+    for (const std::string& r : cg.report.jit.remarks) fmt::print("remark: {}\n", r);
     if (!o->dump.empty()) fmt::print("wrote decomposed.kir, fused.kir, fused.dot, kernels.txt, kernels.cpp, report.txt to {}\n", o->dump);
   });
 }
