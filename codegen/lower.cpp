@@ -110,14 +110,14 @@ std::vector<bool> reduced_dims_of(const Node* n) {
   return meta::reduced_dims(n->input(0).meta(), dims);
 }
 
-CombineOp combine_of(Op op) {
-  switch (op) {
+CombineOp combine_of(const Node* n) {
+  switch (n->op()) {
     case Op::Sum: return CombineOp::Sum;
     case Op::Prod: return CombineOp::Prod;
     case Op::Amax: return CombineOp::Max;
     case Op::Amin: return CombineOp::Min;
     case Op::Argmax: return CombineOp::Argmax;
-    default: fail("node %{}: '{}' has no kernel lowering (decompose it first)", "?", op_name(op));
+    default: fail("node %{}: reduction '{}' has no kernel lowering (decompose it first)", n->name(), op_name(n->op()));
   }
 }
 
@@ -683,7 +683,7 @@ void GraphLowering::lower_reduction(const FusionGroup& grp) {
       acc[n] = a;
       bool arith = n->op() == Op::Sum || n->op() == Op::Prod;
       acc_type[n] = arith ? acc_dtype(n->meta().dtype) : compute_dtype(n->input(0).meta().dtype);
-      kb.emit(decl_acc(a, acc_type[n], combine_of(n->op())));
+      kb.emit(decl_acc(a, acc_type[n], combine_of(n)));
       kb.define(a);
       kb.define(a + "_idx");
     }
@@ -693,7 +693,7 @@ void GraphLowering::lower_reduction(const FusionGroup& grp) {
       ExprPtr x = kb.value_at(n->input(0), full_index());
       if (n->op() == Op::Sum || n->op() == Op::Prod) x = cast(n->meta().dtype, x);
       x = cast(acc_type[n], x);
-      kb.emit(accumulate(acc[n], combine_of(n->op()), x, n->op() == Op::Argmax ? r : nullptr));
+      kb.emit(accumulate(acc[n], combine_of(n), x, n->op() == Op::Argmax ? r : nullptr));
       names += " %" + n->name();
     }
     kb.pop_scope();
