@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "ir/error.h"
+#include "ir/log.h"
 #include "ir/reference/interpreter.h"
 #include "passes/autograd/joint.h"
 
@@ -166,6 +167,13 @@ GradcheckResult gradcheck(const Graph& forward, std::span<const HostTensor> inpu
       }
     }
     result.inputs.push_back(rep);
+  }
+  // One line per check under KILN_LOGS=gradcheck: what a test run checked, countable.
+  if (log_enabled("gradcheck")) {
+    int64_t checked = 0;
+    for (const auto& r : result.inputs) checked += r.checked;
+    log_line("gradcheck", fmt::format("{} {}: {} inputs, {} {} checked", result.ok ? "ok" : "FAILED", forward.name(),
+                                      result.inputs.size(), checked, options.fast ? "directions" : "elements"));
   }
   return result;
 }
