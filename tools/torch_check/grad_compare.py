@@ -180,7 +180,7 @@ def check(kiln, work, model_name, dtype):
         g = np.load(os.path.join(w, "grads", "grad_" + stem(n) + ".npy"))
         a, r = compare(g, params[p].grad.numpy())
         rows.append((n, tuple(params[p].shape), a, r))
-    return float(loss), rows
+    return float(loss.detach()), rows
 
 
 def main():
