@@ -2,7 +2,6 @@
 // temporary folder, runs the binary (KILN_BINARY) and checks exit code, stdout, stderr and
 // the files it wrote.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cmath>
 #include <filesystem>
@@ -10,46 +9,14 @@
 
 #include "ir/npy.h"
 #include "ir/parser.h"
-#include "tests/support/support.h"
+#include "tests/support/cli_fixture.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int rc;
-  std::string out, err;
-};
-
-class Cli : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / (std::string("kiln_cli_") + info->name() + "_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    if (!HasFailure()) fs::remove_all(dir_);
-  }
-
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  std::string write(const std::string& name, const std::string& text) const {
-    std::ofstream(path(name), std::ios::binary) << text;
-    return path(name);
-  }
-  // Runs `kiln ARGS` in the test's folder (arguments are passed through the shell as written).
-  Result kiln(const std::string& args) const {
-    std::string cmd = "cd '" + dir_.string() + "' && '" KILN_BINARY "' " + args + " > '" + path("stdout.txt") +
-                      "' 2> '" + path("stderr.txt") + "'";
-    int status = std::system(cmd.c_str());
-    Result r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, kiln::testing::read_text(path("stdout.txt")),
-             kiln::testing::read_text(path("stderr.txt"))};
-    return r;
-  }
-
-  fs::path dir_;
-};
+using Result = kiln::testing::CliResult;
+class Cli : public kiln::testing::CliTest {};
 
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 

@@ -1,7 +1,6 @@
 // `kiln grad`, run as a user would: joint/forward/backward graphs, the saved-tensor table,
 // gradcheck, saved gradients and errors.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <filesystem>
 #include <fstream>
@@ -10,43 +9,15 @@
 #include "ir/parser.h"
 #include "passes/autograd/joint.h"
 #include "passes/autograd/partition.h"
-#include "tests/support/support.h"
+#include "tests/support/cli_fixture.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using kiln::testing::has;
 
-struct Result {
-  int rc;
-  std::string out, err;
-};
-
-class CliGrad : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / (std::string("kiln_cli_grad_") + info->name() + "_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    if (!HasFailure()) fs::remove_all(dir_);
-  }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  std::string write(const std::string& name, const std::string& text) const {
-    std::ofstream(path(name), std::ios::binary) << text;
-    return path(name);
-  }
-  Result kiln(const std::string& args) const {
-    std::string cmd = "cd '" + dir_.string() + "' && '" KILN_BINARY "' " + args + " > '" + path("stdout.txt") +
-                      "' 2> '" + path("stderr.txt") + "'";
-    int status = std::system(cmd.c_str());
-    return Result{WIFEXITED(status) ? WEXITSTATUS(status) : -1, kiln::testing::read_text(path("stdout.txt")),
-                  kiln::testing::read_text(path("stderr.txt"))};
-  }
-  fs::path dir_;
-};
+using Result = kiln::testing::CliResult;
+class CliGrad : public kiln::testing::CliTest {};
 
 const char* kMlp =
     "graph f(%x: f32[4,8], %w: f32[8,16], %idx: i64[4]) {\n"
