@@ -1,0 +1,186 @@
+// `kiln compile` and `kiln run --device cpu`, run as a user would: the compile report and its
+// stage times, every file --dump writes (the .kir ones parse back), --check on several graphs
+// (f16 and i64 outputs included) and the errors: an unknown or unbuilt device, a malformed
+// file, an index out of range met by a generated kernel.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <tuple>
+#include <utility>
+
+#include "ir/host_tensor.h"
+#include "ir/npy.h"
+#include "ir/parser.h"
+#include "tests/support/cli_fixture.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+using kiln::testing::has;
+using Result = kiln::testing::CliResult;
+
+const char* kSoftmax =
+    "graph sm(%x: f32[7,33]) {\n"
+    "  %y = softmax(%x, dim=1) : f32[7,33]\n"
+    "  return (%y)\n"
+    "}\n";
+
+const char* kMlp =
+    "graph mlp(%x: f32[5,33], %w: f32[16,33], %b: f32[16], %v: f32[3,16]) {\n"
+    "  %h = linear(%x, %w, %b) : f32[5,16]\n"
+    "  %g = gelu(%h) : f32[5,16]\n"
+    "  %o = linear(%g, %v) : f32[5,3]\n"
+    "  %l = log_softmax(%o, dim=1) : f32[5,3]\n"
+    "  return (%l)\n"
+    "}\n";
+
+const char* kViews =
+    "graph views(%x: f32[33,7], %r: f32[1,7]) {\n"
+    "  %t = transpose(%x, dim0=0, dim1=1) : f32[7,33]{1,7}\n"
+    "  %s = slice(%t, dim=1, start=1, end=33, step=2) : f32[7,16]{1,14}\n"
+    "  %e = exp(%s) : f32[7,16]\n"
+    "  %m = amax(%x, dim=[0], keepdim=true) : f32[1,7]\n"
+    "  %a = add(%m, %r) : f32[1,7]\n"
+    "  return (%e, %a)\n"
+    "}\n";
+
+const char* kMixed =
+    "graph mixed(%x: f16[3,7], %i: i64[3,7]) {\n"
+    "  %e = exp(%x) : f16[3,7]\n"
+    "  %j = add(%i, %i) : i64[3,7]\n"
+    "  %s = sum(%j, dim=[1]) : i64[3]\n"
+    "  return (%e, %j, %s)\n"
+    "}\n";
+
+const char* kGather =
+    "graph g(%x: f32[4,5], %idx: i64[4,2]) {\n"
+    "  %y = gather(%x, %idx, dim=1) : f32[4,2]\n"
+    "  return (%y)\n"
+    "}\n";
+
+class CliCompile : public kiln::testing::CliTest {
+ protected:
+  // Whether `kiln compile` can compile at all: a build without LLVM says so.
+  bool jit_available() {
+    write("probe.kir", kSoftmax);
+    Result r = kiln("compile probe.kir --device cpu");
+    return !(r.rc != 0 && has(r.err, "built without the LLVM CPU path"));
+  }
+  int count(const std::string& text, const std::string& part) {
+    int n = 0;
+    for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+    return n;
+  }
+};
+
+#define KILN_CLI_REQUIRE_JIT() \
+  do {                         \
+    if (!jit_available()) GTEST_SKIP() << "kiln was built without the CPU JIT"; \
+  } while (0)
+
+TEST_F(CliCompile, ReportHasTimePerStage) {
+  KILN_CLI_REQUIRE_JIT();
+  write("mlp.kir", kMlp);
+  Result r = kiln("compile mlp.kir --device cpu");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "graph mlp:")) << r.out;
+  EXPECT_TRUE(has(r.out, "2 BLAS calls")) << r.out;
+  for (const char* stage : {"decompose", "optimize", "fuse", "lower", "memory plan", "emit", "jit", "total"})
+    EXPECT_TRUE(has(r.out, std::string(stage) + " ")) << stage << "\n" << r.out;
+  EXPECT_GE(count(r.out, " ms"), 8) << r.out;
+  EXPECT_EQ(r.err, "");
+}
+
+TEST_F(CliCompile, DumpWritesEveryStageAndTheKirFilesParseBack) {
+  KILN_CLI_REQUIRE_JIT();
+  write("mlp.kir", kMlp);
+  Result r = kiln("compile mlp.kir --device cpu --dump out");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "wrote decomposed.kir, fused.kir, fused.dot, kernels.txt, kernels.cpp, report.txt to out")) << r.out;
+  for (const char* f : {"decomposed.kir", "fused.kir", "fused.dot", "kernels.txt", "kernels.cpp", "report.txt"}) {
+    ASSERT_TRUE(fs::exists(path("out/") + f)) << f;
+    EXPECT_GT(fs::file_size(path("out/") + f), 0u) << f;
+  }
+  // The decomposed graph holds no composites; the fused one is the same graph with comments.
+  kiln::Graph decomposed = std::move(kiln::parse_file(path("out/decomposed.kir")).at(0));
+  kiln::Graph fused = std::move(kiln::parse_file(path("out/fused.kir")).at(0));
+  EXPECT_EQ(decomposed.inputs().size(), 4u);
+  EXPECT_EQ(fused.outputs().size(), 1u);
+  std::string dec = kiln::testing::read_text(path("out/decomposed.kir"));
+  EXPECT_FALSE(has(dec, "linear(")) << dec;
+  EXPECT_FALSE(has(dec, "log_softmax(")) << dec;
+  EXPECT_TRUE(has(kiln::testing::read_text(path("out/fused.kir")), "# kernel"));
+  EXPECT_TRUE(has(kiln::testing::read_text(path("out/fused.dot")), "digraph"));
+  EXPECT_TRUE(has(kiln::testing::read_text(path("out/kernels.cpp")), "extern \"C\""));
+  // report.txt is what the command printed.
+  std::string report = kiln::testing::read_text(path("out/report.txt"));
+  EXPECT_TRUE(has(r.out, report.substr(0, report.find('\n')))) << report;
+}
+
+TEST_F(CliCompile, RunCheckPassesOnSeveralGraphs) {
+  KILN_CLI_REQUIRE_JIT();
+  for (auto [file, text, outputs] : {std::tuple{"sm.kir", kSoftmax, 1}, std::tuple{"mlp.kir", kMlp, 1},
+                                     std::tuple{"views.kir", kViews, 2}, std::tuple{"g.kir", kGather, 1}}) {
+    write(file, text);
+    Result r = kiln(std::string("run ") + file + " --device cpu --check --seed 3");
+    EXPECT_EQ(r.rc, 0) << file << "\n" << r.out << r.err;
+    EXPECT_TRUE(has(r.out, "compiled for cpu:")) << r.out;
+    EXPECT_EQ(count(r.out, ": PASS"), outputs) << file << "\n" << r.out;
+    EXPECT_EQ(count(r.out, "FAIL"), 0) << r.out;
+  }
+}
+
+TEST_F(CliCompile, RunCheckWithF16AndI64Outputs) {
+  KILN_CLI_REQUIRE_JIT();
+  write("mixed.kir", kMixed);
+  Result r = kiln("run mixed.kir --device cpu --check");
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_TRUE(has(r.out, "out %e: f16[3,7]")) << r.out;
+  EXPECT_TRUE(has(r.out, "out %s: i64[3]")) << r.out;
+  EXPECT_TRUE(has(r.out, "check %e: PASS")) << r.out;
+  EXPECT_TRUE(has(r.out, "check %j: PASS")) << r.out;
+  EXPECT_TRUE(has(r.out, "check %s: PASS")) << r.out;
+}
+
+TEST_F(CliCompile, CudaDeviceIsAClearErrorWithExitCode1) {
+  write("sm.kir", kSoftmax);
+  for (const char* cmd : {"compile sm.kir --device cuda", "run sm.kir --device cuda"}) {
+    Result r = kiln(cmd);
+    EXPECT_EQ(r.rc, 1) << cmd;
+    EXPECT_TRUE(has(r.err, "--device cuda: the CUDA backend is not built yet")) << r.err;
+    EXPECT_EQ(count(r.err, "\n"), 1) << r.err;  // one line
+  }
+  Result r = kiln("compile sm.kir --device tpu");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "unknown device 'tpu'")) << r.err;
+}
+
+TEST_F(CliCompile, MalformedFileGivesFileLineColumn) {
+  write("bad.kir", "graph g(%x: f32[2]) {\n  %y = exp(%x) : f32[2]\n  %z = bogus(%y)\n  return (%z)\n}\n");
+  for (const char* cmd : {"compile bad.kir --device cpu", "run bad.kir --device cpu --check"}) {
+    Result r = kiln(cmd);
+    EXPECT_EQ(r.rc, 1) << cmd;
+    EXPECT_EQ(r.err, "bad.kir:3:8: error: unknown op 'bogus'\n") << cmd;
+  }
+}
+
+TEST_F(CliCompile, OutOfRangeGatherIndexNamesTheKernel) {
+  KILN_CLI_REQUIRE_JIT();
+  write("g.kir", kGather);
+  kiln::write_npy(path("x.npy"), kiln::HostTensor::from_doubles(kiln::DType::F32, {4, 5},
+                                                                std::vector<double>(20, 1.5)));
+  kiln::write_npy(path("idx.npy"), kiln::HostTensor::from_ints(kiln::DType::I64, {4, 2}, std::vector<int64_t>{0, 1, 2, 7, 1, 1, 0, 4}));
+  Result r = kiln("run g.kir --device cpu --inputs x.npy,idx.npy");
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_TRUE(has(r.err, "kiln: error: graph g: kernel k")) << r.err;
+  EXPECT_TRUE(has(r.err, "gather")) << r.err;
+  EXPECT_TRUE(has(r.err, "7")) << r.err;
+  // In range, the same inputs run.
+  kiln::write_npy(path("idx.npy"), kiln::HostTensor::from_ints(kiln::DType::I64, {4, 2}, std::vector<int64_t>{0, 1, 2, 4, 1, 1, 0, 4}));
+  Result ok = kiln("run g.kir --device cpu --check --inputs x.npy,idx.npy");
+  EXPECT_EQ(ok.rc, 0) << ok.out << ok.err;
+  EXPECT_TRUE(has(ok.out, "check %y: PASS")) << ok.out;
+}
+
+}  // namespace
