@@ -175,7 +175,7 @@ TEST_F(CliCompile, OutOfRangeGatherIndexNamesTheKernel) {
   EXPECT_EQ(r.rc, 1) << r.out;
   EXPECT_TRUE(has(r.err, "kiln: error: graph g: kernel k")) << r.err;
   EXPECT_TRUE(has(r.err, "gather")) << r.err;
-  EXPECT_TRUE(has(r.err, "7")) << r.err;
+  EXPECT_TRUE(has(r.err, "index 7 is out of range for a dimension of size 5")) << r.err;
   // In range, the same inputs run.
   kiln::write_npy(path("idx.npy"), kiln::HostTensor::from_ints(kiln::DType::I64, {4, 2}, std::vector<int64_t>{0, 1, 2, 4, 1, 1, 0, 4}));
   Result ok = kiln("run g.kir --device cpu --check --inputs x.npy,idx.npy");
