@@ -1,5 +1,7 @@
 #include "passes/canonicalize.h"
 
+#include "ir/error.h"
+#include "ir/log.h"
 #include "ir/tensor_meta.h"
 #include "passes/pattern.h"
 
@@ -86,11 +88,58 @@ std::vector<Rule> make_rules() {
   };
 }
 
+// A broadcasting op reads `expand(y)` exactly as it reads y (broadcasting does the
+// expansion), and a one-element y the same whatever its shape: so such an operand view can
+// go, leaving fusion and lowering plain operands (autograd scales gradients by
+// expand(reshape(tangent))). Only when the node's result type stays the same: a 0-d operand
+// promotes differently from a dimensioned one, and reshape of more than one element would
+// line the values up differently.
+std::optional<Value> view_the_op_broadcasts_anyway(Node* n, int i) {
+  const Value& in = n->input(i);
+  Op view = in.node->op();
+  if (view != Op::Expand && view != Op::Reshape && view != Op::Unsqueeze) return std::nullopt;
+  Value base = in.node->input(0);
+  if (view != Op::Expand && base.meta().numel() != 1) return std::nullopt;
+  std::vector<TensorMeta> metas;
+  for (int j = 0; j < static_cast<int>(n->inputs().size()); ++j) metas.push_back(j == i ? base.meta() : n->input(j).meta());
+  std::vector<TensorMeta> out;
+  try {
+    out = infer_meta(n->info(), metas, n->attrs());
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  if (out[0].dtype != n->meta().dtype || out[0].shape != n->meta().shape) return std::nullopt;
+  return base;
+}
+
+bool drop_broadcast_views(Graph& g) {
+  bool changed = false;
+  for (Node* n : g.nodes()) {
+    if (n->category() != OpCategory::Pointwise || n->inputs().size() < 2) continue;
+    for (int i = 0; i < static_cast<int>(n->inputs().size()); ++i) {
+      // Repeat: expand(reshape(s)) peels one view per step.
+      while (std::optional<Value> base = view_the_op_broadcasts_anyway(n, i)) {
+        if (log_enabled("canonicalize"))
+          log_line("canonicalize", fmt::format("%{}: operand %{} -> %{} (broadcasting does the view)", n->name(),
+                                               n->input(i).name(), base->name()));
+        n->set_input(i, *base);
+        changed = true;
+      }
+    }
+  }
+  return changed;
+}
+
 }  // namespace
 
 bool run_canonicalize(Graph& g) {
   static const std::vector<Rule> rules = make_rules();
-  return apply_rules(g, rules, "canonicalize");
+  bool changed = apply_rules(g, rules, "canonicalize");
+  if (drop_broadcast_views(g)) {
+    changed = true;
+    g.reinfer_types();  // strides of downstream views may follow the new operands
+  }
+  return changed;
 }
 
 }  // namespace kiln
