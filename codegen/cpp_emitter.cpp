@@ -169,6 +169,10 @@ std::string store_value(const std::string& v, DType t) {
   }
 }
 
+// Element-iterations below which a loop stays on the calling thread (a pool handoff costs
+// a few microseconds; 32K simple elements take about as long).
+constexpr int64_t kParallelWork = 32768;
+
 // Element-iterations inside one iteration of a loop's body (for the parallel grain).
 int64_t work_of(const StmtPtr& s) {
   int64_t w = 0;
@@ -239,7 +243,19 @@ class Emitter {
       case StmtKind::For: {
         if (!s->comment.empty()) line(ind, "// " + s->comment);
         if (s->loop == LoopKind::Parallel && !in_parallel) {
-          int64_t grain = std::max<int64_t>(1, 32768 / work_of(s));
+          int64_t grain = std::max<int64_t>(1, kParallelWork / work_of(s));
+          line(ind, fmt::format("kiln_parallel({}, {}, [&](int64_t {}_begin, int64_t {}_end) {{", s->extent, grain, s->name, s->name));
+          line(ind + 1, fmt::format("for (int64_t {0} = {0}_begin; {0} < {0}_end; ++{0}) {{", s->name));
+          for (auto& b : s->body) stmt(b, ind + 2, true);
+          line(ind + 1, "}");
+          line(ind, "});");
+          return;
+        }
+        // A vectorized loop outside any parallel loop (a flat pointwise kernel) has independent
+        // iterations: it runs in contiguous chunks on the pool, each chunk one simple loop
+        // that clang vectorizes. Small loops stay inline (kiln_parallel's grain).
+        if (s->loop == LoopKind::Vectorized && !in_parallel && s->extent * work_of(s) > kParallelWork) {
+          int64_t grain = std::max<int64_t>(1024, kParallelWork / work_of(s));
           line(ind, fmt::format("kiln_parallel({}, {}, [&](int64_t {}_begin, int64_t {}_end) {{", s->extent, grain, s->name, s->name));
           line(ind + 1, fmt::format("for (int64_t {0} = {0}_begin; {0} < {0}_end; ++{0}) {{", s->name));
           for (auto& b : s->body) stmt(b, ind + 2, true);

@@ -5,8 +5,9 @@
 //
 // Numerics policy: no fast-math. NaN and infinities keep IEEE semantics (a running max
 // starts at -inf; maximum/minimum propagate NaN), so results match the reference
-// interpreter's rules. f32 exp is inline (a polynomial that vectorizes, ~1 ulp); the other
-// transcendentals are clang builtins (libm calls at -O3, so their loops stay scalar); clang's
+// interpreter's rules. f32 exp, log, log1p and tanh (so sigmoid and silu too) are inline,
+// branch-free code that vectorizes (a few ulp); the other transcendentals and all of f64 are
+// clang builtins (libm calls at -O3, so their loops stay scalar); clang's
 // default -ffp-contract=on may fuse a*b+c into an FMA (more accurate, not bit-identical
 // across CPUs). Sums reassociate only inside reduction loops (`#pragma clang fp
 // reassociate(on)`), which is what lets clang vectorize them.
@@ -136,9 +137,32 @@ static inline float kiln_exp(float x) {
   return x != x ? x : out;
 }
 static inline double kiln_exp(double x) { return __builtin_exp(x); }
-static inline float kiln_log(float x) { return __builtin_logf(x); }
+// log in f32 without a libm call (musl's logf reduction and polynomial, < 1 ulp): x = 2^k * m
+// with m in [sqrt(1/2), sqrt(2)), log(m) from s = f / (2 + f), f = m - 1. Subnormals are
+// scaled by 2^23 first; the special cases are selects: log(0) = -inf, log(<0) = NaN,
+// log(inf) = inf, log(NaN) = NaN.
+static inline float kiln_log(float x) {
+  bool sub = x < 1.17549435e-38f;
+  float xs = sub ? x * 8388608.0f : x;
+  uint32_t ix = __builtin_bit_cast(uint32_t, xs) + (0x3f800000u - 0x3f3504f3u);
+  int32_t k = (int32_t)(ix >> 23) - 0x7f - (sub ? 23 : 0);
+  float f = __builtin_bit_cast(float, (ix & 0x007fffffu) + 0x3f3504f3u) - 1.0f;
+  float s = f / (2.0f + f), z = s * s, w = z * z;
+  float t1 = w * (0.40000972152f + w * 0.24279078841f), t2 = z * (0.66666662693f + w * 0.28498786688f);
+  float hfsq = 0.5f * f * f, dk = (float)k;
+  float out = s * (hfsq + t1 + t2) + dk * 9.0580006145e-06f - hfsq + f + dk * 6.9313812256e-01f;
+  out = x == __builtin_inff() ? x : out;
+  out = x == 0.0f ? -__builtin_inff() : out;
+  return x < 0.0f || x != x ? __builtin_nanf("") : out;
+}
 static inline double kiln_log(double x) { return __builtin_log(x); }
-static inline float kiln_log1p(float x) { return __builtin_log1pf(x); }
+// log1p from log: u = 1 + x rounds, and log(u) * x / (u - 1) cancels that rounding error
+// (Goldberg's trick); u == 1 means x is below half an ulp of 1, where log1p(x) = x.
+static inline float kiln_log1p(float x) {
+  float u = 1.0f + x, d = u - 1.0f;
+  float out = d == 0.0f ? x : kiln_log(u) * (x / d);
+  return x == __builtin_inff() ? x : out;
+}
 static inline double kiln_log1p(double x) { return __builtin_log1p(x); }
 static inline float kiln_sqrt(float x) { return __builtin_sqrtf(x); }
 static inline double kiln_sqrt(double x) { return __builtin_sqrt(x); }
@@ -146,7 +170,21 @@ static inline float kiln_sin(float x) { return __builtin_sinf(x); }
 static inline double kiln_sin(double x) { return __builtin_sin(x); }
 static inline float kiln_cos(float x) { return __builtin_cosf(x); }
 static inline double kiln_cos(double x) { return __builtin_cos(x); }
-static inline float kiln_tanh(float x) { return __builtin_tanhf(x); }
+// tanh in f32 without a libm call: an odd polynomial below |x| = 0.625 (Cephes tanhf), else
+// 1 - 2 / (exp(2|x|) + 1) with the sign of x; both are computed and one selected, so loops
+// vectorize. exp overflowing to inf gives exactly +-1; NaN stays NaN; tanh(-0) = -0.
+static inline float kiln_tanh(float x) {
+  float a = __builtin_fabsf(x), z = x * x;
+  float p = -5.70498872745e-3f;
+  p = p * z + 2.06390887954e-2f;
+  p = p * z - 5.37397155531e-2f;
+  p = p * z + 1.33314422036e-1f;
+  p = p * z - 3.33332819422e-1f;
+  float small = p * z * x + x;
+  float big = 1.0f - 2.0f / (kiln_exp(2.0f * a) + 1.0f);
+  big = __builtin_copysignf(big, x);
+  return a < 0.625f || x != x ? (x == 0.0f ? x : small) : big;
+}
 static inline double kiln_tanh(double x) { return __builtin_tanh(x); }
 static inline float kiln_erf(float x) { return __builtin_erff(x); }
 static inline double kiln_erf(double x) { return __builtin_erf(x); }
