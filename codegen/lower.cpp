@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -187,7 +188,7 @@ class KernelBuilder {
   std::map<const Node*, std::string> constants_;
   std::map<const Node*, ExprPtr> reduced_;
   std::vector<Scope> scopes_;
-  std::set<std::string> names_{"p", "i", "r", "row", "j", "buffers", "scalars"};
+  std::set<std::string> names_{"p", "i", "r", "row", "j", "tile", "col", "buffers", "scalars"};
 };
 
 class GraphLowering {
@@ -243,6 +244,8 @@ class GraphLowering {
  private:
   void lower_pointwise(const FusionGroup& grp);
   void lower_reduction(const FusionGroup& grp);
+  bool lower_column_reduction(const FusionGroup& grp, const std::vector<const Node*>& reductions,
+                              std::map<const Node*, int>& level, int levels);
   void lower_scatter(const FusionGroup& grp);
   void lower_matmul(const FusionGroup& grp);
   // A kernel writing `src` (read through index map `map` from an index over `shape`) into a
@@ -651,6 +654,8 @@ void GraphLowering::lower_reduction(const FusionGroup& grp) {
                          "the reductions of a group share one input shape and reduced dims");
   }
 
+  if (lower_column_reduction(grp, reductions, level, levels)) return;
+
   KernelBuilder kb(*this, &grp, group_comment(grp));
   std::vector<std::pair<Value, std::string>> full_outs, row_outs;
   for (Value v : grp.outputs) {
@@ -728,6 +733,157 @@ void GraphLowering::lower_reduction(const FusionGroup& grp) {
   kb.pop_scope();
   Kernel k = kb.finish(block(std::move(top)));
   add_kernel_step(kb, std::move(k), grp.id);
+}
+
+// Reductions over leading dims that keep the innermost one (a bias gradient: sum over the
+// rows of [N, C]) as S = [outer, reduced, inner]. Iterating one kept point at a time would
+// read the input with a stride of C; instead each parallel iteration takes a tile of T
+// consecutive kept points, keeps their accumulators in a temp buffer (one per reduction) and
+// sweeps the reduced dims outside a contiguous, vectorizable loop over the tile:
+//   parallel for t { for c: acc[t*T + c] = identity
+//                    for r { for c: acc[t*T + c] = combine(acc[t*T + c], x[o, r, c]) } ... }
+// Each accumulator sees the values in the reference's order, so nothing reassociates.
+// Returns false (the row lowering applies) for other shapes and for argmax.
+bool GraphLowering::lower_column_reduction(const FusionGroup& grp, const std::vector<const Node*>& reductions,
+                                           std::map<const Node*, int>& level, int levels) {
+  const Shape& S = reductions[0]->input(0).meta().shape;
+  std::vector<bool> red = reduced_dims_of(reductions[0]);
+  if (S.empty() || red.back()) return false;
+  for (const Node* n : reductions)
+    if (n->op() == Op::Argmax) return false;
+  size_t d0 = 0;
+  while (d0 < S.size() && !red[d0]) ++d0;
+  size_t d1 = d0;
+  while (d1 < S.size() && red[d1]) ++d1;  // reduced dims: [d0, d1)
+  for (size_t d = d1; d < S.size(); ++d)
+    if (red[d]) return false;
+  Shape kept, rdims;
+  for (size_t d = 0; d < S.size(); ++d) (red[d] ? rdims : kept).push_back(S[d]);
+  int64_t C = product(S, d1), nred = product(rdims), nrow = product(kept);
+  if (C < 8 || nred < 2 || nrow == 0) return false;
+  // The tile: a divisor of C (so tiles never straddle an outer index) up to 256 columns,
+  // small enough for 16 tiles to share among threads when C allows (but not under 32).
+  int64_t T = 1;
+  for (int64_t d = std::min<int64_t>(C, 256); d >= 1; --d)
+    if (C % d == 0 && (T == 1 || (T > 32 && nrow / T < 16 && d >= 32))) T = d;
+  if (T < 8) return false;
+
+  KernelBuilder kb(*this, &grp, group_comment(grp));
+  std::vector<std::pair<Value, std::string>> full_outs, row_outs;
+  for (Value v : grp.outputs) {
+    std::string name = kb.buffer(new_buffer(v), BufferRole::Output);
+    if (v.meta().shape == S && !(v.node->category() == OpCategory::Reduction)) full_outs.emplace_back(v, name);
+    else row_outs.emplace_back(v, name);
+  }
+  std::vector<StmtPtr> top, tbody;
+  kb.push_scope(&top, {});
+  ExprPtr t = var("tile", 0, nrow / T - 1), c = var("col", 0, T - 1);
+  ExprPtr r = var("r", 0, nred - 1);
+  ExprPtr row = add(mul(t, imm(T)), c);  // the flat kept index
+  kb.push_scope(&tbody, {"tile"});
+  Index kept_idx = unravel(row, kept), red_idx = unravel(r, rdims);
+  auto full_index = [&]() {
+    Index full;
+    size_t a = 0, b = 0;
+    for (size_t d = 0; d < S.size(); ++d) full.push_back(simplify(red[d] ? red_idx[b++] : kept_idx[a++]));
+    return full;
+  };
+  auto tile_loop = [&](const std::function<void()>& body, const std::string& comment) {
+    std::vector<StmtPtr> cbody;
+    kb.push_scope(&cbody, {"col"});
+    body();
+    kb.pop_scope();
+    return for_loop("col", T, LoopKind::Vectorized, std::move(cbody), comment);
+  };
+  for (int lvl = 1; lvl <= levels; ++lvl) {
+    std::vector<const Node*> here;
+    for (const Node* n : reductions)
+      if (level[n] == lvl) here.push_back(n);
+    std::map<const Node*, std::string> acc;
+    std::map<const Node*, DType> acc_type;
+    std::string names;
+    for (const Node* n : here) {
+      bool arith = n->op() == Op::Sum || n->op() == Op::Prod;
+      acc_type[n] = arith ? acc_dtype(n->meta().dtype) : compute_dtype(n->input(0).meta().dtype);
+      acc[n] = kb.buffer(temp_buffer(acc_type[n], {nrow}, "%" + n->name() + " accumulators"), BufferRole::Temp);
+      names += " %" + n->name();
+    }
+    kb.emit(tile_loop(
+        [&] {
+          for (const Node* n : here) {
+            DType at = acc_type[n];
+            bool fl = is_floating(at);
+            double id = 0;
+            switch (combine_of(n)) {
+              case CombineOp::Sum: id = 0; break;
+              case CombineOp::Prod: id = 1; break;
+              case CombineOp::Max: id = fl ? -INFINITY : static_cast<double>(INT64_MIN); break;
+              case CombineOp::Min: id = fl ? INFINITY : static_cast<double>(INT64_MAX); break;
+              case CombineOp::Argmax: break;
+            }
+            ExprPtr init = imm(at, id);
+            if (!fl) {  // exactly INT64_MIN / INT64_MAX (a double cannot hold INT64_MAX)
+              auto e = std::make_shared<Expr>(*imm(combine_of(n) == CombineOp::Max ? INT64_MIN
+                                                   : combine_of(n) == CombineOp::Min ? INT64_MAX
+                                                                                     : static_cast<int64_t>(id)));
+              e->dtype = at;
+              init = e;
+            }
+            kb.emit(store(acc[n], simplify(row), init));
+          }
+        },
+        "starts" + names));
+    std::vector<StmtPtr> rbody;
+    kb.push_scope(&rbody, {"r"});
+    kb.emit(tile_loop(
+        [&] {
+          for (const Node* n : here) {
+            DType at = acc_type[n];
+            ExprPtr x = kb.value_at(n->input(0), full_index());
+            if (n->op() == Op::Sum || n->op() == Op::Prod) x = cast(n->meta().dtype, x);
+            x = cast(at, x);
+            const char* fn = n->op() == Op::Sum ? "add" : n->op() == Op::Prod ? "mul" : n->op() == Op::Amax ? "max_step" : "min_step";
+            ExprPtr cur = load(acc[n], at, simplify(row));
+            kb.emit(store(acc[n], simplify(row), call(fn, at, {cur, x})));
+          }
+        },
+        ""));
+    kb.pop_scope();
+    kb.emit(for_loop("r", nred, LoopKind::Serial, std::move(rbody), "reduces" + names));
+    for (const Node* n : here) kb.set_reduced(n, cast(n->meta().dtype, load(acc[n], acc_type[n], simplify(row))));
+  }
+  if (!row_outs.empty())
+    kb.emit(tile_loop(
+        [&] {
+          for (auto& [v, name] : row_outs) {
+            Index idx = unravel(row, v.meta().shape);
+            for (auto& e : idx) e = simplify(e);
+            kb.emit(store(name, simplify(row), cast(v.meta().dtype, kb.value_at(v, idx))));
+          }
+        },
+        "computes reduced outputs"));
+  if (!full_outs.empty()) {
+    std::vector<StmtPtr> rbody;
+    kb.push_scope(&rbody, {"r"});
+    std::vector<Value> vs;
+    for (auto& [v, name] : full_outs) vs.push_back(v);
+    kb.emit(tile_loop(
+        [&] {
+          for (auto& [v, name] : full_outs) {
+            Index full = full_index();
+            kb.emit(store(name, simplify(ravel(full, S)), cast(v.meta().dtype, kb.value_at(v, full))));
+          }
+        },
+        ""));
+    kb.pop_scope();
+    kb.emit(for_loop("r", nred, LoopKind::Serial, std::move(rbody), outputs_comment(vs)));
+  }
+  kb.pop_scope();
+  kb.emit(for_loop("tile", nrow / T, LoopKind::Parallel, std::move(tbody), fmt::format("tiles of {} columns of ", T) + outputs_comment(grp.outputs)));
+  kb.pop_scope();
+  Kernel k = kb.finish(block(std::move(top)));
+  add_kernel_step(kb, std::move(k), grp.id);
+  return true;
 }
 
 void GraphLowering::lower_scatter(const FusionGroup& grp) {
