@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <map>
+#include <set>
 
 #include "codegen/pointwise_exprs.h"
 #include "ir/error.h"
@@ -190,9 +192,17 @@ bool only_sums(const StmtPtr& loop) {
   return any && ok;
 }
 
+// A float max/min accumulator: an integer max/min over order-preserving keys of the floats
+// plus a NaN flag (see Accumulate).
+std::string_view key_type(DType t) { return t == DType::F64 ? "int64_t" : "int32_t"; }
+bool nan_flagged(const Stmt& s) {
+  return (s.combine == CombineOp::Max || s.combine == CombineOp::Min) && float_repr(s.dtype);
+}
+
 class Emitter {
  public:
   std::string out;
+  std::map<std::string, DType> dtypes_;  // accumulator types, by name
 
   void line(int indent, const std::string& s) { out += std::string(static_cast<size_t>(indent) * 2, ' ') + s + "\n"; }
 
@@ -210,8 +220,13 @@ class Emitter {
         return;
       }
       case StmtKind::DeclAcc:
+        dtypes_[s->name] = s->dtype;
         line(ind, fmt::format("{} {} = {};", cpp_value_type(s->dtype), s->name, identity(s->combine, s->dtype)));
         if (s->combine == CombineOp::Argmax) line(ind, fmt::format("int64_t {}_idx = 0;", s->name));
+        if (nan_flagged(*s)) {
+          line(ind, fmt::format("bool {}_nan = false;", s->name));
+          line(ind, fmt::format("{0} {1}_key = kiln_order_key({1});", key_type(s->dtype), s->name));
+        }
         return;
       case StmtKind::Accumulate: {
         std::string v = expr(s->exprs[0]);
@@ -222,13 +237,23 @@ class Emitter {
                                            : fmt::format("{0} = kiln_wrap_mul({0}, {1});", s->name, v));
             return;
           case CombineOp::Max:
-            line(ind, float_repr(s->dtype) ? fmt::format("{0} = kiln_max_step({0}, {1});", s->name, v)
-                                           : fmt::format("{0} = {1} > {0} ? {1} : {0};", s->name, paren(v)));
+          case CombineOp::Min: {
+            const char* cmp = s->combine == CombineOp::Max ? ">" : "<";
+            if (!float_repr(s->dtype)) {
+              line(ind, fmt::format("{0} = {1} {2} {0} ? {1} : {0};", s->name, paren(v), cmp));
+              return;
+            }
+            // LLVM 14 vectorizes no float max/min reduction without no-NaNs, but does vectorize
+            // integer ones: compare the floats' order-preserving integer keys, with a separate
+            // NaN flag that wins after the loop. (Unlike the reference, +0 counts above -0.)
+            line(ind, "{");
+            line(ind + 1, fmt::format("const {} v_ = {};", cpp_value_type(s->dtype), v));
+            line(ind + 1, fmt::format("const {} k_ = kiln_order_key(v_);", key_type(s->dtype)));
+            line(ind + 1, fmt::format("{0}_key = k_ {1} {0}_key ? k_ : {0}_key;", s->name, cmp));
+            line(ind + 1, fmt::format("{}_nan |= v_ != v_;", s->name));
+            line(ind, "}");
             return;
-          case CombineOp::Min:
-            line(ind, float_repr(s->dtype) ? fmt::format("{0} = kiln_min_step({0}, {1});", s->name, v)
-                                           : fmt::format("{0} = {1} < {0} ? {1} : {0};", s->name, paren(v)));
-            return;
+          }
           case CombineOp::Argmax: {
             line(ind, "{");
             line(ind + 1, fmt::format("const {} v_ = {};", cpp_value_type(s->dtype), v));
@@ -274,6 +299,12 @@ class Emitter {
         for (auto& b : s->body) stmt(b, body_ind + 1, in_parallel);
         line(body_ind, "}");
         if (reassoc) line(ind, "}");
+        std::set<std::string> flagged;
+        visit(s, [&](const Stmt& a) {
+          if (a.kind == StmtKind::Accumulate && nan_flagged(a)) flagged.insert(a.name);
+        });
+        for (const std::string& a : flagged)
+          line(ind, fmt::format("{0} = {0}_nan ? {1} : kiln_from_order_key({0}_key);", a, float_literal(NAN, dtypes_[a])));
         return;
       }
     }

@@ -206,6 +206,13 @@ template <class T> static inline T kiln_max_step(T acc, T v) { return (v > acc |
 template <class T> static inline T kiln_min_step(T acc, T v) { return (v < acc || v != v) ? v : acc; }
 template <class T> static inline bool kiln_argmax_wins(T v, T best) { return (v != v && best == best) || (best == best && v > best); }
 
+// Integer keys in the order of the floats (-inf lowest, +inf highest; -0 just below +0), so
+// max/min reductions over them vectorize; NaNs are tracked apart by the caller.
+static inline int32_t kiln_order_key(float x) { int32_t i = __builtin_bit_cast(int32_t, x); return i < 0 ? i ^ 0x7fffffff : i; }
+static inline int64_t kiln_order_key(double x) { int64_t i = __builtin_bit_cast(int64_t, x); return i < 0 ? i ^ 0x7fffffffffffffffL : i; }
+static inline float kiln_from_order_key(int32_t k) { return __builtin_bit_cast(float, k < 0 ? k ^ 0x7fffffff : k); }
+static inline double kiln_from_order_key(int64_t k) { return __builtin_bit_cast(double, k < 0 ? k ^ 0x7fffffffffffffffL : k); }
+
 // ---- gather / scatter_add index check: wraps negatives; reports and reads 0 when out of range
 static inline int64_t kiln_check_index(int64_t i, int64_t size) {
   if (i < -size || i >= size) {

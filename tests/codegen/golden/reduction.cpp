@@ -8,16 +8,24 @@ extern "C" void k0(void* const* buffers, const int64_t* scalars) {
   kiln_parallel(7, 6, [&](int64_t row_begin, int64_t row_end) {
     for (int64_t row = row_begin; row < row_end; ++row) {
       float m_acc = -__builtin_inff();
+      bool m_acc_nan = false;
+      int32_t m_acc_key = kiln_order_key(m_acc);
       float a_acc = -__builtin_inff();
       int64_t a_acc_idx = 0;
       // reduces %m %a
       for (int64_t r = 0; r < 1023; ++r) {
-        m_acc = kiln_max_step(m_acc, b2[row * 1023 + r]);
+        {
+          const float v_ = b2[row * 1023 + r];
+          const int32_t k_ = kiln_order_key(v_);
+          m_acc_key = k_ > m_acc_key ? k_ : m_acc_key;
+          m_acc_nan |= v_ != v_;
+        }
         {
           const float v_ = b2[row * 1023 + r];
           if (kiln_argmax_wins(v_, a_acc)) { a_acc = v_; a_acc_idx = r; }
         }
       }
+      m_acc = m_acc_nan ? __builtin_nanf("") : kiln_from_order_key(m_acc_key);
       const float m = m_acc;
       const int64_t a = a_acc_idx;
       float s_acc = 0.0f;
