@@ -14,6 +14,7 @@ namespace {
 void check(const std::string& kir, uint64_t seed = 3) { expect_matches_reference(parse_graph(kir), seed); }
 
 TEST(CpuKernels, SumOverRowsKeepsColumnsInTiles) {
+  KILN_REQUIRE_JIT();
   const char* kir = R"(
 graph g(%x: f32[300,96], %w: f32[96]) {
   %s = sum(%x, dim=[0]) : f32[96]
@@ -22,12 +23,11 @@ graph g(%x: f32[300,96], %w: f32[96]) {
   return (%s, %t, %y)
 })";
   check(kir);
-  if (runtime::cpu::jit_available()) {
-    EXPECT_NE(backend::compile_cpu(parse_graph(kir)).executable.source().find("tiles of 32 columns"), std::string::npos);
-  }
+  EXPECT_NE(backend::compile_cpu(parse_graph(kir)).executable.source().find("tiles of 32 columns"), std::string::npos);
 }
 
 TEST(CpuKernels, ColumnReductionsOverMiddleDimsAndChains) {
+  KILN_REQUIRE_JIT();
   // [4, 50, 40] over dim 1: outer 4, tiles of 40; mean then variance (two levels); max/min; an
   // integer product (wraps) and an f16 sum (accumulates in f32).
   check(R"(
@@ -46,6 +46,7 @@ graph g(%x: f32[4,50,40], %i: i64[4,50,40], %h: f16[6,7,64]) {
 }
 
 TEST(CpuKernels, ColumnMaxAndRowMaxPropagateNaN) {
+  KILN_REQUIRE_JIT();
   Graph g = parse_graph(R"(
 graph g(%x: f32[64,48]) {
   %c = amax(%x, dim=[0]) : f32[48]
@@ -62,6 +63,7 @@ graph g(%x: f32[64,48]) {
 }
 
 TEST(CpuKernels, LargeFlatPointwiseRunsInChunks) {
+  KILN_REQUIRE_JIT();
   // 200K elements: above the parallel threshold, with every inline math function.
   check(R"(
 graph g(%x: f32[200003], %y: f32[200003]) {
