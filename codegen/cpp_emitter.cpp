@@ -267,27 +267,20 @@ class Emitter {
       }
       case StmtKind::For: {
         if (!s->comment.empty()) line(ind, "// " + s->comment);
-        if (s->loop == LoopKind::Parallel && !in_parallel) {
-          int64_t grain = std::max<int64_t>(1, kParallelWork / work_of(s));
+        // A loop run in chunks on the pool: each chunk is one plain loop over [begin, end).
+        auto chunked = [&](int64_t grain) {
           line(ind, fmt::format("kiln_parallel({}, {}, [&](int64_t {}_begin, int64_t {}_end) {{", s->extent, grain, s->name, s->name));
           line(ind + 1, fmt::format("for (int64_t {0} = {0}_begin; {0} < {0}_end; ++{0}) {{", s->name));
           for (auto& b : s->body) stmt(b, ind + 2, true);
           line(ind + 1, "}");
           line(ind, "});");
-          return;
-        }
+        };
+        if (s->loop == LoopKind::Parallel && !in_parallel) return chunked(std::max<int64_t>(1, kParallelWork / work_of(s)));
         // A vectorized loop outside any parallel loop (a flat pointwise kernel) has independent
         // iterations: it runs in contiguous chunks on the pool, each chunk one simple loop
         // that clang vectorizes. Small loops stay inline (kiln_parallel's grain).
-        if (s->loop == LoopKind::Vectorized && !in_parallel && s->extent * work_of(s) > kParallelWork) {
-          int64_t grain = std::max<int64_t>(1024, kParallelWork / work_of(s));
-          line(ind, fmt::format("kiln_parallel({}, {}, [&](int64_t {}_begin, int64_t {}_end) {{", s->extent, grain, s->name, s->name));
-          line(ind + 1, fmt::format("for (int64_t {0} = {0}_begin; {0} < {0}_end; ++{0}) {{", s->name));
-          for (auto& b : s->body) stmt(b, ind + 2, true);
-          line(ind + 1, "}");
-          line(ind, "});");
-          return;
-        }
+        if (s->loop == LoopKind::Vectorized && !in_parallel && s->extent * work_of(s) > kParallelWork)
+          return chunked(std::max<int64_t>(1024, kParallelWork / work_of(s)));
         bool reassoc = s->loop != LoopKind::Parallel && only_sums(s);
         int body_ind = ind;
         if (reassoc) {

@@ -248,6 +248,18 @@ class GraphLowering {
                               std::map<const Node*, int>& level, int levels);
   void lower_scatter(const FusionGroup& grp);
   void lower_matmul(const FusionGroup& grp);
+  // A reduction group's outputs as kernel buffers: those over the full space S (written in
+  // the innermost loops) and those per row (reductions and values in the reduced space).
+  using NamedOutputs = std::vector<std::pair<Value, std::string>>;
+  std::pair<NamedOutputs, NamedOutputs> split_reduction_outputs(KernelBuilder& kb, const FusionGroup& grp, const Shape& S) {
+    NamedOutputs full_outs, row_outs;
+    for (Value v : grp.outputs) {
+      std::string name = kb.buffer(new_buffer(v), BufferRole::Output);
+      if (v.meta().shape == S && v.node->category() != OpCategory::Reduction) full_outs.emplace_back(v, name);
+      else row_outs.emplace_back(v, name);
+    }
+    return {full_outs, row_outs};
+  }
   // A kernel writing `src` (read through index map `map` from an index over `shape`) into a
   // new contiguous buffer; returns the buffer.
   int lower_copy(Value src, const Shape& shape, const std::function<Index(const Index&)>& map, const std::string& why);
@@ -657,12 +669,7 @@ void GraphLowering::lower_reduction(const FusionGroup& grp) {
   if (lower_column_reduction(grp, reductions, level, levels)) return;
 
   KernelBuilder kb(*this, &grp, group_comment(grp));
-  std::vector<std::pair<Value, std::string>> full_outs, row_outs;
-  for (Value v : grp.outputs) {
-    std::string name = kb.buffer(new_buffer(v), BufferRole::Output);
-    if (v.meta().shape == S && !(v.node->category() == OpCategory::Reduction)) full_outs.emplace_back(v, name);
-    else row_outs.emplace_back(v, name);
-  }
+  auto [full_outs, row_outs] = split_reduction_outputs(kb, grp, S);
 
   std::vector<StmtPtr> top, rowbody;
   kb.push_scope(&top, {});
@@ -769,12 +776,7 @@ bool GraphLowering::lower_column_reduction(const FusionGroup& grp, const std::ve
   if (T < 8) return false;
 
   KernelBuilder kb(*this, &grp, group_comment(grp));
-  std::vector<std::pair<Value, std::string>> full_outs, row_outs;
-  for (Value v : grp.outputs) {
-    std::string name = kb.buffer(new_buffer(v), BufferRole::Output);
-    if (v.meta().shape == S && !(v.node->category() == OpCategory::Reduction)) full_outs.emplace_back(v, name);
-    else row_outs.emplace_back(v, name);
-  }
+  auto [full_outs, row_outs] = split_reduction_outputs(kb, grp, S);
   std::vector<StmtPtr> top, tbody;
   kb.push_scope(&top, {});
   ExprPtr t = var("tile", 0, nrow / T - 1), c = var("col", 0, T - 1);
