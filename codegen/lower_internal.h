@@ -1,0 +1,278 @@
+#pragma once
+// Internals of the lowering (lower.h), shared by its files: lower.cpp (the driver, pointwise,
+// scatter, copy and matmul groups), lower_values.cpp (KernelBuilder: the value of any graph
+// value at a multi-index — pointwise ops, views as index transforms, creation, gather) and
+// lower_reduction.cpp (row and column reductions).
+#include "codegen/lower.h"
+#include <functional>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "codegen/pointwise_exprs.h"
+#include "codegen/simplify.h"
+#include "ir/error.h"
+#include "ir/host_tensor.h"
+#include "ir/meta/meta.h"
+
+namespace kiln::codegen::detail {
+
+using fusion::FusionGroup;
+using fusion::KernelKind;
+using Index = std::vector<ExprPtr>;
+
+// The type values of `t` are computed in: f16/bf16 in f32, i32 and bool in i64.
+inline DType compute_dtype(DType t) {
+  switch (t) {
+    case DType::F16:
+    case DType::BF16: return DType::F32;
+    case DType::I32:
+    case DType::Bool: return DType::I64;
+    default: return t;
+  }
+}
+// The type reductions accumulate in: f32 for f16/bf16/f32, f64 for f64, i64 for integers.
+inline DType acc_dtype(DType t) {
+  if (t == DType::F64) return DType::F64;
+  return is_floating(t) ? DType::F32 : DType::I64;
+}
+
+inline bool is_predicate(Op op) {
+  switch (op) {
+    case Op::Eq: case Op::Ne: case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge:
+    case Op::LogicalAnd: case Op::LogicalOr: case Op::LogicalNot: return true;
+    default: return false;
+  }
+}
+
+// A Scalar attribute converted to dtype `dt` exactly as the reference stores it (a float on
+// an int tensor truncates; NaN and out-of-range give the type's minimum).
+inline ExprPtr scalar_constant(const AttrValue& v, DType dt) {
+  HostTensor t = HostTensor::empty(dt, {});
+  if (auto* iv = std::get_if<int64_t>(&v)) t.set_int(0, *iv);
+  else if (auto* bv = std::get_if<bool>(&v)) t.set_int(0, *bv);
+  else t.set(0, std::get<double>(v));
+  if (is_floating(dt)) return imm(dt, t.get(0));
+  auto e = std::make_shared<Expr>(*imm(t.get_int(0)));
+  e->dtype = dt;
+  return e;
+}
+
+inline int64_t product(const Shape& s, size_t from = 0, size_t to = SIZE_MAX) {
+  int64_t p = 1;
+  for (size_t d = from; d < std::min(to, s.size()); ++d) p *= s[d];
+  return p;
+}
+
+// Row-major multi-index of `flat` over `dims` (simplified later).
+inline Index unravel(const ExprPtr& flat, const Shape& dims) {
+  Index idx(dims.size());
+  int64_t stride = 1;
+  for (size_t d = dims.size(); d-- > 0;) {
+    ExprPtr q = stride == 1 ? flat : floordiv(flat, imm(stride));
+    idx[d] = d == 0 ? q : mod(q, imm(std::max<int64_t>(dims[d], 1)));
+    stride *= std::max<int64_t>(dims[d], 1);
+  }
+  return idx;
+}
+
+inline ExprPtr offset_of(const Index& idx, const Strides& strides) {
+  ExprPtr off = imm(0);
+  for (size_t d = 0; d < idx.size(); ++d)
+    if (strides[d] != 0) off = add(off, mul(idx[d], imm(strides[d])));
+  return off;
+}
+inline ExprPtr ravel(const Index& idx, const Shape& shape) { return offset_of(idx, contiguous_strides(shape)); }
+
+// The index into an operand of shape `in` broadcast to an index over a (longer) shape.
+inline Index broadcast_index(const Index& idx, const Shape& in) {
+  Index out(in.size());
+  size_t lead = idx.size() - in.size();
+  for (size_t d = 0; d < in.size(); ++d) out[d] = in[d] == 1 ? imm(0) : idx[d + lead];
+  return out;
+}
+
+inline std::string sanitize(const std::string& s) {
+  std::string out;
+  for (char c : s) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
+  return out;
+}
+
+inline std::string value_key(Value v) { return fmt::format("{}#{}", static_cast<const void*>(v.node), v.index); }
+
+inline std::vector<bool> reduced_dims_of(const Node* n) {
+  std::optional<IntList> dims;
+  if (const AttrValue* v = n->attrs().find("dim"))
+    dims = std::holds_alternative<int64_t>(*v) ? IntList{std::get<int64_t>(*v)} : std::get<IntList>(*v);
+  return meta::reduced_dims(n->input(0).meta(), dims);
+}
+
+inline CombineOp combine_of(const Node* n) {
+  switch (n->op()) {
+    case Op::Sum: return CombineOp::Sum;
+    case Op::Prod: return CombineOp::Prod;
+    case Op::Amax: return CombineOp::Max;
+    case Op::Amin: return CombineOp::Min;
+    case Op::Argmax: return CombineOp::Argmax;
+    default: fail("node %{}: reduction '{}' has no kernel lowering (decompose it first)", n->name(), op_name(n->op()));
+  }
+}
+
+inline std::string node_list(const std::vector<Node*>& nodes) {
+  std::string s;
+  for (size_t i = 0; i < nodes.size() && i < 12; ++i) s += (i ? ", " : "") + std::string(op_name(nodes[i]->op()));
+  if (nodes.size() > 12) s += ", ...";
+  return s;
+}
+
+class GraphLowering;
+
+class KernelBuilder {
+ public:
+  KernelBuilder(GraphLowering& gl, const FusionGroup* group, std::string comment);
+
+  // The kernel buffer for graph buffer `gb` (registered on first use).
+  std::string buffer(int gb, BufferRole role);
+  ExprPtr value_at(Value v, const Index& idx);
+
+  // Scopes: each loop body being built. Lets go to the outermost scope whose vars they use.
+  void push_scope(std::vector<StmtPtr>* stmts, std::set<std::string> defines, bool conditional = false) {
+    scopes_.push_back({stmts, std::move(defines), {}, conditional});
+  }
+  void pop_scope() { scopes_.pop_back(); }
+  std::vector<StmtPtr>& stmts() { return *scopes_.back().stmts; }
+  void emit(StmtPtr s) { scopes_.back().stmts->push_back(std::move(s)); }
+  std::string fresh(const std::string& hint) {
+    std::string base = sanitize(hint);
+    if (base.empty() || !std::isalpha(static_cast<unsigned char>(base[0]))) base = "v" + base;
+    std::string n = base;
+    for (int i = 1; !names_.insert(n).second; ++i) n = fmt::format("{}_{}", base, i);
+    return n;
+  }
+  // Binds `e` to a let (readable code, no repeated subexpressions) unless it is trivial or
+  // evaluation is conditional (a select branch must not evaluate what it does not select).
+  ExprPtr bind(ExprPtr e, const std::string& hint, const std::string& memo_key = "");
+  void define(const std::string& name) { scopes_.back().defines.insert(name); }
+
+  // Iterates `shape` with an outer parallel loop and an inner contiguous loop, calling
+  // body(idx) inside.
+  void loop_over(const Shape& shape, const std::function<void(const Index&)>& body, const std::string& comment);
+
+  void set_reduced(const Node* n, ExprPtr v) { reduced_[n] = std::move(v); }
+  Kernel finish(StmtPtr body);
+  const std::vector<int>& args() const { return args_; }
+
+ private:
+  ExprPtr compute(Value v, const Index& idx);
+  ExprPtr pointwise(const Node* n, const Index& idx);
+  ExprPtr view(const Node* n, int result, const Index& idx);
+  ExprPtr creation(const Node* n, const Index& idx);
+  ExprPtr gather(const Node* n, const Index& idx);
+  bool materialized(Value v) const;
+
+  struct Scope {
+    std::vector<StmtPtr>* stmts;
+    std::set<std::string> defines;
+    std::map<std::string, ExprPtr> memo;
+    bool conditional;
+  };
+  GraphLowering& gl_;
+  const FusionGroup* group_;
+  Kernel kernel_;
+  std::vector<int> args_;
+  std::map<int, std::string> kbuf_;
+  std::map<const Node*, std::string> constants_;
+  std::map<const Node*, ExprPtr> reduced_;
+  std::vector<Scope> scopes_;
+  std::set<std::string> names_{"p", "i", "r", "row", "j", "tile", "col", "buffers", "scalars"};
+};
+
+class GraphLowering {
+ public:
+  GraphLowering(const Graph& g, const fusion::FusionPlan& plan) : g_(g), plan_(plan) {}
+
+  LoweredGraph run();
+
+  const fusion::FusionPlan& plan() const { return plan_; }
+  LoweredGraph& out() { return out_; }
+  int buffer_of(Value v) const {
+    auto it = buffer_of_.find(value_key(v));
+    KILN_INTERNAL_ASSERT(it != buffer_of_.end(), "a value read by a kernel is materialized by an earlier group");
+    return it->second;
+  }
+  int new_buffer(Value v) {
+    GraphBuffer b;
+    b.kind = GraphBuffer::Kind::Arena;
+    b.meta = v.meta().contiguous();
+    b.numel = v.meta().numel();
+    b.what = "%" + v.name();
+    b.first_step = b.last_step = static_cast<int>(out_.steps.size());
+    out_.buffers.push_back(b);
+    int id = static_cast<int>(out_.buffers.size()) - 1;
+    buffer_of_[value_key(v)] = id;
+    return id;
+  }
+  int temp_buffer(DType dt, const Shape& shape, const std::string& what) {
+    GraphBuffer b;
+    b.meta = TensorMeta(dt, shape);
+    b.numel = numel(shape);
+    b.what = what;
+    b.first_step = b.last_step = static_cast<int>(out_.steps.size());
+    out_.buffers.push_back(b);
+    return static_cast<int>(out_.buffers.size()) - 1;
+  }
+  std::string kernel_name() { return fmt::format("k{}", out_.kernels.size()); }
+  void add_kernel_step(KernelBuilder& kb, Kernel k, int group) {
+    Step s;
+    s.kind = Step::Kind::Kernel;
+    s.kernel = static_cast<int>(out_.kernels.size());
+    s.args = kb.args();
+    s.group = group;
+    out_.kernels.push_back(std::move(k));
+    touch(s.args);
+    out_.steps.push_back(std::move(s));
+  }
+  void touch(const std::vector<int>& bufs) {
+    int step = static_cast<int>(out_.steps.size());
+    for (int b : bufs) out_.buffers[b].last_step = std::max(out_.buffers[b].last_step, step);
+  }
+
+ private:
+  void lower_pointwise(const FusionGroup& grp);
+  void lower_reduction(const FusionGroup& grp);
+  bool lower_column_reduction(const FusionGroup& grp, const std::vector<const Node*>& reductions,
+                              std::map<const Node*, int>& level, int levels);
+  void lower_scatter(const FusionGroup& grp);
+  void lower_matmul(const FusionGroup& grp);
+  // A reduction group's outputs as kernel buffers: those over the full space S (written in
+  // the innermost loops) and those per row (reductions and values in the reduced space).
+  using NamedOutputs = std::vector<std::pair<Value, std::string>>;
+  std::pair<NamedOutputs, NamedOutputs> split_reduction_outputs(KernelBuilder& kb, const FusionGroup& grp, const Shape& S) {
+    NamedOutputs full_outs, row_outs;
+    for (Value v : grp.outputs) {
+      std::string name = kb.buffer(new_buffer(v), BufferRole::Output);
+      if (v.meta().shape == S && v.node->category() != OpCategory::Reduction) full_outs.emplace_back(v, name);
+      else row_outs.emplace_back(v, name);
+    }
+    return {full_outs, row_outs};
+  }
+  // A kernel writing `src` (read through index map `map` from an index over `shape`) into a
+  // new contiguous buffer; returns the buffer.
+  int lower_copy(Value src, const Shape& shape, const std::function<Index(const Index&)>& map, const std::string& why);
+
+  const Graph& g_;
+  const fusion::FusionPlan& plan_;
+  LoweredGraph out_;
+  std::map<std::string, int> buffer_of_;
+};
+
+// Comments naming what a kernel computes.
+std::string group_comment(const FusionGroup& grp);
+std::string outputs_comment(const std::vector<Value>& outs);
+
+}  // namespace kiln::codegen::detail

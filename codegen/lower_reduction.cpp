@@ -1,0 +1,266 @@
+// Reduction groups: one row per parallel iteration with a loop per level of dependent
+// reductions, or column tiles when the reductions keep the innermost dim.
+#include "codegen/lower_internal.h"
+
+namespace kiln::codegen::detail {
+
+void GraphLowering::lower_reduction(const FusionGroup& grp) {
+  std::vector<const Node*> reductions;
+  for (const Node* n : grp.nodes)
+    if (n->category() == OpCategory::Reduction) reductions.push_back(n);
+  KILN_INTERNAL_ASSERT(!reductions.empty(), "a reduction group holds a reduction");
+  const Shape& S = reductions[0]->input(0).meta().shape;
+  std::vector<bool> red = reduced_dims_of(reductions[0]);
+  Shape kept, rdims;
+  for (size_t d = 0; d < S.size(); ++d) (red[d] ? rdims : kept).push_back(S[d]);
+  int64_t nrow = product(kept), nred = product(rdims);
+
+  // Level of each reduction: 1 + the deepest reduction its input depends on in this group.
+  std::map<const Node*, int> level;
+  std::function<int(const Node*)> depth = [&](const Node* n) -> int {
+    int d = 0;
+    for (Value in : n->inputs()) {
+      const Node* m = in.node;
+      if (m->is_input()) continue;
+      int gid = plan_.group_of.at(m);
+      if (gid != grp.id && plan_.groups[gid].kind != KernelKind::Alias) continue;
+      if (m->category() == OpCategory::Reduction && gid == grp.id) {
+        if (!level.count(m)) level[m] = 1 + depth(m);
+        d = std::max(d, level[m]);
+      } else {
+        d = std::max(d, depth(m));
+      }
+    }
+    return d;
+  };
+  int levels = 0;
+  for (const Node* r : reductions) {
+    if (!level.count(r)) level[r] = 1 + depth(r);
+    levels = std::max(levels, level[r]);
+    KILN_INTERNAL_ASSERT(r->input(0).meta().shape == S && reduced_dims_of(r) == red,
+                         "the reductions of a group share one input shape and reduced dims");
+  }
+
+  if (lower_column_reduction(grp, reductions, level, levels)) return;
+
+  KernelBuilder kb(*this, &grp, group_comment(grp));
+  auto [full_outs, row_outs] = split_reduction_outputs(kb, grp, S);
+
+  std::vector<StmtPtr> top, rowbody;
+  kb.push_scope(&top, {});
+  ExprPtr row = var("row", 0, std::max<int64_t>(nrow - 1, 0));
+  ExprPtr r = var("r", 0, std::max<int64_t>(nred - 1, 0));
+  kb.push_scope(&rowbody, {"row"});
+  Index kept_idx = unravel(row, kept), red_idx = unravel(r, rdims);
+  auto full_index = [&]() {
+    Index full;
+    size_t a = 0, b = 0;
+    for (size_t d = 0; d < S.size(); ++d) full.push_back(simplify(red[d] ? red_idx[b++] : kept_idx[a++]));
+    return full;
+  };
+  for (int lvl = 1; lvl <= levels; ++lvl) {
+    std::vector<const Node*> here;
+    for (const Node* n : reductions)
+      if (level[n] == lvl) here.push_back(n);
+    std::vector<StmtPtr> body;
+    std::map<const Node*, std::string> acc;
+    std::map<const Node*, DType> acc_type;
+    for (const Node* n : here) {
+      std::string a = kb.fresh(n->name() + "_acc");
+      acc[n] = a;
+      bool arith = n->op() == Op::Sum || n->op() == Op::Prod;
+      acc_type[n] = arith ? acc_dtype(n->meta().dtype) : compute_dtype(n->input(0).meta().dtype);
+      kb.emit(decl_acc(a, acc_type[n], combine_of(n)));
+      kb.define(a);
+      kb.define(a + "_idx");
+    }
+    kb.push_scope(&body, {"r"});
+    std::string names;
+    for (const Node* n : here) {
+      ExprPtr x = kb.value_at(n->input(0), full_index());
+      if (n->op() == Op::Sum || n->op() == Op::Prod) x = cast(n->meta().dtype, x);
+      x = cast(acc_type[n], x);
+      kb.emit(accumulate(acc[n], combine_of(n), x, n->op() == Op::Argmax ? r : nullptr));
+      names += " %" + n->name();
+    }
+    kb.pop_scope();
+    kb.emit(for_loop("r", nred, LoopKind::Serial, std::move(body), "reduces" + names));
+    for (const Node* n : here) {
+      std::string fin = kb.fresh(n->name());
+      ExprPtr v = n->op() == Op::Argmax ? value_var(acc[n] + "_idx", DType::I64) : value_var(acc[n], acc_type[n]);
+      kb.emit(let(fin, cast(n->meta().dtype, v)));
+      kb.define(fin);
+      kb.set_reduced(n, value_var(fin, n->meta().dtype));
+    }
+  }
+  for (auto& [v, name] : row_outs) {
+    Index idx = unravel(row, v.meta().shape);
+    for (auto& e : idx) e = simplify(e);
+    kb.emit(store(name, row, cast(v.meta().dtype, kb.value_at(v, idx))));
+  }
+  if (!full_outs.empty()) {
+    std::vector<StmtPtr> body;
+    kb.push_scope(&body, {"r"});
+    std::vector<Value> vs;
+    for (auto& [v, name] : full_outs) {
+      Index full = full_index();
+      kb.emit(store(name, simplify(ravel(full, S)), cast(v.meta().dtype, kb.value_at(v, full))));
+      vs.push_back(v);
+    }
+    kb.pop_scope();
+    kb.emit(for_loop("r", nred, LoopKind::Vectorized, std::move(body), outputs_comment(vs)));
+  }
+  kb.pop_scope();
+  kb.emit(for_loop("row", nrow, LoopKind::Parallel, std::move(rowbody), "rows of " + outputs_comment(grp.outputs)));
+  kb.pop_scope();
+  Kernel k = kb.finish(block(std::move(top)));
+  add_kernel_step(kb, std::move(k), grp.id);
+}
+
+// Reductions over leading dims that keep the innermost one (a bias gradient: sum over the
+// rows of [N, C]) as S = [outer, reduced, inner]. Iterating one kept point at a time would
+// read the input with a stride of C; instead each parallel iteration takes a tile of T
+// consecutive kept points, keeps their accumulators in a temp buffer (one per reduction) and
+// sweeps the reduced dims outside a contiguous, vectorizable loop over the tile:
+//   parallel for t { for c: acc[t*T + c] = identity
+//                    for r { for c: acc[t*T + c] = combine(acc[t*T + c], x[o, r, c]) } ... }
+// Each accumulator sees the values in the reference's order, so nothing reassociates.
+// Returns false (the row lowering applies) for other shapes and for argmax.
+bool GraphLowering::lower_column_reduction(const FusionGroup& grp, const std::vector<const Node*>& reductions,
+                                           std::map<const Node*, int>& level, int levels) {
+  const Shape& S = reductions[0]->input(0).meta().shape;
+  std::vector<bool> red = reduced_dims_of(reductions[0]);
+  if (S.empty() || red.back()) return false;
+  for (const Node* n : reductions)
+    if (n->op() == Op::Argmax) return false;
+  size_t d0 = 0;
+  while (d0 < S.size() && !red[d0]) ++d0;
+  size_t d1 = d0;
+  while (d1 < S.size() && red[d1]) ++d1;  // reduced dims: [d0, d1)
+  for (size_t d = d1; d < S.size(); ++d)
+    if (red[d]) return false;
+  Shape kept, rdims;
+  for (size_t d = 0; d < S.size(); ++d) (red[d] ? rdims : kept).push_back(S[d]);
+  int64_t C = product(S, d1), nred = product(rdims), nrow = product(kept);
+  if (C < 8 || nred < 2 || nrow == 0) return false;
+  // The tile: a divisor of C (so tiles never straddle an outer index) up to 256 columns,
+  // small enough for 16 tiles to share among threads when C allows (but not under 32).
+  int64_t T = 1;
+  for (int64_t d = std::min<int64_t>(C, 256); d >= 1; --d)
+    if (C % d == 0 && (T == 1 || (T > 32 && nrow / T < 16 && d >= 32))) T = d;
+  if (T < 8) return false;
+
+  KernelBuilder kb(*this, &grp, group_comment(grp));
+  auto [full_outs, row_outs] = split_reduction_outputs(kb, grp, S);
+  std::vector<StmtPtr> top, tbody;
+  kb.push_scope(&top, {});
+  ExprPtr t = var("tile", 0, nrow / T - 1), c = var("col", 0, T - 1);
+  ExprPtr r = var("r", 0, nred - 1);
+  ExprPtr row = add(mul(t, imm(T)), c);  // the flat kept index
+  kb.push_scope(&tbody, {"tile"});
+  Index kept_idx = unravel(row, kept), red_idx = unravel(r, rdims);
+  auto full_index = [&]() {
+    Index full;
+    size_t a = 0, b = 0;
+    for (size_t d = 0; d < S.size(); ++d) full.push_back(simplify(red[d] ? red_idx[b++] : kept_idx[a++]));
+    return full;
+  };
+  auto tile_loop = [&](const std::function<void()>& body, const std::string& comment) {
+    std::vector<StmtPtr> cbody;
+    kb.push_scope(&cbody, {"col"});
+    body();
+    kb.pop_scope();
+    return for_loop("col", T, LoopKind::Vectorized, std::move(cbody), comment);
+  };
+  for (int lvl = 1; lvl <= levels; ++lvl) {
+    std::vector<const Node*> here;
+    for (const Node* n : reductions)
+      if (level[n] == lvl) here.push_back(n);
+    std::map<const Node*, std::string> acc;
+    std::map<const Node*, DType> acc_type;
+    std::string names;
+    for (const Node* n : here) {
+      bool arith = n->op() == Op::Sum || n->op() == Op::Prod;
+      acc_type[n] = arith ? acc_dtype(n->meta().dtype) : compute_dtype(n->input(0).meta().dtype);
+      acc[n] = kb.buffer(temp_buffer(acc_type[n], {nrow}, "%" + n->name() + " accumulators"), BufferRole::Temp);
+      names += " %" + n->name();
+    }
+    kb.emit(tile_loop(
+        [&] {
+          for (const Node* n : here) {
+            DType at = acc_type[n];
+            bool fl = is_floating(at);
+            double id = 0;
+            switch (combine_of(n)) {
+              case CombineOp::Sum: id = 0; break;
+              case CombineOp::Prod: id = 1; break;
+              case CombineOp::Max: id = fl ? -INFINITY : static_cast<double>(INT64_MIN); break;
+              case CombineOp::Min: id = fl ? INFINITY : static_cast<double>(INT64_MAX); break;
+              case CombineOp::Argmax: break;
+            }
+            ExprPtr init = imm(at, id);
+            if (!fl) {  // exactly INT64_MIN / INT64_MAX (a double cannot hold INT64_MAX)
+              auto e = std::make_shared<Expr>(*imm(combine_of(n) == CombineOp::Max ? INT64_MIN
+                                                   : combine_of(n) == CombineOp::Min ? INT64_MAX
+                                                                                     : static_cast<int64_t>(id)));
+              e->dtype = at;
+              init = e;
+            }
+            kb.emit(store(acc[n], simplify(row), init));
+          }
+        },
+        "starts" + names));
+    std::vector<StmtPtr> rbody;
+    kb.push_scope(&rbody, {"r"});
+    kb.emit(tile_loop(
+        [&] {
+          for (const Node* n : here) {
+            DType at = acc_type[n];
+            ExprPtr x = kb.value_at(n->input(0), full_index());
+            if (n->op() == Op::Sum || n->op() == Op::Prod) x = cast(n->meta().dtype, x);
+            x = cast(at, x);
+            const char* fn = n->op() == Op::Sum ? "add" : n->op() == Op::Prod ? "mul" : n->op() == Op::Amax ? "max_step" : "min_step";
+            ExprPtr cur = load(acc[n], at, simplify(row));
+            kb.emit(store(acc[n], simplify(row), call(fn, at, {cur, x})));
+          }
+        },
+        ""));
+    kb.pop_scope();
+    kb.emit(for_loop("r", nred, LoopKind::Serial, std::move(rbody), "reduces" + names));
+    for (const Node* n : here) kb.set_reduced(n, cast(n->meta().dtype, load(acc[n], acc_type[n], simplify(row))));
+  }
+  if (!row_outs.empty())
+    kb.emit(tile_loop(
+        [&] {
+          for (auto& [v, name] : row_outs) {
+            Index idx = unravel(row, v.meta().shape);
+            for (auto& e : idx) e = simplify(e);
+            kb.emit(store(name, simplify(row), cast(v.meta().dtype, kb.value_at(v, idx))));
+          }
+        },
+        "computes reduced outputs"));
+  if (!full_outs.empty()) {
+    std::vector<StmtPtr> rbody;
+    kb.push_scope(&rbody, {"r"});
+    std::vector<Value> vs;
+    for (auto& [v, name] : full_outs) vs.push_back(v);
+    kb.emit(tile_loop(
+        [&] {
+          for (auto& [v, name] : full_outs) {
+            Index full = full_index();
+            kb.emit(store(name, simplify(ravel(full, S)), cast(v.meta().dtype, kb.value_at(v, full))));
+          }
+        },
+        ""));
+    kb.pop_scope();
+    kb.emit(for_loop("r", nred, LoopKind::Serial, std::move(rbody), outputs_comment(vs)));
+  }
+  kb.pop_scope();
+  kb.emit(for_loop("tile", nrow / T, LoopKind::Parallel, std::move(tbody), fmt::format("tiles of {} columns of ", T) + outputs_comment(grp.outputs)));
+  kb.pop_scope();
+  Kernel k = kb.finish(block(std::move(top)));
+  add_kernel_step(kb, std::move(k), grp.id);
+  return true;
+}
+
+}  // namespace kiln::codegen::detail
