@@ -96,7 +96,7 @@ void compile_for_cpu(const Graph& g, const std::vector<HostTensor>& inputs, cons
   backend::CpuCompileOptions opts;
   opts.dump_dir = (out / "cpu").string();
   backend::CompiledGraph compiled = backend::compile_cpu(g, opts);
-  fmt::print("== compiled for the CPU (decompose, fuse, C++, clang + ORC JIT; stages in {})\n{}\n", opts.dump_dir,
+  fmt::print("== compiled for the CPU (decompose, fuse, C++, clang + ORC JIT; stages in {})\n{}", opts.dump_dir,
              compiled.report.str());
   HostTensor logits;
   double compiled_ms = ms_of([&] { logits = compiled.run(inputs).at(0); });
