@@ -60,12 +60,7 @@ TEST(ModelGradcheck, TransformerBlock) {
 }
 
 TEST(ModelGradcheck, MiniGpt) {
-  nn::MiniGPTConfig cfg;
-  cfg.vocab_size = 11;
-  cfg.d_model = 8;
-  cfg.n_heads = 2;
-  cfg.n_layers = 2;
-  cfg.context = 4;
+  nn::MiniGPTConfig cfg{.vocab_size = 11, .d_model = 8, .n_heads = 2, .n_layers = 2, .context = 4};
   nn::MiniGPT model(cfg, 5);
   Tensor tokens = tensor_of_ints({1, 5, 9, 5, 0, 10}, {2, 3});
   Tensor targets = tensor_of_ints({5, 9, 5, 2, 10, 3}, {2, 3});
@@ -80,12 +75,7 @@ TEST(ModelGradcheck, MiniGpt) {
 }
 
 TEST(ModelGradcheck, JointOfMiniGptHasAGradientPerParameter) {
-  nn::MiniGPTConfig cfg;
-  cfg.vocab_size = 7;
-  cfg.d_model = 4;
-  cfg.n_heads = 1;
-  cfg.n_layers = 1;
-  cfg.context = 3;
+  nn::MiniGPTConfig cfg{.vocab_size = 7, .d_model = 4, .n_heads = 1, .n_layers = 1, .context = 3};
   nn::MiniGPT model(cfg, 2);
   Tensor tokens = tensor_of_ints({1, 2, 3}, {1, 3}), targets = tensor_of_ints({2, 3, 4}, {1, 3});
   TracedGraph tg = trace([&](const std::vector<Tensor>& in) { return std::vector<Tensor>{model.loss(in[0], in[1])}; },

@@ -215,12 +215,7 @@ TEST(PartitionReal, TransformerBlock) {
 }
 
 TEST(PartitionReal, MiniGptLoss) {
-  nn::MiniGPTConfig cfg;
-  cfg.vocab_size = 40;
-  cfg.d_model = 16;
-  cfg.n_heads = 2;
-  cfg.n_layers = 1;
-  cfg.context = 8;
+  nn::MiniGPTConfig cfg{.vocab_size = 40, .d_model = 16, .n_heads = 2, .n_layers = 1, .context = 8};
   nn::MiniGPT model(cfg, 2);
   Tensor tokens = randint(0, 40, {2, 8}, 1), targets = randint(0, 40, {2, 8}, 2);
   TracedGraph tg = trace(

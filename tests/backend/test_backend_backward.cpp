@@ -145,12 +145,7 @@ ModelLoss block_loss() {
 
 ModelLoss minigpt_loss() {
   static const nn::MiniGPTConfig cfg = [] {
-    nn::MiniGPTConfig c;
-    c.vocab_size = 11;
-    c.d_model = 16;
-    c.n_heads = 2;
-    c.n_layers = 2;
-    c.context = 8;
+    nn::MiniGPTConfig c{.vocab_size = 11, .d_model = 16, .n_heads = 2, .n_layers = 2, .context = 8};
     return c;
   }();
   static nn::MiniGPT model(cfg, 5);

@@ -75,11 +75,7 @@ TEST(BackendModels, TransformerBlock) {
 
 TEST(BackendModels, MiniGPTForward) {
   KILN_REQUIRE_JIT();
-  nn::MiniGPTConfig cfg;
-  cfg.vocab_size = 50;
-  cfg.d_model = 16;
-  cfg.n_heads = 2;
-  cfg.context = 8;
+  nn::MiniGPTConfig cfg{.vocab_size = 50, .d_model = 16, .n_heads = 2, .context = 8};
   nn::MiniGPT model(cfg, 5);
   Tensor tokens = randint(0, 50, {2, 7}, 6);
   TracedGraph tg = trace([&](const Tensor& t) { return model.forward(t); }, tokens, "minigpt");

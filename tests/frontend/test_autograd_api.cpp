@@ -116,12 +116,7 @@ TEST(GradApi, UnusedParametersGetZeroGradients) {
 }
 
 TEST(GradApi, MiniGptLossHasAGradientPerParameter) {
-  nn::MiniGPTConfig cfg;
-  cfg.vocab_size = 20;
-  cfg.d_model = 8;
-  cfg.n_heads = 2;
-  cfg.n_layers = 1;
-  cfg.context = 4;
+  nn::MiniGPTConfig cfg{.vocab_size = 20, .d_model = 8, .n_heads = 2, .n_layers = 1, .context = 4};
   nn::MiniGPT model(cfg, 1);
   Tensor tokens = randint(0, 20, {2, 4}, 1), targets = randint(0, 20, {2, 4}, 2);
   ModuleGrads r = value_and_grad(model, [&](const std::vector<Tensor>& b) { return model.loss(b[0], b[1]); },

@@ -34,11 +34,7 @@ TEST(MiniGPT, DefaultConfigParameterCount) {
 }
 
 TEST(MiniGPT, EagerForwardShapeAndLoss) {
-  nn::MiniGPTConfig cfg;
-  cfg.vocab_size = 50;
-  cfg.d_model = 16;
-  cfg.n_heads = 2;
-  cfg.context = 8;
+  nn::MiniGPTConfig cfg{.vocab_size = 50, .d_model = 16, .n_heads = 2, .context = 8};
   nn::MiniGPT model(cfg, 3);
   Tensor tokens = token_batch(2, 5, 50, 1), targets = token_batch(2, 5, 50, 2);
   Tensor logits = model(tokens);
@@ -86,8 +82,7 @@ TEST(MiniGPT, TracedForwardMatchesEagerBitForBit) {
 }
 
 TEST(MiniGPT, TracedLossMatchesEager) {
-  nn::MiniGPTConfig cfg;
-  cfg.n_layers = 1;
+  nn::MiniGPTConfig cfg{.n_layers = 1};
   nn::MiniGPT model(cfg, 2);
   Tensor tokens = token_batch(2, 8, 600, 4), targets = token_batch(2, 8, 600, 5);
   TracedGraph g = trace(

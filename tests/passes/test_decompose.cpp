@@ -442,11 +442,7 @@ Tensor tokens_of(int64_t B, int64_t T, int64_t vocab, int64_t salt) {
 }
 
 TEST(Decompose, MiniGPTForwardAndLoss) {
-  nn::MiniGPTConfig cfg;
-  cfg.vocab_size = 50;
-  cfg.d_model = 16;
-  cfg.n_heads = 2;
-  cfg.context = 8;
+  nn::MiniGPTConfig cfg{.vocab_size = 50, .d_model = 16, .n_heads = 2, .context = 8};
   nn::MiniGPT model(cfg, 5);
   Tensor tokens = tokens_of(2, 7, 50, 1), targets = tokens_of(2, 7, 50, 2);
 

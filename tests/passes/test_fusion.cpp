@@ -509,11 +509,7 @@ graph two(%x: f32[8,64]) {
 }
 
 TEST(Fusion, DecomposedMiniGPTForwardAndLoss) {
-  nn::MiniGPTConfig cfg;
-  cfg.vocab_size = 50;
-  cfg.d_model = 16;
-  cfg.n_heads = 2;
-  cfg.context = 8;
+  nn::MiniGPTConfig cfg{.vocab_size = 50, .d_model = 16, .n_heads = 2, .context = 8};
   nn::MiniGPT model(cfg, 5);
   std::vector<int64_t> ids, next;
   for (int64_t i = 0; i < 14; ++i) {
