@@ -105,6 +105,15 @@ inline std::string sanitize(const std::string& s) {
 
 inline std::string value_key(Value v) { return fmt::format("{}#{}", static_cast<const void*>(v.node), v.index); }
 
+// The index into the full space of a reduction from the kept dims' index and the reduced
+// dims' index (`reduced[d]` says which one dim d takes its coordinate from).
+inline Index merge_index(const std::vector<bool>& reduced, const Index& kept_idx, const Index& red_idx) {
+  Index full;
+  size_t a = 0, b = 0;
+  for (bool r : reduced) full.push_back(simplify(r ? red_idx[b++] : kept_idx[a++]));
+  return full;
+}
+
 inline std::vector<bool> reduced_dims_of(const Node* n) {
   std::optional<IntList> dims;
   if (const AttrValue* v = n->attrs().find("dim"))

@@ -52,12 +52,7 @@ void GraphLowering::lower_reduction(const FusionGroup& grp) {
   ExprPtr r = var("r", 0, std::max<int64_t>(nred - 1, 0));
   kb.push_scope(&rowbody, {"row"});
   Index kept_idx = unravel(row, kept), red_idx = unravel(r, rdims);
-  auto full_index = [&]() {
-    Index full;
-    size_t a = 0, b = 0;
-    for (size_t d = 0; d < S.size(); ++d) full.push_back(simplify(red[d] ? red_idx[b++] : kept_idx[a++]));
-    return full;
-  };
+  auto full_index = [&]() { return merge_index(red, kept_idx, red_idx); };
   for (int lvl = 1; lvl <= levels; ++lvl) {
     std::vector<const Node*> here;
     for (const Node* n : reductions)
@@ -159,12 +154,7 @@ bool GraphLowering::lower_column_reduction(const FusionGroup& grp, const std::ve
   ExprPtr row = add(mul(t, imm(T)), c);  // the flat kept index
   kb.push_scope(&tbody, {"tile"});
   Index kept_idx = unravel(row, kept), red_idx = unravel(r, rdims);
-  auto full_index = [&]() {
-    Index full;
-    size_t a = 0, b = 0;
-    for (size_t d = 0; d < S.size(); ++d) full.push_back(simplify(red[d] ? red_idx[b++] : kept_idx[a++]));
-    return full;
-  };
+  auto full_index = [&]() { return merge_index(red, kept_idx, red_idx); };
   auto tile_loop = [&](const std::function<void()>& body, const std::string& comment) {
     std::vector<StmtPtr> cbody;
     kb.push_scope(&cbody, {"col"});

@@ -27,16 +27,6 @@ HostTensor random_input(const TensorMeta& meta, Range range, uint64_t seed) {
   return t;
 }
 
-Graph one_op_graph(Op op, const std::vector<TensorMeta>& inputs, const Attrs& attrs) {
-  Graph g("one_op");
-  std::vector<Value> vs;
-  for (size_t i = 0; i < inputs.size(); ++i) vs.push_back(g.add_input("x" + std::to_string(i), inputs[i]));
-  Node* n = g.add_node(op, vs, attrs, "y");
-  std::vector<Value> outs;
-  for (int i = 0; i < n->num_results(); ++i) outs.push_back(n->result(i));
-  g.set_outputs(outs);
-  return g;
-}
 
 ::testing::AssertionResult gradcheck_graph(const Graph& g, const std::vector<HostTensor>& inputs,
                                            const autograd::GradcheckOptions& options) {

@@ -20,6 +20,7 @@
 #include "ir/graph.h"
 #include "ir/host_tensor.h"
 #include "passes/autograd/gradcheck.h"
+#include "tests/support/support.h"  // one_op_graph
 
 namespace kiln::testing {
 
@@ -38,8 +39,6 @@ TensorMeta F64(const Shape& shape);
 // A random tensor of `meta` with floating values drawn from `range` (deterministic in seed).
 HostTensor random_input(const TensorMeta& meta, Range range, uint64_t seed);
 
-// The graph `one_op(%x0: inputs[0], ...) { %y = op(%x0, ...) ; return (every result) }`.
-Graph one_op_graph(Op op, const std::vector<TensorMeta>& inputs, const Attrs& attrs = {});
 
 // gradcheck of one op on random inputs (every input of `range`; seed picks the values).
 ::testing::AssertionResult gradcheck_op(Op op, const std::vector<TensorMeta>& inputs, const Attrs& attrs = {},

@@ -85,19 +85,24 @@ template <class Fn>
   return fails_with([&] { run_reference(op, inputs, attrs); }, text);
 }
 
-std::string one_node_round_trip(Op op, std::vector<TensorMeta> inputs, const Attrs& attrs) {
-  SCOPED_TRACE(std::string(op_name(op)));
-  Graph g("one");
+Graph one_op_graph(Op op, const std::vector<TensorMeta>& inputs, const Attrs& attrs) {
+  Graph g("one_op");
   std::vector<Value> vs;
   for (size_t i = 0; i < inputs.size(); ++i) vs.push_back(g.add_input("x" + std::to_string(i), inputs[i]));
   Node* n = g.add_node(op, vs, attrs, "y");
   std::vector<Value> outs;
   for (int i = 0; i < n->num_results(); ++i) outs.push_back(n->result(i));
   g.set_outputs(outs);
+  return g;
+}
+
+std::string one_node_round_trip(Op op, std::vector<TensorMeta> inputs, const Attrs& attrs) {
+  SCOPED_TRACE(std::string(op_name(op)));
+  Graph g = one_op_graph(op, inputs, attrs);
   std::string text = print_graph(g);
   EXPECT_NE(text.find(std::string(" = ") + std::string(op_name(op)) + "("), std::string::npos) << text;
   EXPECT_EQ(print_graph(parse_graph(text)), text);
-  return print_node(*n);
+  return print_node(*g.find("y").node);
 }
 
 }  // namespace kiln::testing

@@ -61,6 +61,8 @@ std::string meta_error(Op op, std::vector<TensorMeta> inputs, const Attrs& attrs
 // Builds a graph of inputs %x0, %x1, ... of these types and one `op` node %y (every result an
 // output), prints it, parses it back and EXPECTs the reprint to equal the print and the print to
 // show the op's name; returns the node's line, e.g. "%y = tril(%x0, diagonal=1) : f32[2,4,4]".
+// The graph `one_op(%x0: inputs[0], ...) { %y = op(%x0, ...) ; return (every result) }`.
+Graph one_op_graph(Op op, const std::vector<TensorMeta>& inputs, const Attrs& attrs = {});
 std::string one_node_round_trip(Op op, std::vector<TensorMeta> inputs, const Attrs& attrs = {});
 
 }  // namespace kiln::testing
