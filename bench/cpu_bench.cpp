@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu_compile.h"
+#include "backend/compile.h"
 #include "frontend/nn/mlp.h"
 #include "frontend/ops.h"
 #include "frontend/optim.h"

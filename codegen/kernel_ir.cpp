@@ -29,11 +29,37 @@ std::string_view stmt_kind_name(StmtKind k) {
 
 std::string_view loop_kind_name(LoopKind k) {
   switch (k) {
-    case LoopKind::Serial: return "serial";
     case LoopKind::Parallel: return "parallel";
-    case LoopKind::Vectorized: return "vectorized";
+    case LoopKind::Reduction: return "reduction";
+    case LoopKind::Ordered: return "ordered";
   }
   return "?";
+}
+
+std::string_view loop_map_name(LoopMap m) {
+  switch (m) {
+    case LoopMap::Unmapped: return "unmapped";
+    case LoopMap::Serial: return "serial";
+    case LoopMap::CpuThreads: return "cpu_threads";
+    case LoopMap::CpuVector: return "cpu_vector";
+    case LoopMap::GpuGridStride: return "gpu_grid_stride";
+    case LoopMap::GpuBlocks: return "gpu_blocks";
+    case LoopMap::GpuWarps: return "gpu_warps";
+    case LoopMap::GpuThreads: return "gpu_threads";
+    case LoopMap::GpuLanes: return "gpu_lanes";
+  }
+  return "?";
+}
+
+bool is_gpu_map(LoopMap m) {
+  switch (m) {
+    case LoopMap::GpuGridStride:
+    case LoopMap::GpuBlocks:
+    case LoopMap::GpuWarps:
+    case LoopMap::GpuThreads:
+    case LoopMap::GpuLanes: return true;
+    default: return false;
+  }
 }
 
 std::string_view combine_op_name(CombineOp c) {
@@ -210,6 +236,33 @@ StmtPtr accumulate(const std::string& name, CombineOp op, ExprPtr value, ExprPtr
   return s;
 }
 
+StmtPtr combine_across(const std::string& acc, DType dt, CombineOp op, LoopMap across) {
+  auto s = make_stmt(StmtKind::CombineAcross);
+  s->name = acc;
+  s->dtype = dt;
+  s->combine = op;
+  s->map = across;
+  return s;
+}
+
+StmtPtr barrier() { return make_stmt(StmtKind::Barrier); }
+
+StmtPtr atomic_add(const std::string& buffer, ExprPtr index, ExprPtr value) {
+  auto s = make_stmt(StmtKind::AtomicAdd);
+  s->name = buffer;
+  s->dtype = value->dtype;
+  s->exprs = {std::move(index), std::move(value)};
+  return s;
+}
+
+StmtPtr with_map(const StmtPtr& s, LoopMap map, int64_t grain) {
+  KILN_INTERNAL_ASSERT(s->kind == StmtKind::For, "only loops are mapped");
+  auto c = std::make_shared<Stmt>(*s);
+  c->map = map;
+  c->grain = grain;
+  return c;
+}
+
 // ---- walkers
 
 void visit(const ExprPtr& e, const std::function<void(const Expr&)>& fn) {
@@ -308,11 +361,15 @@ std::string print_stmt(const StmtPtr& s, int indent) {
     case StmtKind::Block:
       for (auto& b : s->body) out += print_stmt(b, indent);
       return out;
-    case StmtKind::For:
-      out = fmt::format("{}{} for {} in 0..{} {{{}\n", pad, loop_kind_name(s->loop), s->name, s->extent,
+    case StmtKind::For: {
+      std::string map;
+      if (s->map != LoopMap::Unmapped)
+        map = s->map == LoopMap::CpuThreads ? fmt::format(" @cpu_threads(grain {})", s->grain) : fmt::format(" @{}", loop_map_name(s->map));
+      out = fmt::format("{}{} for {} in 0..{}{} {{{}\n", pad, loop_kind_name(s->loop), s->name, s->extent, map,
                         s->comment.empty() ? "" : "  # " + s->comment);
       for (auto& b : s->body) out += print_stmt(b, indent + 1);
       return out + pad + "}\n";
+    }
     case StmtKind::Let:
       return fmt::format("{}{}: {} = {}\n", pad, s->name, dtype_name(s->dtype), print_expr(s->exprs[0]));
     case StmtKind::Store:
@@ -322,6 +379,12 @@ std::string print_stmt(const StmtPtr& s, int indent) {
     case StmtKind::Accumulate:
       return fmt::format("{}{} <{}>= {}{}\n", pad, s->name, combine_op_name(s->combine), print_expr(s->exprs[0]),
                          s->exprs.size() > 1 ? " at " + print_expr(s->exprs[1]) : "");
+    case StmtKind::CombineAcross:
+      return fmt::format("{}combine {} <{}> across {}\n", pad, s->name, combine_op_name(s->combine),
+                         s->map == LoopMap::GpuLanes ? "warp" : "block");
+    case StmtKind::Barrier: return pad + "barrier\n";
+    case StmtKind::AtomicAdd:
+      return fmt::format("{}atomic {}[{}] += {}\n", pad, s->name, print_expr(s->exprs[0]), print_expr(s->exprs[1]));
   }
   return out;
 }
@@ -336,6 +399,9 @@ std::string print_kernel(const Kernel& k) {
   out += ")";
   for (const Buffer& c : k.constants) out += fmt::format(" {}: {}[{}] constant", c.name, dtype_name(c.dtype), c.numel);
   if (!k.comment.empty()) out += "  # " + k.comment;
+  if (k.launch.block > 1 || k.launch.grid > 1)
+    out += fmt::format("\n  # launch grid {} x block {}, {} B shared, i{} indices", k.launch.grid, k.launch.block, k.launch.shared_bytes,
+                       k.index_bits);
   out += " {\n" + print_stmt(k.body, 1) + "}\n";
   return out;
 }

@@ -7,10 +7,18 @@
 // Expressions are pure: int64 index arithmetic (vars, constants, + - *, floordiv, mod,
 // min, max) and value math (loads, constants, casts, named math calls, select) share one
 // node type, so an index may contain a load (a gather) and a value may contain an index.
-// Statements are loops (serial / parallel / vectorized, each with an extent), lets, stores,
-// reduction accumulators and blocks. On CUDA, parallel loops map to the grid and an inner
-// reduction loop to a block reduction; on the CPU, the outermost parallel loop goes to
-// kiln_parallel_for and vectorized loops are written for clang's loop vectorizer.
+// Statements are loops, lets, stores, reduction accumulators, blocks, and what a GPU needs:
+// a combine of accumulators across the threads of a block or warp, a barrier and an atomic
+// add.
+//
+// Loops say two things. What the loop IS, which the lowering decides (LoopKind): parallel
+// (iterations independent), reduction (iterations only combine into accumulators, in any
+// grouping) or ordered (iterations depend on each other through memory and run in order).
+// And how it MAPS to the machine, which the per-target schedule step decides
+// (codegen/schedule.h) and the emitters obey (LoopMap): on the CPU a parallel loop goes to
+// the thread pool or becomes a contiguous loop for clang's vectorizer; on CUDA it goes to
+// the grid (blocks, warps, or a grid-stride loop) and an inner loop to the threads of a
+// block or the lanes of a warp, a reduction loop there being followed by a CombineAcross.
 //
 // Value dtypes are semantic: an f16 load has dtype f16 even though emitters compute in f32;
 // Cast(f16, x) means "round x to f16". Integer index expressions are i64 and, by
@@ -49,7 +57,10 @@ namespace kiln::codegen {
   X(Let, "let")               \
   X(Store, "store")           \
   X(DeclAcc, "acc")           \
-  X(Accumulate, "accumulate")
+  X(Accumulate, "accumulate") \
+  X(CombineAcross, "combine") \
+  X(Barrier, "barrier")       \
+  X(AtomicAdd, "atomic_add")
 
 enum class ExprKind : uint8_t {
 #define X(E, s) E,
@@ -64,9 +75,28 @@ enum class StmtKind : uint8_t {
 std::string_view expr_kind_name(ExprKind k);
 std::string_view stmt_kind_name(StmtKind k);
 
-enum class LoopKind : uint8_t { Serial, Parallel, Vectorized };
+// What a loop is (set by the lowering).
+enum class LoopKind : uint8_t {
+  Parallel,   // independent iterations
+  Reduction,  // iterations only Accumulate into accumulators declared outside the loop
+  Ordered,    // iterations run in order (a scatter's accumulation, memory-carried partial sums)
+};
+// How a loop runs (set by the schedule step; Unmapped until then).
+enum class LoopMap : uint8_t {
+  Unmapped,
+  Serial,         // a plain loop on one thread
+  CpuThreads,     // chunks of [0, extent) on the CPU thread pool (Stmt::grain iterations at least)
+  CpuVector,      // a plain counted loop over contiguous indices, for clang's vectorizer
+  GpuGridStride,  // one iteration per thread of the whole grid, grid-stride
+  GpuBlocks,      // one iteration per block, block-stride (the block's threads share it)
+  GpuWarps,       // one iteration per warp, warp-stride over the grid's warps
+  GpuThreads,     // iterations spread over the threads of the block (inside GpuBlocks)
+  GpuLanes,       // iterations spread over the lanes of the warp (inside GpuWarps)
+};
+bool is_gpu_map(LoopMap m);
 enum class CombineOp : uint8_t { Sum, Prod, Max, Min, Argmax };
 std::string_view loop_kind_name(LoopKind k);
+std::string_view loop_map_name(LoopMap m);
 std::string_view combine_op_name(CombineOp c);
 
 struct Expr;
@@ -108,18 +138,26 @@ ExprPtr with_args(const Expr& e, std::vector<ExprPtr> args);  // a copy of e wit
 struct Stmt;
 using StmtPtr = std::shared_ptr<const Stmt>;
 
-// One statement. For: name (loop var), extent, loop, body, comment (the graph nodes it
-// computes). Let: name, dtype, exprs {value}. Store: name (buffer), exprs {index, value}.
-// DeclAcc: name, dtype, combine (starts at the combine op's identity; argmax also declares
-// `<name>_idx`). Accumulate: name, combine, exprs {value} (argmax: {value, position}).
-// Block: body.
+// One statement. For: name (loop var), extent, loop, map, grain, body, comment (the graph
+// nodes it computes). Let: name, dtype, exprs {value}. Store: name (buffer), exprs {index,
+// value}. DeclAcc: name, dtype, combine (starts at the combine op's identity; argmax also
+// declares `<name>_idx`). Accumulate: name, combine, exprs {value} (argmax: {value,
+// position}). Block: body.
+// GPU only (the CUDA schedule inserts them): CombineAcross: name (an accumulator), combine,
+// dtype, map (GpuThreads: across the block, through shared memory; GpuLanes: across the
+// warp, through shuffles) — afterwards every thread holds the combined value; it follows
+// the reduction loop whose partial accumulations it combines and is reached by every thread
+// of the block or warp. Barrier: every thread of the block waits (never inside a
+// thread-mapped loop). AtomicAdd: name (buffer), exprs {index, value}, an integer add.
 struct Stmt {
   StmtKind kind = StmtKind::Block;
   std::string name;
   DType dtype = DType::F32;
-  LoopKind loop = LoopKind::Serial;
+  LoopKind loop = LoopKind::Parallel;
+  LoopMap map = LoopMap::Unmapped;
   CombineOp combine = CombineOp::Sum;
   int64_t extent = 0;
+  int64_t grain = 1;  // CpuThreads: the fewest iterations a chunk gets
   std::vector<ExprPtr> exprs;
   std::vector<StmtPtr> body;
   std::string comment;
@@ -132,6 +170,11 @@ StmtPtr let(const std::string& name, ExprPtr value);
 StmtPtr store(const std::string& buffer, ExprPtr index, ExprPtr value);
 StmtPtr decl_acc(const std::string& name, DType dt, CombineOp op);
 StmtPtr accumulate(const std::string& name, CombineOp op, ExprPtr value, ExprPtr position = nullptr);
+StmtPtr combine_across(const std::string& acc, DType dt, CombineOp op, LoopMap across);
+StmtPtr barrier();
+StmtPtr atomic_add(const std::string& buffer, ExprPtr index, ExprPtr value);
+// A copy of loop `s` with a map (and grain) set.
+StmtPtr with_map(const StmtPtr& s, LoopMap map, int64_t grain = 1);
 
 // ---- generic walkers (the only tree walks: passes and emitters build on these)
 // Pre-order visit of every expression node.
@@ -157,14 +200,35 @@ struct Buffer {
   std::string what;         // the graph value it holds (for comments)
 };
 
+// How a GPU kernel is launched (set by the CUDA schedule): a 1-D grid of 1-D blocks.
+struct LaunchConfig {
+  int64_t grid = 1;
+  int64_t block = 1;
+  int64_t shared_bytes = 0;  // static shared memory the kernel's CombineAcross uses
+};
+
 struct Kernel {
   std::string name;             // k0, k1, ... (the extern "C" symbol)
   std::vector<Buffer> buffers;  // argument order: the runtime passes buffers[i] as buffers[i]
   std::vector<Buffer> constants;  // tables compiled into the kernel (role Constant)
   StmtPtr body;
   std::string comment;          // the fusion group it came from
+  // Set by the schedule step: the integer type of index arithmetic (32 when every buffer
+  // and loop extent fits in 2^31 elements: cheaper on a GPU), and the GPU launch.
+  int index_bits = 64;
+  LaunchConfig launch;
   const Buffer* find_buffer(const std::string& name) const;
 };
+
+// Checks the structural invariants of a kernel: every buffer and variable used is declared
+// (a loop var, a let or an accumulator in an enclosing scope), every Accumulate names an
+// accumulator declared outside its reduction loop, loop kinds hold (a reduction loop only
+// accumulates into accumulators declared outside it, and stores only what is per iteration;
+// a parallel loop writes no accumulator declared outside it), GPU maps nest (threads inside
+// blocks, lanes inside warps, nothing mapped to the grid inside a thread-mapped loop), and
+// CombineAcross and Barrier sit where every thread of their block or warp reaches them.
+// kiln::Error (an internal error naming the kernel and the statement) when one is broken.
+void verify(const Kernel& k);
 
 std::string print_expr(const ExprPtr& e);
 std::string print_stmt(const StmtPtr& s, int indent = 0);

@@ -54,21 +54,43 @@ void GraphLowering::lower_scatter(const FusionGroup& grp) {
   DType dt = n->meta().dtype;
   int64_t rank = std::max<int64_t>(static_cast<int64_t>(ss.size()), 1);
   int64_t dim = normalize_dim(n->attrs().get_int("dim"), rank);
-  KernelBuilder kb(*this, &grp, group_comment(grp));
   Value out{const_cast<Node*>(n), 0};
-  std::string ob = kb.buffer(new_buffer(out), BufferRole::Output);
-  std::vector<StmtPtr> top;
-  kb.push_scope(&top, {});
-  kb.loop_over(
-      ss, [&](const Index& idx) { kb.emit(store(ob, simplify(ravel(idx, ss)), cast(dt, kb.value_at(self, idx)))); },
-      "copies %" + self.name() + " into %" + n->name());
-  // Serial in index order, as the reference accumulates: no two iterations race.
+  int out_gb = new_buffer(out);
+
+  // Kernel 1: the result starts as a copy of self.
+  {
+    KernelBuilder kb(*this, &grp, group_comment(grp) + " (copy of self)");
+    std::string ob = kb.buffer(out_gb, BufferRole::Output);
+    std::vector<StmtPtr> top;
+    kb.push_scope(&top, {});
+    kb.loop_over(
+        ss, [&](const Index& idx) { kb.emit(store(ob, simplify(ravel(idx, ss)), cast(dt, kb.value_at(self, idx)))); },
+        "copies %" + self.name() + " into %" + n->name());
+    kb.pop_scope();
+    Kernel k = kb.finish(block(std::move(top)));
+    add_kernel_step(kb, std::move(k), grp.id);
+  }
+
+  // Kernel 2: index element j adds src[j] at its position with dim d replaced by index[j].
+  // Two elements can only meet when they differ in dim d alone, so the loop is parallel over
+  // the other dims and ordered along d: each destination sees its additions in the
+  // reference's order, with no atomics and no race.
   const Shape& is = index.meta().shape;
-  std::vector<StmtPtr> body;
-  ExprPtr j = var("j", 0, std::max<int64_t>(numel(is) - 1, 0));
-  kb.push_scope(&body, {"j"});
-  Index jidx = unravel(j, is);
-  for (auto& e : jidx) e = simplify(e);
+  Shape ishape = is.empty() ? Shape{1} : is;
+  Shape across;  // the index's dims but dim
+  for (size_t d = 0; d < ishape.size(); ++d)
+    if (static_cast<int64_t>(d) != dim) across.push_back(ishape[d]);
+  int64_t nq = product(across), nd = ishape[dim];
+  KernelBuilder kb(*this, &grp, group_comment(grp));
+  std::string ob = kb.buffer(out_gb, BufferRole::Output);
+  std::vector<StmtPtr> top, qbody, jbody;
+  kb.push_scope(&top, {});
+  ExprPtr q = var("q", 0, std::max<int64_t>(nq - 1, 0)), j = var("j", 0, std::max<int64_t>(nd - 1, 0));
+  kb.push_scope(&qbody, {"q"});
+  kb.push_scope(&jbody, {"j"});
+  Index qidx = nq == 1 ? Index(across.size(), imm(0)) : unravel(q, across), jidx;
+  for (size_t d = 0, a = 0; d < ishape.size(); ++d) jidx.push_back(simplify(static_cast<int64_t>(d) == dim ? j : qidx[a++]));
+  if (is.empty()) jidx.clear();
   ExprPtr to = kb.bind(call("check_index", DType::I64, {cast(DType::I64, kb.value_at(index, jidx)), imm(ss.empty() ? 1 : ss[dim])}),
                        "to");
   Index tidx = jidx;
@@ -79,7 +101,16 @@ void GraphLowering::lower_scatter(const FusionGroup& grp) {
   ExprPtr sum = call("add", ct, {cast(ct, load(ob, dt, at)), cast(ct, cast(dt, kb.value_at(src, jidx)))});
   kb.emit(store(ob, at, cast(dt, sum)));
   kb.pop_scope();
-  kb.emit(for_loop("j", numel(is), LoopKind::Serial, std::move(body), "scatter_add %" + n->name()));
+  StmtPtr ordered = for_loop("j", nd, LoopKind::Ordered, std::move(jbody), "scatter_add %" + n->name() + " in index order along its dim");
+  if (nq == 1) {
+    kb.pop_scope();
+    for (auto& st : qbody) kb.emit(st);
+    kb.emit(ordered);
+  } else {
+    kb.emit(ordered);
+    kb.pop_scope();
+    kb.emit(for_loop("q", nq, LoopKind::Parallel, std::move(qbody), "over the dims an index element cannot change"));
+  }
   kb.pop_scope();
   Kernel k = kb.finish(block(std::move(top)));
   add_kernel_step(kb, std::move(k), grp.id);
@@ -239,7 +270,7 @@ LoweredGraph GraphLowering::run() {
 
 using detail::GraphLowering;
 
-LoweredGraph lower(const Graph& g, const fusion::FusionPlan& plan) { return GraphLowering(g, plan).run(); }
+LoweredGraph lower(const Graph& g, const fusion::FusionPlan& plan, const Target& target) { return GraphLowering(g, plan, target).run(); }
 
 std::string print_schedule(const LoweredGraph& lg) {
   std::string out = "buffers:\n";

@@ -5,7 +5,9 @@
 // broadcasting zeroes the index of size-1 dims; creation ops are computed where they are
 // read; a gather is a load through a checked index. Reductions compute one row (one point
 // of the reduced space) per parallel iteration, with as many inner loops as the chain of
-// dependent reductions needs (softmax: max, then sum of exp, then the output).
+// dependent reductions needs (softmax: max, then sum of exp, then the output). A scatter_add
+// is two kernels: a copy of `self`, then a loop parallel over every dim but the scattered
+// one and ordered along it, so no two threads ever add into one element.
 //
 // Buffers: graph inputs keep the layout of their TensorMeta (strides, offset 0); every
 // buffer a group writes is contiguous in the logical order of its value's shape. Graph
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "codegen/kernel_ir.h"
+#include "codegen/target.h"
 #include "ir/graph.h"
 #include "passes/fusion/fusion.h"
 
@@ -60,9 +63,11 @@ struct LoweredGraph {
   std::vector<int> outputs;  // the graph buffer of each graph output
 };
 
-// Lowers every group of `plan` (groups of `g`, in order). Throws kiln::Error for an op the
+// Lowers every group of `plan` (groups of `g`, in order) for `target`: loops say what they
+// are (parallel, reduction, ordered) and stay unmapped until the schedule step
+// (codegen/schedule.h). Every kernel passes verify(Kernel). Throws kiln::Error for an op the
 // code generators have no lowering for, naming the node.
-LoweredGraph lower(const Graph& g, const fusion::FusionPlan& plan);
+LoweredGraph lower(const Graph& g, const fusion::FusionPlan& plan, const Target& target = cpu_target());
 
 // The schedule as text: one line per step with its buffers, then every kernel's IR.
 std::string print_schedule(const LoweredGraph& lg);

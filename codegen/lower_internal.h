@@ -168,8 +168,8 @@ class KernelBuilder {
   ExprPtr bind(ExprPtr e, const std::string& hint, const std::string& memo_key = "");
   void define(const std::string& name) { scopes_.back().defines.insert(name); }
 
-  // Iterates `shape` with an outer parallel loop and an inner contiguous loop, calling
-  // body(idx) inside.
+  // Iterates `shape` with parallel loops, calling body(idx) inside: on the CPU an outer loop
+  // and an inner contiguous one, on a GPU one flat loop (Target::always_flat).
   void loop_over(const Shape& shape, const std::function<void(const Index&)>& body, const std::string& comment);
 
   void set_reduced(const Node* n, ExprPtr v) { reduced_[n] = std::move(v); }
@@ -198,16 +198,17 @@ class KernelBuilder {
   std::map<const Node*, std::string> constants_;
   std::map<const Node*, ExprPtr> reduced_;
   std::vector<Scope> scopes_;
-  std::set<std::string> names_{"p", "i", "r", "row", "j", "tile", "col", "buffers", "scalars"};
+  std::set<std::string> names_{"p", "i", "q", "r", "row", "j", "tile", "col", "buffers", "scalars", "lane", "warp"};
 };
 
 class GraphLowering {
  public:
-  GraphLowering(const Graph& g, const fusion::FusionPlan& plan) : g_(g), plan_(plan) {}
+  GraphLowering(const Graph& g, const fusion::FusionPlan& plan, const Target& target) : g_(g), plan_(plan), target_(target) {}
 
   LoweredGraph run();
 
   const fusion::FusionPlan& plan() const { return plan_; }
+  const Target& target() const { return target_; }
   LoweredGraph& out() { return out_; }
   int buffer_of(Value v) const {
     auto it = buffer_of_.find(value_key(v));
@@ -237,6 +238,7 @@ class GraphLowering {
   }
   std::string kernel_name() { return fmt::format("k{}", out_.kernels.size()); }
   void add_kernel_step(KernelBuilder& kb, Kernel k, int group) {
+    verify(k);
     Step s;
     s.kind = Step::Kind::Kernel;
     s.kernel = static_cast<int>(out_.kernels.size());
@@ -276,6 +278,7 @@ class GraphLowering {
 
   const Graph& g_;
   const fusion::FusionPlan& plan_;
+  const Target& target_;
   LoweredGraph out_;
   std::map<std::string, int> buffer_of_;
 };

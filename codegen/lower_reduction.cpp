@@ -79,7 +79,7 @@ void GraphLowering::lower_reduction(const FusionGroup& grp) {
       names += " %" + n->name();
     }
     kb.pop_scope();
-    kb.emit(for_loop("r", nred, LoopKind::Serial, std::move(body), "reduces" + names));
+    kb.emit(for_loop("r", nred, LoopKind::Reduction, std::move(body), "reduces" + names));
     for (const Node* n : here) {
       std::string fin = kb.fresh(n->name());
       ExprPtr v = n->op() == Op::Argmax ? value_var(acc[n] + "_idx", DType::I64) : value_var(acc[n], acc_type[n]);
@@ -103,7 +103,7 @@ void GraphLowering::lower_reduction(const FusionGroup& grp) {
       vs.push_back(v);
     }
     kb.pop_scope();
-    kb.emit(for_loop("r", nred, LoopKind::Vectorized, std::move(body), outputs_comment(vs)));
+    kb.emit(for_loop("r", nred, LoopKind::Parallel, std::move(body), outputs_comment(vs)));
   }
   kb.pop_scope();
   kb.emit(for_loop("row", nrow, LoopKind::Parallel, std::move(rowbody), "rows of " + outputs_comment(grp.outputs)));
@@ -138,11 +138,12 @@ bool GraphLowering::lower_column_reduction(const FusionGroup& grp, const std::ve
   for (size_t d = 0; d < S.size(); ++d) (red[d] ? rdims : kept).push_back(S[d]);
   int64_t C = product(S, d1), nred = product(rdims), nrow = product(kept);
   if (C < 8 || nred < 2 || nrow == 0) return false;
-  // The tile: a divisor of C (so tiles never straddle an outer index) up to 256 columns,
-  // small enough for 16 tiles to share among threads when C allows (but not under 32).
+  // The tile: a divisor of C (so tiles never straddle an outer index) up to the target's
+  // widest tile, narrow enough for the tiles it wants to exist when C allows (not under 32).
+  const Target& target = target_;
   int64_t T = 1;
-  for (int64_t d = std::min<int64_t>(C, 256); d >= 1; --d)
-    if (C % d == 0 && (T == 1 || (T > 32 && nrow / T < 16 && d >= 32))) T = d;
+  for (int64_t d = std::min<int64_t>(C, target.column_tile_max); d >= 1; --d)
+    if (C % d == 0 && (T == 1 || (T > 32 && nrow / T < target.column_tiles_wanted && d >= 32))) T = d;
   if (T < 8) return false;
 
   KernelBuilder kb(*this, &grp, group_comment(grp));
@@ -160,7 +161,7 @@ bool GraphLowering::lower_column_reduction(const FusionGroup& grp, const std::ve
     kb.push_scope(&cbody, {"col"});
     body();
     kb.pop_scope();
-    return for_loop("col", T, LoopKind::Vectorized, std::move(cbody), comment);
+    return for_loop("col", T, LoopKind::Parallel, std::move(cbody), comment);
   };
   for (int lvl = 1; lvl <= levels; ++lvl) {
     std::vector<const Node*> here;
@@ -216,7 +217,8 @@ bool GraphLowering::lower_column_reduction(const FusionGroup& grp, const std::ve
         },
         ""));
     kb.pop_scope();
-    kb.emit(for_loop("r", nred, LoopKind::Serial, std::move(rbody), "reduces" + names));
+    // The accumulators live in memory, one per column: the sweep over r runs in order.
+    kb.emit(for_loop("r", nred, LoopKind::Ordered, std::move(rbody), "reduces" + names));
     for (const Node* n : here) kb.set_reduced(n, cast(n->meta().dtype, load(acc[n], acc_type[n], simplify(row))));
   }
   if (!row_outs.empty())
@@ -243,7 +245,7 @@ bool GraphLowering::lower_column_reduction(const FusionGroup& grp, const std::ve
         },
         ""));
     kb.pop_scope();
-    kb.emit(for_loop("r", nred, LoopKind::Serial, std::move(rbody), outputs_comment(vs)));
+    kb.emit(for_loop("r", nred, LoopKind::Parallel, std::move(rbody), outputs_comment(vs)));
   }
   kb.pop_scope();
   kb.emit(for_loop("tile", nrow / T, LoopKind::Parallel, std::move(tbody), fmt::format("tiles of {} columns of ", T) + outputs_comment(grp.outputs)));

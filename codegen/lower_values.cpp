@@ -296,8 +296,10 @@ void KernelBuilder::loop_over(const Shape& shape, const std::function<void(const
   }
   // Inner loop: the trailing dims, merged until there are enough iterations to vectorize
   // (but a large tensor keeps an outer loop to spread over threads).
+  const Target& t = gl_.target();
   size_t k = n - 1;
-  while (k > 0 && product(shape, k) < 64 && (k > 1 || product(shape) <= 65536)) --k;
+  if (t.always_flat) k = 0;
+  while (k > 0 && product(shape, k) < t.inner_min && (k > 1 || product(shape) <= t.flat_elements)) --k;
   Shape outer_dims(shape.begin(), shape.begin() + static_cast<long>(k)), inner_dims(shape.begin() + static_cast<long>(k), shape.end());
   int64_t outer = product(outer_dims), inner = product(inner_dims);
   std::vector<StmtPtr> pbody, ibody;
@@ -310,7 +312,7 @@ void KernelBuilder::loop_over(const Shape& shape, const std::function<void(const
   for (auto& e : idx) e = simplify(e);
   body(idx);
   pop_scope();
-  StmtPtr inner_loop = for_loop("i", inner, LoopKind::Vectorized, std::move(ibody), has_outer ? "" : comment);
+  StmtPtr inner_loop = for_loop("i", inner, LoopKind::Parallel, std::move(ibody), has_outer ? "" : comment);
   if (!has_outer) {
     emit(inner_loop);
     return;

@@ -43,6 +43,11 @@ struct TensorMeta {
   int64_t nbytes() const;  // throws kiln::Error past int64
   bool is_contiguous() const;
   TensorMeta contiguous() const { return TensorMeta(dtype, shape, device); }
+  TensorMeta on(Device d) const {  // the same layout on another device
+    TensorMeta m = *this;
+    m.device = d;
+    return m;
+  }
   TensorMeta with_dtype(DType d) const { return TensorMeta(d, shape, strides, device); }
 
   // The text form: "f32[8,64]", with "{s0,s1}" strides when not contiguous and

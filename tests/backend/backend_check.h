@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "backend/cpu_compile.h"
+#include "backend/compile.h"
 #include "ir/graph.h"
 #include "ir/host_tensor.h"
 #include "ir/printer.h"

@@ -30,7 +30,7 @@ TEST(KernelIR, PrintsKernels) {
   ExprPtr at = add(mul(p, imm(33)), i);
   k.body = block({decl_acc("acc", DType::F32, CombineOp::Sum),
                   for_loop("p", 7, LoopKind::Parallel,
-                           {for_loop("i", 33, LoopKind::Vectorized,
+                           {for_loop("i", 33, LoopKind::Parallel,
                                      {let("e", call("exp", DType::F32, {load("b1", DType::F32, at)})),
                                       store("b0", at, value_var("e", DType::F32)), accumulate("acc", CombineOp::Sum, value_var("e", DType::F32))})},
                            "computes %y")});
@@ -38,7 +38,7 @@ TEST(KernelIR, PrintsKernels) {
             "kernel k0(b0: f32[231] output %y, b1: f32[231] input %x)  # group 0 pointwise [exp] {\n"
             "  acc acc: f32 = sum.identity\n"
             "  parallel for p in 0..7 {  # computes %y\n"
-            "    vectorized for i in 0..33 {\n"
+            "    parallel for i in 0..33 {\n"
             "      e: f32 = exp(b1[p*33 + i])\n"
             "      b0[p*33 + i] = e\n"
             "      acc <sum>= e\n"
@@ -56,9 +56,9 @@ TEST(KernelIR, WalkersVisitAndRewriteEveryNode) {
   ExprPtr r = rewrite(e, [](const ExprPtr& x) { return x->kind == ExprKind::Var ? var("j", 0, 9) : x; });
   EXPECT_EQ(print_expr(r), "add(b0[j], b1[j + 1])");
   EXPECT_EQ(print_expr(e), "add(b0[i], b1[i + 1])");  // the original is untouched
-  StmtPtr st = for_loop("i", 10, LoopKind::Serial, {store("b2", i, e)});
+  StmtPtr st = for_loop("i", 10, LoopKind::Ordered, {store("b2", i, e)});
   StmtPtr st2 = rewrite_exprs(st, [](const ExprPtr& x) { return x->kind == ExprKind::Load ? imm(DType::F32, 0) : x; });
-  EXPECT_EQ(print_stmt(st2), "serial for i in 0..10 {\n  b2[i] = add(0.0, 0.0)\n}\n");
+  EXPECT_EQ(print_stmt(st2), "ordered for i in 0..10 {\n  b2[i] = add(0.0, 0.0)\n}\n");
 }
 
 TEST(Simplifier, FoldsConstantsAndIdentities) {

@@ -8,6 +8,7 @@
 
 #include "codegen/cpp_emitter.h"
 #include "codegen/lower.h"
+#include "codegen/schedule.h"
 #include "ir/builder.h"
 #include "tests/support/support.h"
 
@@ -58,7 +59,7 @@ TEST(Lower, PointwiseChainWithBroadcastIsOneLoop) {
   LoweredGraph lg = lower(g, plan);
   ASSERT_EQ(lg.kernels.size(), 1u);
   EXPECT_EQ(body_of(lg.kernels[0]),
-            "vectorized for i in 0..231 {  # computes %e\n"
+            "parallel for i in 0..231 {  # computes %e\n"
             "  add: f32 = add(b1[i], b2[i % 33])\n"
             "  e: f32 = exp(add)\n"
             "  b0[i] = e\n"
@@ -73,7 +74,7 @@ TEST(Lower, LargeTensorsKeepAParallelOuterLoop) {
   auto plan = plan_of(g, {{fusion::KernelKind::Pointwise, {g.outputs()[0].node->input(0).name(), "e"}}});
   EXPECT_EQ(body_of(lower(g, plan).kernels.at(0)),
             "parallel for p in 0..1000 {  # computes %e\n"
-            "  vectorized for i in 0..66 {\n"
+            "  parallel for i in 0..66 {\n"
             "    e: f32 = exp(b1[p*66 + (i % 2)*33 + i / 2])\n"
             "    b0[p*66 + i] = e\n"
             "  }\n"
@@ -93,7 +94,7 @@ TEST(Lower, ViewsAreIndexTransformsAndCatIsASelect) {
   LoweredGraph lg = lower(g, plan);
   ASSERT_EQ(lg.kernels.size(), 1u);
   EXPECT_EQ(body_of(lg.kernels[0]),
-            "vectorized for i in 0..20 {  # computes %n\n"
+            "parallel for i in 0..20 {  # computes %n\n"
             "  n: f32 = neg(select(lt(i / 4, 3), b1[(i % 4)*6 + (i / 4)*2 + 1], b2[i - 12]))\n"
             "  b0[i] = n\n"
             "}\n");
@@ -114,19 +115,19 @@ TEST(Lower, SoftmaxRowIsThreeLoopsOverOneRow) {
   EXPECT_EQ(body_of(lg.kernels[0]),
             "parallel for row in 0..7 {  # rows of computes %s %p\n"
             "  acc m_acc: f32 = max.identity\n"
-            "  serial for r in 0..33 {  # reduces %m\n"
+            "  reduction for r in 0..33 {  # reduces %m\n"
             "    m_acc <max>= b2[row*33 + r]\n"
             "  }\n"
             "  m: f32 = m_acc\n"
             "  acc s_acc: f32 = sum.identity\n"
-            "  serial for r in 0..33 {  # reduces %s\n"
+            "  reduction for r in 0..33 {  # reduces %s\n"
             "    d: f32 = sub(b2[row*33 + r], m)\n"
             "    e: f32 = exp(d)\n"
             "    s_acc <sum>= e\n"
             "  }\n"
             "  s: f32 = s_acc\n"
             "  b0[row] = s\n"
-            "  vectorized for r in 0..33 {  # computes %p\n"
+            "  parallel for r in 0..33 {  # computes %p\n"
             "    d_1: f32 = sub(b2[row*33 + r], m)\n"
             "    e_1: f32 = exp(d_1)\n"
             "    p_1: f32 = div(e_1, s)\n"
@@ -150,7 +151,7 @@ TEST(Lower, GatherIsACheckedIndirectLoadAndMatmulABlasStep) {
   LoweredGraph lg = lower(g, plan);
   ASSERT_EQ(lg.kernels.size(), 1u);
   EXPECT_EQ(body_of(lg.kernels[0]),
-            "vectorized for i in 0..24 {  # computes %g\n"
+            "parallel for i in 0..24 {  # computes %g\n"
             "  g_index: i64 = check_index(b1[i], 10)\n"
             "  b0[i] = b2[g_index*8 + i % 8]\n"
             "}\n");
@@ -198,7 +199,9 @@ TEST(EmitGolden, PointwiseKernel) {
   Var c = b.op(Op::Gt, {z, b.scalar(0.5, DType::F32)}, {}, "c");
   g.set_outputs({z, c});
   auto plan = plan_of(g, {{fusion::KernelKind::Pointwise, {"xy", "z", g.outputs()[1].node->input(1).name(), "c"}}});
-  expect_golden("pointwise.cpp", emit_cpp_kernel(lower(g, plan).kernels.at(0)));
+  LoweredGraph lg = lower(g, plan);
+  schedule(lg, cpu_target());
+  expect_golden("pointwise.cpp", emit_cpp_kernel(lg.kernels.at(0)));
 }
 
 TEST(EmitGolden, ReductionKernel) {
@@ -210,7 +213,9 @@ TEST(EmitGolden, ReductionKernel) {
   Var s = b.op(Op::Sum, {b.op(Op::Exp, {b.op(Op::Sub, {x, b.unsqueeze(m, 1)}, {}, "d")}, {}, "e")}, {{"dim", IntList{1}}}, "s");
   g.set_outputs({s, a});
   auto plan = plan_of(g, {{fusion::KernelKind::Reduction, {"m", "a", g.find("d").node->input(1).name(), "d", "e", "s"}}});
-  expect_golden("reduction.cpp", emit_cpp_kernel(lower(g, plan).kernels.at(0)));
+  LoweredGraph lg = lower(g, plan);
+  schedule(lg, cpu_target());
+  expect_golden("reduction.cpp", emit_cpp_kernel(lg.kernels.at(0)));
 }
 
 }  // namespace

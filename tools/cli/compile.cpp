@@ -1,10 +1,11 @@
-// kiln compile FILE.kir --device cpu [--dump DIR] [--graph NAME]: compiles a graph with the
-// CPU backend and prints the compile report (stages and their times, kernels, buffers,
-// planned peak). --dump writes every stage: decomposed.kir, fused.kir, fused.dot,
-// kernels.txt (kernel IR), kernels.cpp, report.txt.
+// kiln compile FILE.kir --device cpu|cuda [--arch sm_90] [--dump DIR] [--graph NAME]:
+// compiles a graph for a device and prints the compile report (stages and their times,
+// kernels, buffers, planned peak). --dump writes every stage: passes/*.kir, decomposed.kir,
+// fused.kir, fused.dot, kernels.txt (scheduled kernel IR), kernels.cpp or kernels.cu (+
+// kernels.ptx, kernels.cubin), report.txt. CUDA needs no GPU to compile: NVRTC alone.
 #include <fmt/format.h>
 
-#include "backend/cpu_compile.h"
+#include "backend/compile.h"
 #include "ir/error.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/common.h"
@@ -12,37 +13,48 @@
 
 namespace kiln::cli {
 
-void check_device(const std::string& device) {
-  if (device == "cpu") return;
-  if (device == "cuda") fail("--device cuda: the CUDA backend is not built yet (it arrives with a later issue); use --device cpu");
-  fail("unknown device '{}' (known: cpu, cuda)", device);
+Device parse_device(const std::string& device) {
+  if (device == "cpu") return Device::cpu();
+  if (device == "cuda") return Device::cuda(0);
+  if (device.rfind("cuda:", 0) == 0) {
+    std::string n = device.substr(5);
+    if (!n.empty() && n.size() < 4 && n.find_first_not_of("0123456789") == std::string::npos) return Device::cuda(std::stoi(n));
+  }
+  fail("unknown device '{}' (known: cpu, cuda, cuda:N)", device);
 }
 
 void add_compile_command(CLI::App& app) {
   struct Opts {
-    std::string file, graph, device = "cpu", dump;
+    std::string file, graph, device = "cpu", dump, arch;
     bool unfused = false, remarks = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("compile", "Compile a graph for a device and print the compile report");
   cmd->add_option("file", o->file, "the .kir file")->required();
   cmd->add_option("--graph", o->graph, "which graph, when the file holds several");
-  cmd->add_option("--device", o->device, "cpu (cuda arrives later)")->capture_default_str();
+  cmd->add_option("--device", o->device, "cpu, cuda or cuda:N")->capture_default_str();
+  cmd->add_option("--arch", o->arch, "CUDA: the GPU architecture to compile for (sm_80, sm_90, ...; default: the device's, else sm_90)");
   cmd->add_option("--dump", o->dump, "write every stage of the compilation to DIR");
   cmd->add_flag("--unfused", o->unfused, "one kernel per node (no fusion)");
   cmd->add_flag("--vectorizer-remarks", o->remarks, "print clang's loop-vectorizer remarks (what vectorized, what did not)");
   cmd->callback([o] {
-    check_device(o->device);
+    backend::CompileOptions options;
+    options.device = parse_device(o->device);
+    if (!o->arch.empty() && options.device.kind != Device::Kind::CUDA) fail("--arch is for --device cuda");
+    options.arch = o->arch;
     Graph g = load_graph(o->file, o->graph);
-    backend::CpuCompileOptions options;
     options.dump_dir = o->dump;
     options.fuse = !o->unfused;
     options.jit.vectorizer_remarks = o->remarks;
     options.jit.use_cache = !o->remarks;  // remarks come from clang, which a cache hit skips
-    backend::CompiledGraph cg = backend::compile_cpu(g, options);
+    backend::CompiledGraph cg = backend::compile(g, options);
     fmt::print("{}", cg.report.str());
     for (const std::string& r : cg.report.jit.remarks) fmt::print("remark: {}\n", r);
-    if (!o->dump.empty()) fmt::print("wrote decomposed.kir, fused.kir, fused.dot, kernels.txt, kernels.cpp, report.txt to {}\n", o->dump);
+    if (!o->dump.empty()) {
+      bool cuda = options.device.kind == Device::Kind::CUDA;
+      fmt::print("wrote passes/, decomposed.kir, fused.kir, fused.dot, kernels.txt, {}, report.txt to {}\n",
+                 cuda ? "kernels.cu, kernels.ptx, kernels.cubin" : "kernels.cpp", o->dump);
+    }
   });
 }
 

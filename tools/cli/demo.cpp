@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <numeric>
 
-#include "backend/cpu_compile.h"
+#include "backend/compile.h"
 #include "frontend/nn/minigpt.h"
 #include "frontend/optim.h"
 #include "runtime/cpu/jit.h"

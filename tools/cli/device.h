@@ -2,9 +2,11 @@
 // --device for `kiln compile` and `kiln run` (compile.cpp).
 #include <string>
 
+#include "ir/tensor_meta.h"
+
 namespace kiln::cli {
 
-// Accepts "cpu"; "cuda" is a kiln::Error saying the CUDA backend is not built yet.
-void check_device(const std::string& device);
+// "cpu", "cuda" or "cuda:N"; kiln::Error for anything else, listing what is known.
+Device parse_device(const std::string& device);
 
 }  // namespace kiln::cli

@@ -1,14 +1,14 @@
 // kiln run FILE.kir [--seed N] [--inputs a.npy,b.npy] [--save-outputs DIR]: runs a graph on
 // the reference interpreter (the definition of what every op computes) and summarizes each
 // output. Random inputs by default; integer inputs stay in range for the ops that index.
-// With --device cpu the graph is compiled and run by the CPU backend instead; --check then
+// With --device cpu|cuda the graph is compiled and run by that backend instead; --check then
 // compares every output with the reference interpreter (exit 1 on a mismatch).
 #include <fmt/format.h>
 
 #include <cmath>
 #include <filesystem>
 
-#include "backend/cpu_compile.h"
+#include "backend/compile.h"
 #include "ir/error.h"
 #include "tools/cli/device.h"
 
@@ -22,21 +22,8 @@ namespace kiln::cli {
 
 namespace {
 
-// Per-dtype tolerance of a compiled output against the reference: |got - want| <= atol +
-// rtol*|want|. f32 kernels compute in f32 where the reference computes in f64; f16/bf16
-// keep f32 intermediates; integers and bools are exact.
-struct Tolerance {
-  double atol, rtol;
-};
-Tolerance tolerance_of(DType t) {
-  switch (t) {
-    case DType::F32: return {1e-5, 1e-5};
-    case DType::F64: return {1e-9, 1e-9};
-    case DType::F16: return {1e-2, 1e-2};
-    case DType::BF16: return {2e-2, 2e-2};
-    default: return {0, 0};
-  }
-}
+using backend::Tolerance;
+using backend::tolerance_of;
 
 // Prints one line per output; returns whether every output is within tolerance.
 bool check_outputs(const Graph& g, const std::vector<HostTensor>& got, const std::vector<HostTensor>& want) {
@@ -84,7 +71,7 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--inputs", o->inputs, "one .npy file per graph input, in order (comma-separated)")->delimiter(',');
   cmd->add_option("--save-outputs", o->save_outputs, "write each output as DIR/NAME.npy");
   cmd->add_option("--save-inputs", o->save_inputs, "write each input as DIR/NAME.npy (to replay them elsewhere)");
-  cmd->add_option("--device", o->device, "compile and run on this device (cpu) instead of the reference interpreter");
+  cmd->add_option("--device", o->device, "compile and run on this device (cpu, cuda, cuda:N) instead of the reference interpreter");
   cmd->add_flag("--check", o->check, "with --device: compare every output with the reference interpreter (exit 1 on failure)");
   cmd->callback([o] {
     Graph g = load_graph(o->file, o->graph);
@@ -94,11 +81,12 @@ void add_run_command(CLI::App& app) {
     for (size_t i = 0; i < inputs.size(); ++i) fmt::print("  in  %{}: {}\n", g.inputs()[i]->name(), summarize(inputs[i]));
     std::vector<HostTensor> outputs;
     if (o->device.empty()) {
-      if (o->check) fail("--check compares a compiled run with the reference interpreter: give --device cpu");
+      if (o->check) fail("--check compares a compiled run with the reference interpreter: give --device cpu or --device cuda");
       outputs = interpret(g, inputs);
     } else {
-      check_device(o->device);
-      backend::CompiledGraph cg = backend::compile_cpu(g);
+      backend::CompileOptions options;
+      options.device = parse_device(o->device);
+      backend::CompiledGraph cg = backend::compile(g, options);
       fmt::print("compiled for {}: {} kernels + {} BLAS calls\n", o->device, cg.report.kernels, cg.report.blas_calls);
       outputs = cg.run(inputs);
     }

@@ -1,12 +1,16 @@
-// Executable::run: binds buffers (graph inputs in place, intermediates in one arena, outputs
-// in the tensors returned) and runs the schedule step by step.
+// The CPU backend: the host Target, the C++ emitter, clang+ORC through the kernel cache, and
+// a Program that binds buffers (graph inputs in place, intermediates in one arena, outputs in
+// the tensors returned) and runs the schedule step by step on the thread pool and OpenBLAS.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstring>
 
-#include "backend/cpu_compile.h"
+#include "backend/backend.h"
+#include "backend/compile.h"
 #include "backend/executable_state.h"
+#include "backend/host_layout.h"
+#include "codegen/cpp_emitter.h"
 #include "ir/error.h"
 #include "runtime/cpu/blas.h"
 #include "runtime/cpu/kernel_abi.h"
@@ -17,27 +21,6 @@ namespace {
 
 using codegen::GraphBuffer;
 using codegen::MatmulCall;
-
-// A copy of `t` laid out as `meta` says (its strides, offset 0) when the graph input is
-// declared with a non-contiguous layout; the storage spans the strided extent.
-HostTensor relayout(const HostTensor& t, const TensorMeta& meta, int64_t extent) {
-  HostTensor flat = HostTensor::empty(meta.dtype, {extent});
-  HostTensor src = t.contiguous();
-  int64_t size = dtype_size(meta.dtype);
-  const auto* from = static_cast<const std::byte*>(src.data());
-  auto* to = static_cast<std::byte*>(flat.data());
-  std::vector<int64_t> idx(meta.shape.size(), 0);
-  for (int64_t i = 0; i < meta.numel(); ++i) {
-    int64_t off = 0;
-    for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * meta.strides[d];
-    std::memcpy(to + off * size, from + i * size, static_cast<size_t>(size));
-    for (size_t d = idx.size(); d-- > 0;) {
-      if (++idx[d] < meta.shape[d]) break;
-      idx[d] = 0;
-    }
-  }
-  return flat;
-}
 
 // Integer matmul (BLAS has none): exact in int64 with wrap-around, as the reference.
 template <class T>
@@ -77,31 +60,19 @@ void run_matmul(const MatmulCall& mm, const void* a, const void* b, void* c) {
                                      mm.b_batch_stride, 0.0, c, mm.n, mm.m * mm.n, mm.batch);
 }
 
-}  // namespace
 
-const codegen::LoweredGraph& Executable::lowered() const {
-  KILN_INTERNAL_ASSERT(s_, "an Executable comes from compile_cpu");
-  return s_->lowered;
-}
-const std::string& Executable::source() const {
-  KILN_INTERNAL_ASSERT(s_, "an Executable comes from compile_cpu");
-  return s_->source;
-}
+using KernelFn = void (*)(void* const* buffers, const int64_t* scalars);
 
-std::vector<HostTensor> Executable::run(std::span<const HostTensor> inputs) const {
-  if (!s_) fail("this executable was not compiled (default-constructed Executable)");
-  const ExecutableState& s = *s_;
+class CpuProgram final : public Program {
+ public:
+  std::shared_ptr<runtime::cpu::CompiledModule> module;
+  std::vector<KernelFn> kernels;  // per lowered kernel
+
+  std::vector<HostTensor> run(const ExecutableState& s, std::span<const HostTensor> inputs) const override;
+};
+
+std::vector<HostTensor> CpuProgram::run(const ExecutableState& s, std::span<const HostTensor> inputs) const {
   const codegen::LoweredGraph& lg = s.lowered;
-  if (inputs.size() != s.input_metas.size())
-    fail("graph {} takes {} input{}, got {}", s.graph_name, s.input_metas.size(), s.input_metas.size() == 1 ? "" : "s", inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const TensorMeta& want = s.input_metas[i];
-    if (!inputs[i].defined()) fail("input {} (%{}) of graph {} is an undefined tensor", i, s.input_names[i], s.graph_name);
-    if (inputs[i].dtype() != want.dtype || inputs[i].shape() != want.shape)
-      fail("input {} (%{}) of graph {}: expected {}{}, got {}{}", i, s.input_names[i], s.graph_name, dtype_name(want.dtype),
-           shape_str(want.shape), dtype_name(inputs[i].dtype()), shape_str(inputs[i].shape()));
-  }
-
   std::vector<void*> ptr(lg.buffers.size(), nullptr);
   std::vector<HostTensor> keep;  // relaid-out inputs
   std::vector<std::byte> arena_storage(static_cast<size_t>(s.arena_bytes + 64));
@@ -143,7 +114,7 @@ std::vector<HostTensor> Executable::run(std::span<const HostTensor> inputs) cons
     }
     args.clear();
     for (int b : step.args) args.push_back(ptr[b]);
-    s.kernels[step.kernel](args.data(), nullptr);
+    kernels[step.kernel](args.data(), nullptr);
     if (auto err = runtime::cpu::take_kernel_error()) {
       const codegen::Kernel& k = lg.kernels[step.kernel];
       fail("graph {}: kernel {} ({}): {}", s.graph_name, k.name, k.comment, *err);
@@ -157,6 +128,49 @@ std::vector<HostTensor> Executable::run(std::span<const HostTensor> inputs) cons
         break;
       }
   return outputs;
+}
+
+class CpuBackend final : public Backend {
+ public:
+  std::string_view name() const override { return "cpu"; }
+  codegen::Target target(const CompileOptions&) const override { return codegen::cpu_target(); }
+  std::string emit(const std::vector<codegen::Kernel>& kernels) const override { return codegen::emit_cpp_module(kernels); }
+  std::string source_file_name() const override { return "kernels.cpp"; }
+  std::shared_ptr<const Program> compile(const ExecutableState& state, const CompileOptions& options,
+                                         CompileReport& report) const override {
+    auto p = std::make_shared<CpuProgram>();
+    if (!state.lowered.kernels.empty()) {
+      p->module = runtime::cpu::compile(state.source, options.jit);
+      report.jit = p->module->stats();
+      for (const codegen::Kernel& k : state.lowered.kernels)
+        p->kernels.push_back(reinterpret_cast<KernelFn>(p->module->symbol(k.name)));
+    }
+    const runtime::cpu::CompileStats& j = report.jit;
+    report.compiler = fmt::format("jit: clang {:.2f} ms, codegen {:.2f} ms, link {:.2f} ms{}", j.frontend_ms, j.codegen_ms, j.link_ms,
+                                  j.cache_hit ? " (cache hit)" : "");
+    return p;
+  }
+};
+
+}  // namespace
+
+const Backend& cpu_backend() {
+  static const CpuBackend b;
+  return b;
+}
+
+const Backend& backend_for(const Device& device) {
+  switch (device.kind) {
+    case Device::Kind::CPU: return cpu_backend();
+    case Device::Kind::CUDA:
+#if KILN_HAVE_CUDA
+      return cuda_backend();
+#else
+      fail("device {}: this build of kiln has no CUDA backend (no CUDA toolkit was found when it was built; on Debian: "
+           "apt-get install nvidia-cuda-dev from the non-free component, then rebuild)", device.str());
+#endif
+  }
+  fail("unknown device kind");
 }
 
 }  // namespace kiln::backend

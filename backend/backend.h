@@ -1,0 +1,58 @@
+#pragma once
+// The backend interface: what one device adds to the shared compile driver
+// (backend/compile.h). Four things, each small:
+//   target   — the codegen::Target the lowering and schedule step read;
+//   emit     — scheduled kernel IR -> one source module (codegen's C++ or CUDA C emitter);
+//   compile  — that source -> a Program loaded on the device, through the shared
+//              content-addressed kernel cache (runtime/kernel_cache.h);
+//   execute  — Program::run: binds buffers and runs the schedule (kernels and matmuls).
+// docs/adding-a-backend.md walks through adding one.
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "codegen/kernel_ir.h"
+#include "codegen/target.h"
+#include "ir/host_tensor.h"
+
+namespace kiln::backend {
+
+struct CompileOptions;
+struct CompileReport;
+struct ExecutableState;
+
+// A compiled graph's code, loaded on its device; immutable, shared by copies of an Executable.
+class Program {
+ public:
+  virtual ~Program() = default;
+  // Runs the schedule of `s` on host inputs already checked against the graph's signature;
+  // returns contiguous host outputs.
+  virtual std::vector<HostTensor> run(const ExecutableState& s, std::span<const HostTensor> inputs) const = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;  // "cpu", "cuda"
+  virtual codegen::Target target(const CompileOptions& options) const = 0;
+  // The generated module: the target's prelude, then every kernel.
+  virtual std::string emit(const std::vector<codegen::Kernel>& kernels) const = 0;
+  virtual std::string source_file_name() const = 0;  // kernels.cpp, kernels.cu
+  // Compiles state.source for state.lowered; records the compiler's figures in `report`
+  // (and writes device-code files to options.dump_dir when set).
+  virtual std::shared_ptr<const Program> compile(const ExecutableState& state, const CompileOptions& options,
+                                                 CompileReport& report) const = 0;
+};
+
+// The backend of `device`'s kind; kiln::Error naming what is missing when this build has none
+// (the CUDA backend where no CUDA toolkit was found at build time).
+const Backend& backend_for(const Device& device);
+
+const Backend& cpu_backend();
+#if KILN_HAVE_CUDA
+const Backend& cuda_backend();
+#endif
+
+}  // namespace kiln::backend

@@ -1,0 +1,101 @@
+#pragma once
+// The compile driver: one pipeline, whatever the device (Inductor's compile_fx). A graph in,
+// an Executable out:
+//   passes (decompose, canonicalize, cse, dce on the pass manager: verified, timed and
+//   dumped after each) -> fuse -> lower to kernel IR for the device's Target -> schedule
+//   (loops mapped to threads / blocks) -> memory plan -> emit (C++ or CUDA C)
+//   -> compile through the kernel cache (clang+ORC or NVRTC) -> load
+// What differs per device sits behind backend/backend.h: a Target, an emitter, a compiler
+// and a Program that runs the schedule on the device. Executable::run takes host tensors on
+// every device; the CUDA backend also runs on device tensors (backend/cuda_backend.h).
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "codegen/lower.h"
+#include "ir/graph.h"
+#include "ir/host_tensor.h"
+#include "passes/fusion/fusion.h"
+#include "passes/pass_manager.h"
+#include "runtime/cpu/jit.h"
+
+namespace kiln::backend {
+
+struct CompileOptions {
+  bool decompose = true;  // composites -> primitives (a composite left over is a kiln::Error)
+  bool optimize = true;   // canonicalize, cse, dce
+  bool fuse = true;       // false: every node its own kernel (for debugging a fused result)
+  fusion::FusionOptions fusion;
+  runtime::cpu::CompileOptions jit;  // the CPU compiler (clang+ORC)
+  // When set: passes/NN_<pass>.kir, decomposed.kir, fused.kir, fused.dot, kernels.txt (the
+  // scheduled kernel IR), kernels.cpp or kernels.cu (+ kernels.ptx, kernels.cubin), report.txt.
+  std::string dump_dir;
+  Device device = Device::cpu();
+  std::string arch;         // CUDA: "sm_90"; empty: the device's own (sm_90 where there is none)
+  bool cuda_graphs = false; // CUDA: record the launches as a CUDA graph on the first run, replay it after
+  bool allow_tf32 = false;  // CUDA: f32 matmuls may use TF32 tensor cores (off: f32 means f32, as PyTorch)
+};
+// The name the CPU backend's callers knew; the options are the same for every device.
+using CpuCompileOptions = CompileOptions;
+
+struct CompileReport {
+  std::string graph;
+  std::string device;     // "cpu", "cuda sm_90"
+  int nodes = 0;          // after decompose and optimization
+  int groups = 0;
+  int kernels = 0;        // generated loop kernels
+  int blas_calls = 0;     // matmuls through BLAS (CPU) or cuBLASLt (CUDA)
+  int buffers = 0;        // arena buffers (intermediates)
+  int64_t arena_bytes = 0;   // the planned peak
+  int64_t naive_bytes = 0;   // every intermediate in its own memory
+  std::vector<std::pair<std::string, double>> stage_ms;  // in order
+  PassReport passes;      // each pass run by the pass manager
+  runtime::cpu::CompileStats jit;  // the CPU compiler (empty on other devices)
+  std::string compiler;   // one line about the device compiler ("nvrtc 13.0: 4 kernels ...")
+  std::string str() const;   // the text `kiln compile` prints
+};
+
+struct ExecutableState;
+
+class Executable {
+ public:
+  Executable() = default;
+  explicit Executable(std::shared_ptr<const ExecutableState> s) : s_(std::move(s)) {}
+  // Runs the graph; inputs must have the graph inputs' dtypes and shapes (any strides).
+  // Returns contiguous host outputs. kiln::Error for a wrong input, or an index out of range
+  // met by a kernel (gather, scatter_add), naming the kernel.
+  std::vector<HostTensor> run(std::span<const HostTensor> inputs) const;
+  const codegen::LoweredGraph& lowered() const;
+  const std::string& source() const;  // the generated module (C++ or CUDA C)
+  const Device& device() const;
+  const ExecutableState& state() const;
+
+ private:
+  std::shared_ptr<const ExecutableState> s_;
+};
+
+struct CompiledGraph {
+  Executable executable;
+  CompileReport report;
+  std::vector<HostTensor> run(std::span<const HostTensor> inputs) const { return executable.run(inputs); }
+};
+
+// Compiles `g` (left unchanged) for options.device. kiln::Error when a stage fails: a
+// composite without a decomposition, an op with no lowering, source the device compiler
+// rejects (with its log), a device whose backend is not in this build.
+CompiledGraph compile(const Graph& g, const CompileOptions& options = {});
+// compile() for the CPU, whatever options.device says.
+CompiledGraph compile_cpu(const Graph& g, CompileOptions options = {});
+
+// Per-dtype tolerance of a compiled output against the reference interpreter:
+// |got - want| <= atol + rtol*|want| (f32 1e-5, f64 1e-9, f16 1e-2, bf16 2e-2; integers and
+// bools exact). Kernels compute f32 in f32 where the reference computes in f64, and keep
+// f16/bf16 intermediates in f32.
+struct Tolerance {
+  double atol = 0, rtol = 0;
+};
+Tolerance tolerance_of(DType t);
+
+}  // namespace kiln::backend

@@ -1,0 +1,362 @@
+// The CUDA backend (see cuda_backend.h). Built where a CUDA toolkit was found.
+#if KILN_HAVE_CUDA
+#include "backend/cuda_backend.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <optional>
+
+#include "backend/backend.h"
+#include "backend/executable_state.h"
+#include "backend/host_layout.h"
+#include "codegen/cuda_emitter.h"
+#include "ir/error.h"
+#include "ir/log.h"
+#include "runtime/cuda/allocator.h"
+#include "runtime/cuda/cublaslt.h"
+#include "runtime/cuda/driver.h"
+#include "runtime/cuda/graph.h"
+#include "runtime/cuda/module.h"
+#include "runtime/cuda/nvrtc.h"
+#include "runtime/cuda/stream.h"
+
+namespace kiln::backend {
+
+namespace cu = runtime::cuda;
+using codegen::GraphBuffer;
+using codegen::MatmulCall;
+
+namespace {
+
+void write_file(const std::filesystem::path& p, const std::string& bytes) {
+  std::ofstream f(p, std::ios::binary);
+  if (!f) fail("cannot write {}", p.string());
+  f << bytes;
+}
+
+// The device buffers of one run: every graph buffer's address.
+struct Bindings {
+  std::vector<void*> ptr;
+  std::vector<cu::DeviceBuffer> keep;  // what the run allocated (arena, relaid-out inputs)
+};
+
+class CudaProgram final : public Program {
+ public:
+  int device = 0;
+  bool cuda_graphs = false;
+  bool allow_tf32 = false;
+  std::vector<cu::NvrtcOutput> binaries;  // per kernel
+  std::string arch;
+
+  std::vector<HostTensor> run(const ExecutableState& s, std::span<const HostTensor> inputs) const override;
+  std::vector<cu::DeviceTensor> run_device(const ExecutableState& s, std::span<const cu::DeviceTensor> inputs) const;
+
+ private:
+  // Loaded on first use (a machine with no GPU compiles but never loads).
+  struct Loaded {
+    std::vector<cu::Module> modules;
+    std::vector<CUfunction> functions;
+    std::optional<cu::Stream> stream;
+    // CUDA graphs: static buffers the captured launches read and write, and the graph.
+    std::vector<cu::DeviceTensor> static_inputs, static_outputs;
+    cu::DeviceBuffer static_arena;
+    std::unique_ptr<cu::GraphCapture> graph;
+  };
+  Loaded& load(const ExecutableState& s) const;
+  // Queues every step of the schedule on the stream over `ptr`.
+  void launch_all(const ExecutableState& s, Loaded& L, const std::vector<void*>& ptr) const;
+  void reset_error_records(Loaded& L) const;
+  void check_errors(const ExecutableState& s, Loaded& L) const;
+
+  mutable std::mutex mu_;  // one run at a time (one stream, the graph's static buffers)
+  mutable std::unique_ptr<Loaded> loaded_;
+};
+
+void require_device(int device) {
+  std::string why;
+  if (!cu::driver_available(&why)) fail("no CUDA device is present: {}", why);
+  if (device >= cu::device_count())
+    fail("device cuda:{} does not exist: this machine has {} CUDA device{}", device, cu::device_count(), cu::device_count() == 1 ? "" : "s");
+}
+
+CudaProgram::Loaded& CudaProgram::load(const ExecutableState& s) const {
+  if (loaded_) return *loaded_;
+  require_device(device);
+  const cu::DeviceInfo& info = cu::device_info(device);
+  if (cu::arch_name(info) != arch)
+    fail("graph {} was compiled for {} but cuda:{} is {} ({}): compile it for this device", s.graph_name, arch, device,
+         cu::arch_name(info), info.name);
+  auto L = std::make_unique<Loaded>();
+  for (size_t i = 0; i < binaries.size(); ++i) {
+    const codegen::Kernel& k = s.lowered.kernels[i];
+    L->modules.emplace_back(binaries[i].cubin, k.name, device);
+    L->functions.push_back(L->modules.back().function(k.name));
+  }
+  L->stream.emplace(device);
+  loaded_ = std::move(L);
+  return *loaded_;
+}
+
+void CudaProgram::reset_error_records(Loaded& L) const {
+  for (cu::Module& m : L.modules) {
+    CUdeviceptr rec = m.global(codegen::kCudaErrorRecordSymbol);
+    cu::memset_async(reinterpret_cast<void*>(rec), 0, sizeof(codegen::CudaErrorRecord), *L.stream);
+  }
+}
+
+void CudaProgram::check_errors(const ExecutableState& s, Loaded& L) const {
+  cu::synchronize_and_check(*L.stream, fmt::format("graph {}", s.graph_name));
+  for (size_t i = 0; i < L.modules.size(); ++i) {
+    codegen::CudaErrorRecord rec{};
+    CUdeviceptr at = L.modules[i].global(codegen::kCudaErrorRecordSymbol);
+    cu::copy_device_to_host(&rec, reinterpret_cast<const void*>(at), sizeof rec, device);
+    if (rec.flag) {
+      const codegen::Kernel& k = s.lowered.kernels[i];
+      fail("graph {}: kernel {} ({}): index {} is out of range for a dimension of size {}", s.graph_name, k.name, k.comment, rec.index,
+           rec.size);
+    }
+  }
+}
+
+void CudaProgram::launch_all(const ExecutableState& s, Loaded& L, const std::vector<void*>& ptr) const {
+  const codegen::LoweredGraph& lg = s.lowered;
+  std::vector<CUdeviceptr> args;
+  std::vector<void*> argp;
+  for (const codegen::Step& step : lg.steps) {
+    if (step.kind == codegen::Step::Kind::Matmul) {
+      const MatmulCall& mm = step.matmul;
+      if (!is_floating(mm.dtype)) fail("graph {}: {} matmul on CUDA: cuBLASLt multiplies floats only ({})", s.graph_name, dtype_name(mm.dtype), mm.label);
+      int64_t lda = mm.trans_a ? mm.m : mm.k, ldb = mm.trans_b ? mm.k : mm.n;
+      cu::GemmOptions go;
+      go.allow_tf32 = allow_tf32;
+      cu::gemm_strided_batched(mm.dtype, mm.trans_a, mm.trans_b, mm.m, mm.n, mm.k, 1.0, ptr[mm.a], lda, mm.a_batch_stride, ptr[mm.b],
+                               ldb, mm.b_batch_stride, 0.0, ptr[mm.out], mm.n, mm.m * mm.n, mm.batch, *L.stream, go);
+      continue;
+    }
+    const codegen::Kernel& k = lg.kernels[step.kernel];
+    args.assign(step.args.size(), 0);
+    argp.assign(step.args.size(), nullptr);
+    for (size_t j = 0; j < step.args.size(); ++j) {
+      args[j] = cu::device_ptr(ptr[step.args[j]]);
+      argp[j] = &args[j];
+    }
+    cu::launch(L.functions[step.kernel], cu::Dim3{static_cast<unsigned>(k.launch.grid)}, cu::Dim3{static_cast<unsigned>(k.launch.block)},
+               0, *L.stream, argp.data(), k.name);
+  }
+}
+
+std::vector<cu::DeviceTensor> CudaProgram::run_device(const ExecutableState& s, std::span<const cu::DeviceTensor> inputs) const {
+  std::lock_guard lock(mu_);
+  Loaded& L = load(s);
+  cu::ScopedContext ctx(device);
+  const codegen::LoweredGraph& lg = s.lowered;
+  std::vector<void*> ptr(lg.buffers.size(), nullptr);
+  for (size_t b = 0; b < lg.buffers.size(); ++b) {
+    const GraphBuffer& gb = lg.buffers[b];
+    if (gb.kind != GraphBuffer::Kind::Input) continue;
+    const cu::DeviceTensor& t = inputs[static_cast<size_t>(gb.input_index)];
+    if (t.meta().strides != gb.meta.strides)
+      fail("input {} (%{}) of graph {}: strides {} on the device, the graph declares {} (copy it to that layout first)", gb.input_index,
+           s.input_names[gb.input_index], s.graph_name, shape_str(t.meta().strides), shape_str(gb.meta.strides));
+    ptr[b] = t.data();
+  }
+  cu::DeviceBuffer arena = cu::device_alloc(static_cast<size_t>(s.arena_bytes), device);
+  for (size_t b = 0; b < lg.buffers.size(); ++b)
+    if (lg.buffers[b].kind == GraphBuffer::Kind::Arena) ptr[b] = static_cast<std::byte*>(arena->data()) + lg.buffers[b].offset;
+  std::vector<cu::DeviceTensor> outputs(lg.outputs.size());
+  for (size_t o = 0; o < lg.outputs.size(); ++o) {
+    int b = lg.outputs[o];
+    outputs[o] = cu::DeviceTensor::empty(lg.buffers[b].meta.contiguous().on(Device::cuda(device)));
+  }
+  // Outputs own their memory; a buffer returned twice is written once and copied after.
+  for (size_t o = 0; o < lg.outputs.size(); ++o) {
+    int b = lg.outputs[o];
+    if (std::find(lg.outputs.begin(), lg.outputs.begin() + static_cast<long>(o), b) == lg.outputs.begin() + static_cast<long>(o))
+      ptr[b] = outputs[o].data();
+  }
+  reset_error_records(L);
+  launch_all(s, L, ptr);
+  for (size_t o = 0; o < lg.outputs.size(); ++o) {
+    int b = lg.outputs[o];
+    if (ptr[b] != outputs[o].data()) cu::copy_device_to_device_async(outputs[o].data(), ptr[b], outputs[o].nbytes(), *L.stream);
+  }
+  check_errors(s, L);
+  return outputs;
+}
+
+std::vector<HostTensor> CudaProgram::run(const ExecutableState& s, std::span<const HostTensor> inputs) const {
+  if (!cuda_graphs) {
+    require_device(device);
+    std::vector<cu::DeviceTensor> dev;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const TensorMeta& want = s.input_metas[i];
+      if (want.is_contiguous()) {
+        dev.push_back(cu::DeviceTensor::from_host(inputs[i], device));
+      } else {
+        // The graph declares a strided layout: lay the host copy out that way first.
+        int64_t extent = cu::storage_extent(want);
+        HostTensor flat = relayout(inputs[i], want, extent);
+        cu::DeviceTensor d = cu::DeviceTensor::from_host(flat, device);
+        dev.emplace_back(d.storage(), want.on(Device::cuda(device)));
+      }
+    }
+    std::vector<cu::DeviceTensor> out = run_device(s, dev);
+    std::vector<HostTensor> host;
+    for (auto& t : out) host.push_back(t.to_host());
+    return host;
+  }
+  // CUDA graphs: the launches are recorded once over static buffers and replayed; each run
+  // copies its inputs into the static inputs and the outputs out of the static outputs.
+  std::lock_guard lock(mu_);
+  Loaded& L = load(s);
+  cu::ScopedContext ctx(device);
+  const codegen::LoweredGraph& lg = s.lowered;
+  if (!L.graph) {
+    std::vector<void*> ptr(lg.buffers.size(), nullptr);
+    for (size_t i = 0; i < s.input_metas.size(); ++i) {
+      TensorMeta m = s.input_metas[i];
+      L.static_inputs.emplace_back(cu::device_alloc(static_cast<size_t>(cu::storage_extent(m) * dtype_size(m.dtype)), device),
+                                   m.on(Device::cuda(device)));
+    }
+    L.static_arena = cu::device_alloc(static_cast<size_t>(s.arena_bytes), device);
+    for (size_t o = 0; o < lg.outputs.size(); ++o)
+      L.static_outputs.push_back(cu::DeviceTensor::empty(lg.buffers[lg.outputs[o]].meta.contiguous().on(Device::cuda(device))));
+    for (size_t b = 0; b < lg.buffers.size(); ++b) {
+      const GraphBuffer& gb = lg.buffers[b];
+      if (gb.kind == GraphBuffer::Kind::Input) ptr[b] = L.static_inputs[static_cast<size_t>(gb.input_index)].data();
+      else ptr[b] = static_cast<std::byte*>(L.static_arena->data()) + gb.offset;
+    }
+    for (size_t o = 0; o < lg.outputs.size(); ++o) {
+      int b = lg.outputs[o];
+      if (std::find(lg.outputs.begin(), lg.outputs.begin() + static_cast<long>(o), b) == lg.outputs.begin() + static_cast<long>(o))
+        ptr[b] = L.static_outputs[o].data();
+    }
+    L.graph = std::make_unique<cu::GraphCapture>(*L.stream);
+    launch_all(s, L, ptr);
+    for (size_t o = 0; o < lg.outputs.size(); ++o) {
+      int b = lg.outputs[o];
+      if (ptr[b] != L.static_outputs[o].data())
+        cu::copy_device_to_device_async(L.static_outputs[o].data(), ptr[b], L.static_outputs[o].nbytes(), *L.stream);
+    }
+    L.graph->end();
+    if (log_enabled("cuda")) log_line("cuda", fmt::format("graph {}: captured {} launches as a CUDA graph", s.graph_name, L.graph->num_nodes()));
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const TensorMeta& want = s.input_metas[i];
+    HostTensor flat = want.is_contiguous() ? inputs[i].contiguous() : relayout(inputs[i], want, cu::storage_extent(want));
+    cu::copy_host_to_device_async(L.static_inputs[i].data(), flat.data(), static_cast<size_t>(flat.nbytes()), *L.stream);
+    L.stream->synchronize();  // `flat` is freed at the end of this iteration
+  }
+  reset_error_records(L);
+  L.graph->replay(*L.stream);
+  check_errors(s, L);
+  std::vector<HostTensor> host;
+  for (auto& t : L.static_outputs) host.push_back(t.to_host());
+  return host;
+}
+
+class CudaBackend final : public Backend {
+ public:
+  std::string_view name() const override { return "cuda"; }
+
+  codegen::Target target(const CompileOptions& options) const override {
+    std::string arch = options.arch;
+    int sms = 132;
+    std::string why;
+    if (cu::driver_available(&why) && options.device.index < cu::device_count()) {
+      const cu::DeviceInfo& info = cu::device_info(options.device.index);
+      if (arch.empty()) arch = cu::arch_name(info);
+      sms = info.num_sms;
+    }
+    if (arch.empty()) arch = "sm_90";
+    if (arch.rfind("sm_", 0) != 0 || arch.size() < 5 || arch.find_first_not_of("0123456789a", 3) != std::string::npos)
+      fail("--arch '{}': expected a GPU architecture such as sm_80 or sm_90", arch);
+    return codegen::cuda_target(arch, sms);
+  }
+
+  std::string emit(const std::vector<codegen::Kernel>& kernels) const override { return codegen::emit_cuda_module(kernels); }
+  std::string source_file_name() const override { return "kernels.cu"; }
+
+  std::shared_ptr<const Program> compile(const ExecutableState& state, const CompileOptions& options,
+                                         CompileReport& report) const override {
+    auto p = std::make_shared<CudaProgram>();
+    p->device = options.device.index;
+    p->cuda_graphs = options.cuda_graphs;
+    p->allow_tf32 = options.allow_tf32;
+    p->arch = state.target.arch;
+    // Each kernel is its own NVRTC program (the prelude + one kernel), so they compile in
+    // parallel and a kernel's cache entry survives a change elsewhere in the graph.
+    std::vector<std::pair<std::string, std::string>> sources;
+    for (const codegen::Kernel& k : state.lowered.kernels)
+      sources.emplace_back(fmt::format("{}_{}", state.graph_name, k.name), std::string(codegen::cuda_prelude()) + "\n" + codegen::emit_cuda_kernel(k));
+    cu::NvrtcOptions no;
+    no.arch = p->arch;
+    no.use_cache = options.jit.use_cache;
+    p->binaries = cu::compile_cuda_parallel(sources, no);
+    int hits = 0;
+    double slowest = 0, total = 0;
+    size_t cubin_bytes = 0;
+    for (auto& b : p->binaries) {
+      hits += b.cache_hit;
+      slowest = std::max(slowest, b.compile_ms);
+      total += b.compile_ms;
+      cubin_bytes += b.cubin.size();
+    }
+    report.compiler = fmt::format("nvrtc {}: {} kernels for {} ({} from the cache), NVRTC {:.1f} ms in all, slowest kernel {:.1f} ms; {} of CUBIN",
+                                  cu::nvrtc_version(), sources.size(), p->arch, hits, total, slowest, format_bytes(static_cast<int64_t>(cubin_bytes)));
+    if (!options.dump_dir.empty()) {
+      std::filesystem::path dir(options.dump_dir);
+      std::string ptx;
+      std::filesystem::create_directories(dir / "cubin");
+      for (size_t i = 0; i < p->binaries.size(); ++i) {
+        const std::string& kname = state.lowered.kernels[i].name;
+        ptx += fmt::format("// ---- {}\n{}\n", kname, p->binaries[i].ptx);
+        write_file(dir / "cubin" / (kname + ".cubin"), p->binaries[i].cubin);
+      }
+      write_file(dir / "kernels.ptx", ptx);
+    }
+    return p;
+  }
+};
+
+}  // namespace
+
+const Backend& cuda_backend() {
+  static const CudaBackend b;
+  return b;
+}
+
+bool cuda_device_present(std::string* why) {
+  if (!cu::driver_available(why)) return false;
+  if (cu::device_count() == 0) {
+    if (why) *why = "the CUDA driver reports no device";
+    return false;
+  }
+  return true;
+}
+
+std::vector<cu::DeviceTensor> run_on_device(const Executable& exe, std::span<const cu::DeviceTensor> inputs) {
+  const ExecutableState& s = exe.state();
+  auto* p = dynamic_cast<const CudaProgram*>(s.program.get());
+  if (!p) fail("graph {} was compiled for {}, not for a CUDA device: run it with Executable::run", s.graph_name, s.device.str());
+  if (inputs.size() != s.input_metas.size())
+    fail("graph {} takes {} input{}, got {}", s.graph_name, s.input_metas.size(), s.input_metas.size() == 1 ? "" : "s", inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const TensorMeta& want = s.input_metas[i];
+    const cu::DeviceTensor& t = inputs[i];
+    if (!t.defined()) fail("input {} (%{}) of graph {} is an undefined tensor", i, s.input_names[i], s.graph_name);
+    if (t.meta().dtype != want.dtype || t.meta().shape != want.shape)
+      fail("input {} (%{}) of graph {}: expected {}{}, got {}{}", i, s.input_names[i], s.graph_name, dtype_name(want.dtype),
+           shape_str(want.shape), dtype_name(t.meta().dtype), shape_str(t.meta().shape));
+    if (t.device() != p->device)
+      fail("input {} (%{}) of graph {} is on cuda:{}, the graph runs on cuda:{}", i, s.input_names[i], s.graph_name, t.device(), p->device);
+  }
+  return p->run_device(s, inputs);
+}
+
+}  // namespace kiln::backend
+#endif  // KILN_HAVE_CUDA

@@ -1,0 +1,336 @@
+#include "codegen/cuda_emitter.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "codegen/c_family.h"
+#include "ir/error.h"
+
+namespace kiln::codegen {
+
+namespace {
+
+// ---- shared memory of block combines
+
+// The scratch array a block combine of a `t` accumulator uses (one per value type: combines
+// run one after another, and kiln_block_combine makes reuse safe).
+std::string scratch_of(DType t) {
+  std::string_view vt = c_value_type(t);
+  KILN_INTERNAL_ASSERT(vt != "bool", "a combine across threads has a numeric accumulator");
+  return vt == "float" ? "kiln_smem_f32" : vt == "double" ? "kiln_smem_f64" : "kiln_smem_i64";
+}
+constexpr int kScratchSlots = 33;  // 32 warps' partials and the broadcast slot
+
+// Scratch arrays a kernel declares: name -> element type.
+std::map<std::string, std::string> scratch_arrays(const Kernel& k) {
+  std::map<std::string, std::string> out;
+  visit(k.body, [&](const Stmt& s) {
+    if (s.kind != StmtKind::CombineAcross || s.map != LoopMap::GpuThreads) return;
+    out[scratch_of(s.dtype)] = std::string(c_value_type(s.dtype));
+    if (s.combine == CombineOp::Argmax) out["kiln_smem_idx"] = "int64_t";
+  });
+  return out;
+}
+
+// ---- 16-byte vectors in a grid-stride loop
+//
+// The simplest and most common pointwise kernel: one grid-stride loop whose every buffer load
+// and store is at exactly the loop variable, over buffers of 4-byte (f32, i32) or 2-byte
+// (f16, bf16) elements. Each thread then handles W consecutive elements per iteration (W = 4
+// when a 4-byte buffer is involved, else 8: 16 bytes of the widest buffer), with one vector
+// load per input and one vector store per output, and a scalar loop finishes the last
+// extent % W elements. Anything else (gathers, loads under a select, a buffer both loaded and
+// stored, nested loops, accumulators) stays scalar.
+
+int element_bytes(DType t) {
+  switch (t) {
+    case DType::F32:
+    case DType::I32: return 4;
+    case DType::F16:
+    case DType::BF16: return 2;
+    default: return 0;
+  }
+}
+
+// The kernel's body as one loop (Blocks of one statement around it), or null.
+StmtPtr sole_loop(const StmtPtr& s) {
+  if (s->kind == StmtKind::For) return s;
+  if (s->kind == StmtKind::Block && s->body.size() == 1) return sole_loop(s->body[0]);
+  return nullptr;
+}
+
+bool is_var(const ExprPtr& e, const std::string& v) { return e->kind == ExprKind::Var && e->name == v; }
+
+// Elements per thread per iteration if `loop` can run on 16-byte vectors, else 0.
+int vector_width(const Kernel& k, const StmtPtr& loop) {
+  if (loop->map != LoopMap::GpuGridStride) return 0;
+  const std::string& v = loop->name;
+  bool ok = true;
+  int widest = 0;
+  std::set<std::string> loaded, stored;
+  auto buffer_ok = [&](const std::string& name) {
+    const Buffer* b = k.find_buffer(name);
+    int bytes = b ? element_bytes(b->dtype) : 0;
+    widest = std::max(widest, bytes);
+    return bytes != 0;
+  };
+  std::function<void(const ExprPtr&, bool)> expr = [&](const ExprPtr& e, bool guarded) {
+    if (e->kind == ExprKind::Load) {
+      const Buffer* b = k.find_buffer(e->name);
+      if (b && b->role == BufferRole::Constant) return expr(e->args[0], guarded);  // a table in the kernel
+      ok = ok && !guarded && is_var(e->args[0], v) && buffer_ok(e->name);
+      loaded.insert(e->name);
+      return;
+    }
+    for (size_t i = 0; i < e->args.size(); ++i) expr(e->args[i], guarded || (e->kind == ExprKind::Select && i > 0));
+  };
+  std::function<void(const StmtPtr&)> stmt = [&](const StmtPtr& s) {
+    switch (s->kind) {
+      case StmtKind::Block:
+        for (auto& b : s->body) stmt(b);
+        return;
+      case StmtKind::Let: expr(s->exprs[0], false); return;
+      case StmtKind::Store:
+        ok = ok && is_var(s->exprs[0], v) && buffer_ok(s->name);
+        stored.insert(s->name);
+        expr(s->exprs[1], false);
+        return;
+      default: ok = false; return;
+    }
+  };
+  for (auto& b : loop->body) stmt(b);
+  for (auto& b : loaded) ok = ok && !stored.count(b);
+  if (!ok || widest == 0) return 0;
+  return 16 / widest;
+}
+
+// The loop body for element j of the vector: loads of b[v] read `b_v.v[j]`, stores write it.
+StmtPtr vector_element(const StmtPtr& s, const Kernel& k, const std::string& v, int j) {
+  auto lane = [&](const ExprPtr& e) {
+    return rewrite(e, [&](const ExprPtr& x) {
+      if (x->kind != ExprKind::Load || !is_var(x->args[0], v)) return x;
+      const Buffer* b = k.find_buffer(x->name);
+      if (b && b->role == BufferRole::Constant) return x;
+      return load(x->name + "_v.v", x->dtype, imm(j));
+    });
+  };
+  switch (s->kind) {
+    case StmtKind::Block: {
+      std::vector<StmtPtr> body;
+      for (auto& b : s->body) body.push_back(vector_element(b, k, v, j));
+      return block(std::move(body));
+    }
+    case StmtKind::Let: return let(s->name, lane(s->exprs[0]));
+    case StmtKind::Store: return store(s->name + "_v.v", imm(j), lane(s->exprs[1]));
+    default: KILN_INTERNAL_ASSERT(false, "a vectorized loop holds only lets and stores"); return s;
+  }
+}
+
+bool uses_var(const StmtPtr& s, const std::string& v) {
+  bool used = false;
+  visit(s, [&](const Stmt& st) {
+    for (auto& e : st.exprs)
+      visit(e, [&](const Expr& x) { used = used || (x.kind == ExprKind::Var && x.name == v); });
+  });
+  return used;
+}
+
+// ---- the emitter
+
+// Who runs a statement: every thread for itself (inside a grid-stride, thread or lane loop),
+// every thread of a block or lanes of a warp redundantly, or (outside every grid-mapped loop)
+// every thread of the launch redundantly.
+enum class Runs { Launch, Thread, Block, Warp };
+
+class CudaEmitter : public CEmitter {
+ public:
+  explicit CudaEmitter(const Kernel& k) : CEmitter(cuda_dialect(k.index_bits)), k_(k) {}
+
+  void kernel_body(int ind) {
+    StmtPtr top = sole_loop(k_.body);
+    if (top && vector_width(k_, top) > 0) return vectorized(top, vector_width(k_, top), ind);
+    stmt(k_.body, ind);
+  }
+
+ protected:
+  // Stores and atomic adds that every thread of a block/warp/launch would repeat are done
+  // by one of them.
+  std::string one_writer() const {
+    switch (runs_.back()) {
+      case Runs::Thread: return "";
+      case Runs::Block: return "threadIdx.x == 0";
+      case Runs::Warp: return "(threadIdx.x & 31) == 0";
+      case Runs::Launch: return "blockIdx.x == 0 && threadIdx.x == 0";
+    }
+    return "";
+  }
+  void guarded(int ind, const std::string& s) {
+    std::string who = one_writer();
+    line(ind, who.empty() ? s : "if (" + who + ") " + s);
+  }
+
+  std::string grid_stride_header(const std::string& v, const std::string& start, int64_t extent) const {
+    std::string_view I = d_.index_type;
+    return fmt::format("for ({0} {1} = {2}({0})(blockIdx.x * blockDim.x + threadIdx.x); {1} < {3}; {1} += ({0})(gridDim.x * blockDim.x)) {{",
+                       I, v, start, int_literal(extent, d_));
+  }
+
+  void loop(const StmtPtr& s, int ind) override {
+    KILN_INTERNAL_ASSERT(s->map != LoopMap::Unmapped, "the kernel was scheduled (codegen/schedule.h) before the CUDA emitter ran");
+    KILN_INTERNAL_ASSERT(s->map == LoopMap::Serial || is_gpu_map(s->map), "the CUDA emitter is given a GPU kernel, not a CPU-mapped one");
+    if (!s->comment.empty()) line(ind, "// " + s->comment);
+    std::string_view I = d_.index_type;
+    const std::string& v = s->name;
+    std::string E = int_literal(s->extent, d_);
+    std::string head;
+    Runs runs = runs_.back();
+    switch (s->map) {
+      case LoopMap::GpuGridStride:
+        head = grid_stride_header(v, "", s->extent);
+        runs = Runs::Thread;
+        break;
+      case LoopMap::GpuBlocks:
+        head = fmt::format("for ({0} {1} = blockIdx.x; {1} < {2}; {1} += gridDim.x) {{", I, v, E);
+        runs = Runs::Block;
+        break;
+      case LoopMap::GpuWarps:
+        head = fmt::format("for ({0} {1} = ({0})(blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32); {1} < {2}; {1} += ({0})(gridDim.x * (blockDim.x / 32))) {{",
+                           I, v, E);
+        runs = Runs::Warp;
+        break;
+      case LoopMap::GpuThreads:
+        head = fmt::format("for ({0} {1} = threadIdx.x; {1} < {2}; {1} += blockDim.x) {{", I, v, E);
+        runs = Runs::Thread;
+        break;
+      case LoopMap::GpuLanes:
+        head = fmt::format("for ({0} {1} = threadIdx.x % 32; {1} < {2}; {1} += 32) {{", I, v, E);
+        runs = Runs::Thread;
+        break;
+      default: head = fmt::format("for ({0} {1} = 0; {1} < {2}; ++{1}) {{", I, v, E); break;
+    }
+    line(ind, head);
+    runs_.push_back(runs);
+    body(s, ind + 1);
+    runs_.pop_back();
+    line(ind, "}");
+  }
+
+  void store(const StmtPtr& s, int ind) override { guarded(ind, store_text(*s)); }
+
+  void atomic_add(const StmtPtr& s, int ind) override {
+    const Buffer* b = k_.find_buffer(s->name);
+    KILN_INTERNAL_ASSERT(b, "an atomic add names a buffer of the kernel");
+    std::string at = s->name + "[" + expr(s->exprs[0]) + "]", v = expr(s->exprs[1]);
+    // Two's complement: an unsigned add wraps exactly as the signed sum should.
+    if (b->dtype == DType::I64) return guarded(ind, fmt::format("atomicAdd((unsigned long long*)&{}, (unsigned long long){});", at, paren(v)));
+    KILN_INTERNAL_ASSERT(b->dtype == DType::I32, "atomic adds are of i32 or i64 (the verifier rejects floats)");
+    guarded(ind, fmt::format("atomicAdd((int*)&{}, (int){});", at, paren(v)));
+  }
+
+  void combine_across(const StmtPtr& s, int ind) override {
+    const std::string& a = s->name;
+    bool block = s->map == LoopMap::GpuThreads;
+    KILN_INTERNAL_ASSERT(block || s->map == LoopMap::GpuLanes, "a combine is across a block's threads or a warp's lanes");
+    if (s->combine == CombineOp::Argmax) {
+      if (block) line(ind, fmt::format("kiln_block_argmax({0}, {0}_idx, {1}, kiln_smem_idx);", a, scratch_of(s->dtype)));
+      else line(ind, fmt::format("kiln_warp_argmax({0}, {0}_idx);", a));
+      return;
+    }
+    std::string_view op = s->combine == CombineOp::Sum ? "kiln_sum_op()" : s->combine == CombineOp::Prod ? "kiln_prod_op()"
+                          : s->combine == CombineOp::Max ? "kiln_max_op()" : "kiln_min_op()";
+    if (block) line(ind, fmt::format("{0} = kiln_block_combine({0}, {1}, {2});", a, op, scratch_of(s->dtype)));
+    else line(ind, fmt::format("{0} = kiln_warp_combine({0}, {1});", a, op));
+  }
+
+  void barrier(const StmtPtr&, int ind) override { line(ind, "__syncthreads();"); }
+
+ private:
+  // The grid-stride loop on 16-byte vectors (see vector_width), then the scalar tail.
+  void vectorized(const StmtPtr& s, int width, int ind) {
+    const std::string& v = s->name;
+    std::string_view I = d_.index_type;
+    std::set<std::string> loaded, stored;
+    visit(s, [&](const Stmt& st) {
+      if (st.kind == StmtKind::Store) stored.insert(st.name);
+      for (auto& e : st.exprs)
+        visit(e, [&](const Expr& x) {
+          const Buffer* b = x.kind == ExprKind::Load ? k_.find_buffer(x.name) : nullptr;
+          if (b && b->role != BufferRole::Constant) loaded.insert(x.name);
+        });
+    });
+    auto vec_type = [&](const std::string& b) {
+      return fmt::format("kiln_vec<{}, {}>", c_storage_type(k_.find_buffer(b)->dtype), width);
+    };
+    if (!s->comment.empty()) line(ind, "// " + s->comment);
+    int64_t vectors = s->extent / width, done = vectors * width;
+    runs_.push_back(Runs::Thread);
+    if (vectors > 0) {
+      line(ind, fmt::format("// {} elements per thread per iteration: one 16-byte load per input, one store per output", width));
+      line(ind, "// (every buffer is 16-byte aligned; see codegen/cuda_emitter.h)");
+      std::string q = v + "_vec";
+      line(ind, grid_stride_header(q, "", vectors));
+      for (const std::string& b : loaded)
+        line(ind + 1, fmt::format("const {0} {1}_v = ((const {0}*){1})[{2}];", vec_type(b), b, q));
+      for (const std::string& b : stored) line(ind + 1, fmt::format("{} {}_v;", vec_type(b), b));
+      for (int j = 0; j < width; ++j) {
+        StmtPtr el = vector_element(block(s->body), k_, v, j);
+        line(ind + 1, "{");
+        if (uses_var(el, v)) line(ind + 2, fmt::format("const {} {} = {} * {} + {};", I, v, q, width, j));
+        stmt(el, ind + 2);
+        line(ind + 1, "}");
+      }
+      for (const std::string& b : stored) line(ind + 1, fmt::format("(({}*){})[{}] = {}_v;", vec_type(b), b, q, b));
+      line(ind, "}");
+    }
+    if (done < s->extent) {
+      if (vectors > 0) line(ind, "// the scalar tail: elements past the last whole vector");
+      line(ind, grid_stride_header(v, fmt::format("{} + ", int_literal(done, d_)), s->extent));
+      body(s, ind + 1);
+      line(ind, "}");
+    }
+    runs_.pop_back();
+  }
+
+  const Kernel& k_;
+  std::vector<Runs> runs_{Runs::Launch};
+};
+
+}  // namespace
+
+int64_t cuda_shared_bytes(const Kernel& k) {
+  int64_t bytes = 0;
+  for (auto& [name, type] : scratch_arrays(k)) bytes += kScratchSlots * (type == "float" ? 4 : 8);
+  return bytes;
+}
+
+std::string emit_cuda_kernel(const Kernel& k) {
+  const CDialect d = cuda_dialect(k.index_bits);
+  CudaEmitter em(k);
+  if (!k.comment.empty()) em.line(0, "// " + k.comment);
+  std::string params;
+  for (const Buffer& b : k.buffers) {
+    bool in = b.role == BufferRole::Input || b.role == BufferRole::Constant;
+    params += fmt::format("{}{}{}* __restrict__ {}", params.empty() ? "" : ", ", in ? "const " : "", c_storage_type(b.dtype), b.name);
+  }
+  em.line(0, fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{", std::max<int64_t>(k.launch.block, 1), k.name, params));
+  for (const Buffer& b : k.buffers) em.line(1, fmt::format("// {}: {} {}", b.name, buffer_role_name(b.role), b.what));
+  for (const Buffer& c : k.constants)
+    em.line(1, fmt::format("static const {} {}[{}] = {{{}}};  // {}", c_storage_type(c.dtype), c.name, std::max<size_t>(c.data.size(), 1),
+                           c.data.empty() ? "0" : constant_table(c, d), c.what));
+  for (auto& [name, type] : scratch_arrays(k)) em.line(1, fmt::format("__shared__ {} {}[{}];", type, name, kScratchSlots));
+  em.kernel_body(1);
+  em.line(0, "}");
+  return em.out;
+}
+
+std::string emit_cuda_module(const std::vector<Kernel>& kernels) {
+  std::string out(cuda_prelude());
+  for (const Kernel& k : kernels) out += "\n" + emit_cuda_kernel(k);
+  return out;
+}
+
+}  // namespace kiln::codegen

@@ -1,0 +1,193 @@
+// The prelude of every generated CUDA module: the CUDA target's ABI (typedefs, the macros
+// codegen/prelude_math.h asks for, f16 through PTX, the device error record), then the math
+// shared with the CPU (codegen/prelude_math.cpp), then what only a GPU needs: 16-byte vector
+// types and the combines of accumulators across a warp or a block. No #include: NVRTC
+// compiles it alone (it provides expf, __shfl_*_sync, atomicCAS, ... with no header), in
+// CUDA 11.8 and 13 alike.
+#include <string>
+
+#include "codegen/cuda_emitter.h"
+#include "codegen/prelude_math.h"
+
+namespace kiln::codegen {
+
+namespace {
+
+constexpr std::string_view kAbi = R"PRELUDE(// ---- kiln CUDA prelude (codegen/cuda_prelude.cpp)
+typedef signed char int8_t;
+typedef unsigned char uint8_t;
+typedef short int16_t;
+typedef unsigned short uint16_t;
+typedef int int32_t;
+typedef unsigned int uint32_t;
+typedef long long int64_t;
+typedef unsigned long long uint64_t;
+
+// ---- what codegen/prelude_math.h asks of a target
+#define KILN_FN static __device__ __forceinline__
+#define KILN_F32_AS_U32(x) __float_as_uint(x)
+#define KILN_U32_AS_F32(u) __uint_as_float(u)
+#define KILN_F64_AS_I64(x) __double_as_longlong(x)
+#define KILN_I64_AS_F64(i) __longlong_as_double(i)
+// NVRTC has no INFINITY / NAN (no <cmath>): the IEEE bit patterns.
+#define KILN_INFF __int_as_float(0x7f800000)
+#define KILN_NANF __int_as_float(0x7fc00000)
+#define KILN_INF __longlong_as_double(0x7ff0000000000000LL)
+#define KILN_NAN __longlong_as_double(0x7ff8000000000000LL)
+#define KILN_LIBMF(fn) fn##f
+#define KILN_LIBM(fn) fn
+// CUDA's expf/logf/log1pf/tanhf are accurate (a few ulp) and fast: no polynomials here.
+#define KILN_F32_LIBM_TRANSCENDENTALS 1
+
+// ---- f16: the hardware's conversions (round to nearest even, as ir/half.h; a NaN stays a
+// NaN, though its payload may differ from the CPU's)
+KILN_FN float kiln_h2f(uint16_t h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+KILN_FN uint16_t kiln_f2h(float f) {
+  uint16_t h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+
+// ---- the device error record (codegen/cuda_emitter.h): the first out-of-range gather or
+// scatter index of a launch, read by the host after it synchronizes (cuModuleGetGlobal
+// "kiln_error"). Zero when the module loads; the host clears it after reading a report.
+struct kiln_error_record {
+  int flag;        // 1 once an error was recorded
+  long long index; // the offending index
+  long long size;  // the size of the dimension it indexed
+};
+extern "C" {
+__device__ kiln_error_record kiln_error;
+}
+KILN_FN void kiln_report_index_error(int64_t index, int64_t size) {
+  // Only the first reporter writes (index, size); the kernel's end orders them before the
+  // host's read.
+  if (atomicCAS(&kiln_error.flag, 0, 1) == 0) {
+    kiln_error.index = index;
+    kiln_error.size = size;
+  }
+}
+
+)PRELUDE";
+
+constexpr std::string_view kGpuTail = R"PRELUDE(
+// ---- the GPU's own
+// N elements of T as one aligned unit, so a load or store of it is one 8- or 16-byte access
+// (the vectorized grid-stride loops of codegen/cuda_emitter.cpp).
+template <class T, int N> struct __align__(sizeof(T) * N) kiln_vec { T v[N]; };
+
+// Combine ops of accumulators across threads (the same steps as a thread's accumulate:
+// integer sums and products wrap, a NaN wins a max/min).
+struct kiln_sum_op {
+  __device__ float operator()(float a, float b) const { return a + b; }
+  __device__ double operator()(double a, double b) const { return a + b; }
+  __device__ int64_t operator()(int64_t a, int64_t b) const { return kiln_wrap_add(a, b); }
+};
+struct kiln_prod_op {
+  __device__ float operator()(float a, float b) const { return a * b; }
+  __device__ double operator()(double a, double b) const { return a * b; }
+  __device__ int64_t operator()(int64_t a, int64_t b) const { return kiln_wrap_mul(a, b); }
+};
+struct kiln_max_op {
+  template <class T> __device__ T operator()(T a, T b) const { return kiln_max_step(a, b); }
+};
+struct kiln_min_op {
+  template <class T> __device__ T operator()(T a, T b) const { return kiln_min_step(a, b); }
+};
+
+// Lane 0 of the warp gets op over the values of lanes [0, n) (n <= 32), through a fixed tree
+// (lane i takes lane i + 16, then i + 8, ...): the same grouping every run, so float sums
+// are deterministic. Every lane of the warp must call it.
+template <class T, class Op> KILN_FN T kiln_warp_tree(T v, Op op, int n) {
+  const int lane = threadIdx.x & 31;
+  for (int o = 16; o > 0; o >>= 1) {
+    T other = __shfl_down_sync(0xffffffffu, v, o);
+    if (lane + o < n) v = op(v, other);
+  }
+  return v;
+}
+// Every lane gets op over the warp's 32 values (lane 0's result, broadcast).
+template <class T, class Op> KILN_FN T kiln_warp_combine(T v, Op op) {
+  return __shfl_sync(0xffffffffu, kiln_warp_tree(v, op, 32), 0);
+}
+// Every thread gets op over the block's values: each warp's tree, the warps' partials in
+// shared memory, the first warp's tree over them, broadcast through scratch[32]. `scratch` is
+// __shared__ T[33]; blockDim.x is a multiple of 32. Two barriers make a later combine on the
+// same scratch safe: a warp writes its partial only after the first warp read the last ones
+// (it passed the second barrier), and the first warp writes scratch[32] only after everyone
+// read the last one (it passed the next combine's first barrier).
+template <class T, class Op> KILN_FN T kiln_block_combine(T v, Op op, T* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+  v = kiln_warp_tree(v, op, 32);
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = kiln_warp_tree(lane < warps ? scratch[lane] : v, op, warps);
+    if (lane == 0) scratch[32] = v;
+  }
+  __syncthreads();
+  return scratch[32];
+}
+
+// Argmax partials (value, index) over disjoint index sets: the reference's rule, a NaN above
+// everything (the first NaN among NaNs), then the larger value, ties to the smaller index.
+template <class T> KILN_FN void kiln_argmax_merge(T& v, int64_t& i, T w, int64_t j) {
+  const bool wn = w != w, vn = v != v;
+  const bool better = wn ? (!vn || j < i) : (!vn && (w > v || (w == v && j < i)));
+  if (better) {
+    v = w;
+    i = j;
+  }
+}
+template <class T> KILN_FN void kiln_warp_argmax_tree(T& v, int64_t& i, int n) {
+  const int lane = threadIdx.x & 31;
+  for (int o = 16; o > 0; o >>= 1) {
+    T w = __shfl_down_sync(0xffffffffu, v, o);
+    int64_t j = __shfl_down_sync(0xffffffffu, i, o);
+    if (lane + o < n) kiln_argmax_merge(v, i, w, j);
+  }
+}
+template <class T> KILN_FN void kiln_warp_argmax(T& v, int64_t& i) {
+  kiln_warp_argmax_tree(v, i, 32);
+  v = __shfl_sync(0xffffffffu, v, 0);
+  i = __shfl_sync(0xffffffffu, i, 0);
+}
+// As kiln_block_combine, for pairs: `sv` is __shared__ T[33], `si` __shared__ int64_t[33].
+template <class T> KILN_FN void kiln_block_argmax(T& v, int64_t& i, T* sv, int64_t* si) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+  kiln_warp_argmax_tree(v, i, 32);
+  if (lane == 0) {
+    sv[warp] = v;
+    si[warp] = i;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    if (lane < warps) {
+      v = sv[lane];
+      i = si[lane];
+    }
+    kiln_warp_argmax_tree(v, i, warps);
+    if (lane == 0) {
+      sv[32] = v;
+      si[32] = i;
+    }
+  }
+  __syncthreads();
+  v = sv[32];
+  i = si[32];
+}
+// ---- end of prelude
+)PRELUDE";
+
+}  // namespace
+
+std::string_view cuda_prelude() {
+  static const std::string text = std::string(kAbi) + std::string(prelude_math()) + std::string(kGpuTail);
+  return text;
+}
+
+}  // namespace kiln::codegen

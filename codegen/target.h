@@ -1,0 +1,61 @@
+#pragma once
+// A Target: what the lowering and the schedule step know about the machine a graph is
+// compiled for (tinygrad's renderer limits, Inductor's per-device Scheduling). The lowering
+// reads the few choices that shape loop nests (one flat loop per pointwise kernel on a GPU,
+// column-tile widths); the schedule step (codegen/schedule.h) reads the rest to map each loop
+// to threads, vector lanes, blocks, warps or lanes. Nothing here launches anything: a CUDA
+// target can be described on a machine with no GPU (kiln compile --device cuda --arch sm_90).
+#include <cstdint>
+#include <string>
+
+namespace kiln::codegen {
+
+enum class TargetKind : uint8_t { Cpu, Cuda };
+
+struct Target {
+  TargetKind kind = TargetKind::Cpu;
+  std::string name = "cpu";  // "cpu", "cuda sm_90"
+
+  // ---- the lowering
+  // Pointwise kernels: the trailing dims merge into one inner loop until it has this many
+  // iterations; a tensor of at most `flat_elements` elements becomes one flat loop. A GPU
+  // takes every pointwise kernel as one flat loop (the grid-stride loop is the parallelism).
+  int64_t inner_min = 64;
+  int64_t flat_elements = 65536;
+  bool always_flat = false;
+  // Column reductions (kept innermost dim): tiles of at most `column_tile_max` consecutive
+  // kept points, narrow enough that `column_tiles_wanted` tiles exist when the shape allows.
+  int64_t column_tile_max = 256;
+  int64_t column_tiles_wanted = 16;
+
+  // Arena buffers start at multiples of this many bytes (a GPU's 16-byte vector accesses and
+  // cuBLASLt want 256; the CPU's cache lines 64).
+  int64_t buffer_alignment = 64;
+
+  // ---- the CPU schedule
+  int64_t parallel_work = 32768;  // element-iterations below which a loop stays on the calling thread
+  int64_t flat_chunk_min = 1024;  // the fewest iterations of a flat loop's chunk on the pool
+
+  // ---- the CUDA schedule
+  std::string arch = "sm_90";     // what NVRTC compiles for
+  int num_sms = 132;
+  int warp_size = 32;
+  int max_threads_per_block = 1024;
+  int64_t shared_memory_per_block = 48 * 1024;
+  int pointwise_block = 256;      // threads per block of a grid-stride loop
+  int reduction_block = 512;      // threads per block of a block-per-row reduction
+  int warp_rows_per_block = 8;    // warps (rows) per block of a warp-per-row reduction
+  int64_t warp_row_max = 1024;    // rows up to this long get a warp; longer ones a block
+  int64_t thread_row_max = 16;    // rows up to this long get one thread each
+  int blocks_per_sm = 8;          // a grid-stride loop's grid: at most num_sms * this many blocks
+
+  bool is_gpu() const { return kind == TargetKind::Cuda; }
+};
+
+// The host CPU (the values the CPU backend was tuned with; see bench/NOTES.md).
+Target cpu_target();
+// A CUDA GPU of architecture `arch` ("sm_90") with `num_sms` multiprocessors (the H100's 132
+// by default; the CUDA backend reads the real count off the device when there is one).
+Target cuda_target(const std::string& arch = "sm_90", int num_sms = 132);
+
+}  // namespace kiln::codegen

@@ -1,0 +1,297 @@
+// The CUDA emitter on kernels built by hand (maps, launch and index width set here, not by the
+// schedule step): the shape of the emitted code for each loop map and GPU statement, and —
+// where the CUDA path is built — that every module compiles with NVRTC for sm_80 and sm_90
+// with no warnings. (Running them is the GPU backend tests' job.)
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <string>
+#include <vector>
+
+#include "codegen/cpp_emitter.h"
+#include "codegen/cuda_emitter.h"
+#include "codegen/kernel_ir.h"
+#include "ir/error.h"
+#include "tests/support/support.h"
+
+#if KILN_HAVE_CUDA
+#include "runtime/cuda/nvrtc.h"
+#endif
+
+namespace kiln::codegen {
+namespace {
+
+using kiln::testing::has;
+
+Buffer buf(const std::string& name, DType dt, BufferRole role, int64_t numel, const std::string& what = "") {
+  Buffer b;
+  b.name = name;
+  b.dtype = dt;
+  b.role = role;
+  b.numel = numel;
+  b.what = what.empty() ? "%" + name : what;
+  return b;
+}
+
+Kernel kernel(const std::string& name, std::vector<Buffer> buffers, StmtPtr body, int64_t block, int index_bits = 32) {
+  Kernel k;
+  k.name = name;
+  k.comment = "test " + name;
+  k.buffers = std::move(buffers);
+  k.body = std::move(body);
+  k.index_bits = index_bits;
+  k.launch = {.grid = 4, .block = block, .shared_bytes = 0};
+  verify(k);  // the hand-built kernels keep the IR's invariants
+  k.launch.shared_bytes = cuda_shared_bytes(k);
+  return k;
+}
+
+ExprPtr f32(const std::string& b, ExprPtr i) { return load(b, DType::F32, std::move(i)); }
+
+// y = exp(x * h) over 1030 elements: f32 and f16 inputs, contiguous -> 16-byte vectors + a tail.
+Kernel pointwise_kernel() {
+  ExprPtr i = var("i", 0, 1029);
+  ExprPtr x = mul(f32("b1", i), load("b2", DType::F16, i));
+  return kernel("pw", {buf("b0", DType::F32, BufferRole::Output, 1030), buf("b1", DType::F32, BufferRole::Input, 1030),
+                       buf("b2", DType::F16, BufferRole::Input, 1030)},
+                block({with_map(for_loop("i", 1030, LoopKind::Parallel,
+                                         {let("x", x), store("b0", i, call("exp", DType::F32, {value_var("x", DType::F32)}))}, "computes %b0"),
+                                LoopMap::GpuGridStride)}),
+                256);
+}
+
+// out[i] = table[clamp(idx[i])]: a gather stays scalar (and reports bad indices).
+Kernel gather_kernel() {
+  ExprPtr i = var("i", 0, 99);
+  ExprPtr at = call("check_index", DType::I64, {load("b2", DType::I64, i), imm(10)});
+  return kernel("gather", {buf("b0", DType::F32, BufferRole::Output, 100), buf("b1", DType::F32, BufferRole::Input, 10),
+                           buf("b2", DType::I64, BufferRole::Input, 100)},
+                with_map(for_loop("i", 100, LoopKind::Parallel, {store("b0", i, f32("b1", at))}), LoopMap::GpuGridStride), 256, 64);
+}
+
+// A row reduction mapped to blocks: per row a sum, a max and an argmax over 1023 columns,
+// each combined across the block's threads; thread 0 stores the row's results.
+Kernel block_reduction_kernel() {
+  ExprPtr row = var("row", 0, 6), r = var("r", 0, 1022);
+  ExprPtr x = f32("b3", add(mul(row, imm(1023)), r));
+  StmtPtr reduce = with_map(for_loop("r", 1023, LoopKind::Reduction,
+                                     {accumulate("s_acc", CombineOp::Sum, x), accumulate("m_acc", CombineOp::Max, x),
+                                      accumulate("a_acc", CombineOp::Argmax, x, r)},
+                                     "reduces %s %m %a"),
+                            LoopMap::GpuThreads);
+  StmtPtr rows = with_map(
+      for_loop("row", 7, LoopKind::Parallel,
+               {decl_acc("s_acc", DType::F32, CombineOp::Sum), decl_acc("m_acc", DType::F32, CombineOp::Max),
+                decl_acc("a_acc", DType::F32, CombineOp::Argmax), reduce,
+                combine_across("s_acc", DType::F32, CombineOp::Sum, LoopMap::GpuThreads),
+                combine_across("m_acc", DType::F32, CombineOp::Max, LoopMap::GpuThreads),
+                combine_across("a_acc", DType::F32, CombineOp::Argmax, LoopMap::GpuThreads),
+                store("b0", row, value_var("s_acc", DType::F32)), store("b1", row, value_var("m_acc", DType::F32)),
+                store("b2", row, value_var("a_acc_idx", DType::I64))},
+               "rows of %s %m %a"),
+      LoopMap::GpuBlocks);
+  return kernel("rows", {buf("b0", DType::F32, BufferRole::Output, 7), buf("b1", DType::F32, BufferRole::Output, 7),
+                         buf("b2", DType::I64, BufferRole::Output, 7), buf("b3", DType::F32, BufferRole::Input, 7 * 1023)},
+                rows, 512);
+}
+
+// Every combine op and accumulator type, across a warp (GpuWarps/GpuLanes) or a block.
+Kernel all_combines_kernel(LoopMap outer, LoopMap inner) {
+  ExprPtr row = var("row", 0, 99), r = var("r", 0, 63);
+  ExprPtr at = add(mul(row, imm(64)), r);
+  std::vector<StmtPtr> decls, steps, combines, stores;
+  int out = 0;
+  std::vector<Buffer> bufs;
+  for (DType t : {DType::F32, DType::F64, DType::I64}) {
+    bufs.push_back(buf(fmt::format("in_{}", dtype_name(t)), t, BufferRole::Input, 100 * 64));
+    ExprPtr x = load(bufs.back().name, t, at);
+    for (CombineOp op : {CombineOp::Sum, CombineOp::Prod, CombineOp::Max, CombineOp::Min, CombineOp::Argmax}) {
+      std::string a = fmt::format("acc{}", out);
+      decls.push_back(decl_acc(a, t, op));
+      steps.push_back(accumulate(a, op, x, op == CombineOp::Argmax ? r : nullptr));
+      combines.push_back(combine_across(a, t, op, inner));
+      bool idx = op == CombineOp::Argmax;
+      bufs.push_back(buf(fmt::format("out{}", out), idx ? DType::I64 : t, BufferRole::Output, 100));
+      stores.push_back(store(bufs.back().name, row, idx ? value_var(a + "_idx", DType::I64) : value_var(a, t)));
+      ++out;
+    }
+  }
+  std::vector<StmtPtr> body = decls;
+  body.push_back(with_map(for_loop("r", 64, LoopKind::Reduction, steps), inner));
+  body.insert(body.end(), combines.begin(), combines.end());
+  body.insert(body.end(), stores.begin(), stores.end());
+  return kernel(outer == LoopMap::GpuWarps ? "warps" : "blocks", bufs, with_map(for_loop("row", 100, LoopKind::Parallel, body), outer),
+                256);
+}
+
+// A kernel with no loop (a 0-d result): one thread of the launch stores.
+Kernel scalar_kernel() {
+  return kernel("scalar", {buf("b0", DType::F16, BufferRole::Output, 1), buf("b1", DType::F16, BufferRole::Input, 1)},
+                block({let("v", call("sqrt", DType::F32, {load("b1", DType::F16, imm(0))})), store("b0", imm(0), value_var("v", DType::F32))}),
+                1);
+}
+
+// Integer atomics (a histogram) and a barrier between two phases of a block.
+Kernel atomics_kernel() {
+  ExprPtr i = var("i", 0, 999), p = var("p", 0, 3), j = var("j", 0, 255);
+  StmtPtr hist = with_map(for_loop("i", 1000, LoopKind::Parallel,
+                                   {atomic_add("b0", load("b2", DType::I64, i), imm(1)), atomic_add("b1", imm(0), load("b2", DType::I64, i))}),
+                          LoopMap::GpuGridStride);
+  StmtPtr phases = with_map(for_loop("p", 4, LoopKind::Parallel,
+                                     {with_map(for_loop("j", 256, LoopKind::Parallel, {store("b3", add(mul(p, imm(256)), j), imm(DType::F32, 1))}),
+                                               LoopMap::GpuThreads),
+                                      barrier(), atomic_add("b0", p, imm(2))}),
+                            LoopMap::GpuBlocks);
+  return kernel("atomics", {buf("b0", DType::I32, BufferRole::Output, 16), buf("b1", DType::I64, BufferRole::Output, 1),
+                            buf("b2", DType::I64, BufferRole::Input, 1000), buf("b3", DType::F32, BufferRole::Output, 1024)},
+                block({hist, phases}), 256);
+}
+
+std::vector<Kernel> all_kernels() {
+  return {pointwise_kernel(), gather_kernel(), block_reduction_kernel(), all_combines_kernel(LoopMap::GpuWarps, LoopMap::GpuLanes),
+          all_combines_kernel(LoopMap::GpuBlocks, LoopMap::GpuThreads), scalar_kernel(), atomics_kernel()};
+}
+
+TEST(CudaEmitter, ModuleHasNoIncludesAndOneSignaturePerKernel) {
+  std::string m = emit_cuda_module(all_kernels());
+  EXPECT_FALSE(has(m, "#include")) << m;
+  EXPECT_TRUE(has(m, "extern \"C\" __global__ void __launch_bounds__(256) pw(float* __restrict__ b0, const float* __restrict__ b1, "
+                     "const uint16_t* __restrict__ b2) {"))
+      << m;
+  EXPECT_TRUE(has(m, "// test pw\n"));
+  EXPECT_TRUE(has(m, "extern \"C\" {\n__device__ kiln_error_record kiln_error;\n}"));
+}
+
+TEST(CudaEmitter, ContiguousGridStrideLoopUses16ByteVectorsAndAScalarTail) {
+  std::string k = emit_cuda_kernel(pointwise_kernel());
+  // 4 elements per thread (f32 is the widest): float4-sized loads of b1, 8-byte loads of b2.
+  EXPECT_TRUE(has(k, "for (int i_vec = (int)(blockIdx.x * blockDim.x + threadIdx.x); i_vec < 257; i_vec += (int)(gridDim.x * blockDim.x)) {")) << k;
+  EXPECT_TRUE(has(k, "const kiln_vec<float, 4> b1_v = ((const kiln_vec<float, 4>*)b1)[i_vec];")) << k;
+  EXPECT_TRUE(has(k, "const kiln_vec<uint16_t, 4> b2_v = ((const kiln_vec<uint16_t, 4>*)b2)[i_vec];")) << k;
+  EXPECT_TRUE(has(k, "const float x = b1_v.v[3] * kiln_h2f(b2_v.v[3]);")) << k;
+  EXPECT_TRUE(has(k, "b0_v.v[3] = kiln_exp(x);")) << k;
+  EXPECT_TRUE(has(k, "((kiln_vec<float, 4>*)b0)[i_vec] = b0_v;")) << k;
+  // The tail: 1030 = 257 * 4 + 2.
+  EXPECT_TRUE(has(k, "for (int i = 1028 + (int)(blockIdx.x * blockDim.x + threadIdx.x); i < 1030; i += (int)(gridDim.x * blockDim.x)) {")) << k;
+  EXPECT_TRUE(has(k, "  b0[i] = kiln_exp(x);")) << k;
+}
+
+TEST(CudaEmitter, GatherStaysAScalarGridStrideLoopWith64BitIndices) {
+  std::string k = emit_cuda_kernel(gather_kernel());
+  EXPECT_FALSE(has(k, "kiln_vec")) << k;
+  EXPECT_TRUE(has(k, "for (long long i = (long long)(blockIdx.x * blockDim.x + threadIdx.x); i < 100; i += (long long)(gridDim.x * blockDim.x)) {"))
+      << k;
+  EXPECT_TRUE(has(k, "b0[i] = b1[kiln_check_index(b2[i], 10)];")) << k;
+}
+
+TEST(CudaEmitter, BlockReductionCombinesThroughSharedMemoryAndThreadZeroStores) {
+  Kernel kr = block_reduction_kernel();
+  std::string k = emit_cuda_kernel(kr);
+  EXPECT_TRUE(has(k, "__shared__ float kiln_smem_f32[33];")) << k;
+  EXPECT_TRUE(has(k, "__shared__ int64_t kiln_smem_idx[33];")) << k;
+  EXPECT_EQ(kr.launch.shared_bytes, 33 * 4 + 33 * 8);
+  EXPECT_TRUE(has(k, "for (int row = blockIdx.x; row < 7; row += gridDim.x) {")) << k;
+  EXPECT_TRUE(has(k, "for (int r = threadIdx.x; r < 1023; r += blockDim.x) {")) << k;
+  EXPECT_TRUE(has(k, "m_acc = kiln_max_step(m_acc, b3[row * 1023 + r]);")) << k;  // the plain NaN-winning step
+  EXPECT_TRUE(has(k, "if (kiln_argmax_wins(v_, a_acc)) { a_acc = v_; a_acc_idx = r; }")) << k;
+  EXPECT_TRUE(has(k, "s_acc = kiln_block_combine(s_acc, kiln_sum_op(), kiln_smem_f32);")) << k;
+  EXPECT_TRUE(has(k, "m_acc = kiln_block_combine(m_acc, kiln_max_op(), kiln_smem_f32);")) << k;
+  EXPECT_TRUE(has(k, "kiln_block_argmax(a_acc, a_acc_idx, kiln_smem_f32, kiln_smem_idx);")) << k;
+  EXPECT_TRUE(has(k, "if (threadIdx.x == 0) b0[row] = s_acc;")) << k;
+  EXPECT_TRUE(has(k, "if (threadIdx.x == 0) b2[row] = a_acc_idx;")) << k;
+  std::string m = emit_cuda_module({kr});
+  EXPECT_TRUE(has(m, "__syncthreads();")) << "the block combine of the prelude";
+}
+
+TEST(CudaEmitter, WarpReductionCombinesThroughShufflesAndLaneZeroStores) {
+  std::string k = emit_cuda_kernel(all_combines_kernel(LoopMap::GpuWarps, LoopMap::GpuLanes));
+  EXPECT_TRUE(has(k, "for (int row = (int)(blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32); row < 100; row += (int)(gridDim.x * (blockDim.x / 32))) {"))
+      << k;
+  EXPECT_TRUE(has(k, "for (int r = threadIdx.x % 32; r < 64; r += 32) {")) << k;
+  EXPECT_TRUE(has(k, "acc0 = kiln_warp_combine(acc0, kiln_sum_op());")) << k;
+  EXPECT_TRUE(has(k, "kiln_warp_argmax(acc4, acc4_idx);")) << k;
+  EXPECT_TRUE(has(k, "if ((threadIdx.x & 31) == 0) out0[row] = acc0;")) << k;
+  EXPECT_FALSE(has(k, "__shared__")) << k;
+  EXPECT_TRUE(has(std::string(cuda_prelude()), "__shfl_down_sync(0xffffffffu, v, o)"));
+  EXPECT_TRUE(has(std::string(cuda_prelude()), "__shfl_sync(0xffffffffu, kiln_warp_tree(v, op, 32), 0)"));
+}
+
+TEST(CudaEmitter, AccumulatorsStartAtIdentitiesWrittenWithoutLibraryMacros) {
+  std::string k = emit_cuda_kernel(all_combines_kernel(LoopMap::GpuBlocks, LoopMap::GpuThreads));
+  EXPECT_TRUE(has(k, "float acc2 = -KILN_INFF;")) << k;
+  EXPECT_TRUE(has(k, "double acc8 = KILN_INF;")) << k;
+  EXPECT_TRUE(has(k, "int64_t acc12 = (-9223372036854775807LL - 1);")) << k;
+  EXPECT_TRUE(has(k, "acc11 = kiln_wrap_mul(acc11, in_i64[row * 64 + r]);")) << k;
+  EXPECT_TRUE(has(k, "__shared__ double kiln_smem_f64[33];")) << k;
+  EXPECT_TRUE(has(k, "__shared__ int64_t kiln_smem_i64[33];")) << k;
+}
+
+TEST(CudaEmitter, StatementsOutsideGridLoopsStoreFromOneThread) {
+  std::string k = emit_cuda_kernel(scalar_kernel());
+  EXPECT_TRUE(has(k, "__launch_bounds__(1)")) << k;
+  EXPECT_TRUE(has(k, "const float v = kiln_sqrt(kiln_h2f(b1[0]));")) << k;
+  EXPECT_TRUE(has(k, "if (blockIdx.x == 0 && threadIdx.x == 0) b0[0] = kiln_f2h(v);")) << k;
+}
+
+TEST(CudaEmitter, IntegerAtomicsAndBarriers) {
+  std::string k = emit_cuda_kernel(atomics_kernel());
+  EXPECT_TRUE(has(k, "atomicAdd((int*)&b0[b2[i]], (int)1);")) << k;
+  EXPECT_TRUE(has(k, "atomicAdd((unsigned long long*)&b1[0], (unsigned long long)b2[i]);")) << k;
+  EXPECT_TRUE(has(k, "__syncthreads();")) << k;
+  EXPECT_TRUE(has(k, "if (threadIdx.x == 0) atomicAdd((int*)&b0[p], (int)2);")) << k;
+}
+
+TEST(CudaEmitter, RefusesUnscheduledAndCpuKernels) {
+  Kernel k = pointwise_kernel();
+  k.body = for_loop("i", 10, LoopKind::Parallel, {});
+  EXPECT_THROW(emit_cuda_kernel(k), InternalError);
+  k.body = with_map(k.body, LoopMap::CpuThreads, 4);
+  EXPECT_THROW(emit_cuda_kernel(k), InternalError);
+}
+
+TEST(CppEmitter, ObeysLoopMapsAndRefusesGpuKernels) {
+  ExprPtr i = var("i", 0, 99);
+  Kernel k = kernel("hist", {buf("b0", DType::I64, BufferRole::Output, 100), buf("b1", DType::I64, BufferRole::Input, 100)},
+                    with_map(for_loop("i", 100, LoopKind::Parallel, {atomic_add("b0", load("b1", DType::I64, i), imm(1))}), LoopMap::CpuThreads, 64),
+                    1);
+  std::string c = emit_cpp_kernel(k);
+  EXPECT_TRUE(has(c, "kiln_parallel(100, 64, [&](int64_t i_begin, int64_t i_end) {")) << c;
+  EXPECT_TRUE(has(c, "__atomic_fetch_add(&b0[b1[i]], 1, __ATOMIC_RELAXED);")) << c;
+  k.body = with_map(k.body, LoopMap::CpuVector);
+  EXPECT_TRUE(has(emit_cpp_kernel(k), "  for (int64_t i = 0; i < 100; ++i) {"));
+  k.body = with_map(k.body, LoopMap::Unmapped);
+  EXPECT_THROW(emit_cpp_kernel(k), InternalError);
+  EXPECT_THROW(emit_cpp_kernel(block_reduction_kernel()), InternalError);
+}
+
+#if KILN_HAVE_CUDA
+// Every module compiles with NVRTC for both architectures, with an empty log (no warnings).
+TEST(CudaEmitter, ModulesCompileWithNvrtc) {
+  runtime::cuda::NvrtcOptions o;
+  o.use_cache = false;
+  std::string m = emit_cuda_module(all_kernels());
+  for (const char* arch : {"sm_80", "sm_90"}) {
+    o.arch = arch;
+    runtime::cuda::NvrtcOutput out;
+    ASSERT_NO_THROW(out = runtime::cuda::compile_cuda(m, "test_cuda_emitter", o)) << arch;
+    EXPECT_FALSE(out.cubin.empty()) << arch;
+    EXPECT_FALSE(has(out.log, "warning")) << arch << ":\n" << out.log;
+  }
+  // One kernel alone with the prelude (how the backend compiles them, one program each).
+  for (const Kernel& k : all_kernels())
+    EXPECT_NO_THROW(runtime::cuda::compile_cuda(std::string(cuda_prelude()) + "\n" + emit_cuda_kernel(k), k.name, o)) << k.name;
+}
+
+TEST(CudaEmitter, VectorizedLoopCompilesTo16ByteAccesses) {
+  runtime::cuda::NvrtcOptions o;
+  o.use_cache = false;
+  runtime::cuda::NvrtcOutput out = runtime::cuda::compile_cuda(emit_cuda_module({pointwise_kernel()}), "pw", o);
+  if (out.ptx.empty()) GTEST_SKIP() << "this NVRTC gives no PTX for a real architecture";
+  EXPECT_TRUE(has(out.ptx, "ld.global.nc.v4.f32")) << out.ptx;
+  EXPECT_TRUE(has(out.ptx, "st.global.v4.f32")) << out.ptx;
+}
+#endif
+
+}  // namespace
+}  // namespace kiln::codegen
