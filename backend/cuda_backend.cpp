@@ -16,6 +16,7 @@
 #include "codegen/cuda_emitter.h"
 #include "ir/error.h"
 #include "ir/log.h"
+#include "passes/memory_plan.h"
 #include "runtime/cuda/allocator.h"
 #include "runtime/cuda/cublaslt.h"
 #include "runtime/cuda/driver.h"

@@ -11,13 +11,15 @@
 // and a stride may pass 2^31 long before that, and clang vectorizes i64 induction
 // variables as well as i32 ones on x86-64, so proving int32 fits buys nothing measurable.
 //
-// Loops: the outermost parallel loop goes to kiln_parallel_for with a grain sized so each
-// chunk does >= ~32K element-iterations (small tensors run inline, with no pool handoff);
-// vectorized loops are plain counted loops over contiguous (after simplification) indices,
-// left to clang's cost model (a forced `vectorize(enable)` only adds warnings where it
-// cannot); reduction loops whose accumulators are all
-// sums or products also get `#pragma clang fp reassociate(on)`, the one place float
-// reassociation is allowed, so clang can vectorize them without -ffast-math.
+// Loops obey the schedule's LoopMap (codegen/schedule.h decides, with the grain): CpuThreads
+// runs chunks of at least `grain` iterations through kiln_parallel_for (inline when the loop
+// is no longer than the grain); CpuVector and Serial are plain counted loops, left to clang's
+// cost model (a forced `vectorize(enable)` only adds warnings where it cannot). Such a loop
+// whose accumulators are all float sums or products also gets `#pragma clang fp
+// reassociate(on)`, the one place float reassociation is allowed, so clang can vectorize it
+// without -ffast-math. An unscheduled loop, a GPU map or a GPU statement is an internal error;
+// integer AtomicAdd is a relaxed __atomic_fetch_add. The printer and the statements it
+// shares with the CUDA emitter are codegen/c_family.h.
 #include <string>
 #include <string_view>
 #include <vector>

@@ -24,7 +24,7 @@ typedef long long int64_t;
 typedef unsigned long long uint64_t;
 
 // ---- what codegen/prelude_math.h asks of a target
-#define KILN_FN static __device__ __forceinline__
+#define KILN_FN __device__ __forceinline__  // inline, not static: NVRTC warns of unused static functions
 #define KILN_F32_AS_U32(x) __float_as_uint(x)
 #define KILN_U32_AS_F32(u) __uint_as_float(u)
 #define KILN_F64_AS_I64(x) __double_as_longlong(x)

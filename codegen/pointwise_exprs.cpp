@@ -6,9 +6,7 @@
 
 namespace kiln::codegen {
 
-namespace {
-
-const std::vector<PointwiseExpr>& table() {
+const std::vector<PointwiseExpr>& pointwise_exprs() {
   static const std::vector<PointwiseExpr> rows = [] {
     std::vector<PointwiseExpr> r;
 #define KILN_PW_OP(E, f, i) r.push_back({op_name(Op::E), f, i});
@@ -21,10 +19,8 @@ const std::vector<PointwiseExpr>& table() {
   return rows;
 }
 
-}  // namespace
-
 const PointwiseExpr* find_pointwise_expr(std::string_view name) {
-  for (const PointwiseExpr& e : table())
+  for (const PointwiseExpr& e : pointwise_exprs())
     if (e.name == name) return &e;
   return nullptr;
 }

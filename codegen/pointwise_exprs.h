@@ -2,6 +2,7 @@
 // Lookup of codegen/pointwise_exprs.def: the scalar expression of a pointwise op or helper.
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "ir/op_registry.h"
 
@@ -13,6 +14,8 @@ struct PointwiseExpr {
   std::string_view int_expr;    // "" where it never computes in integers
 };
 
+// Every row, in the order of codegen/pointwise_exprs.def.
+const std::vector<PointwiseExpr>& pointwise_exprs();
 // The row of an op or helper by name; nullptr if there is none.
 const PointwiseExpr* find_pointwise_expr(std::string_view name);
 // The row of a pointwise op; kiln::Error naming the op when it has none (a user op

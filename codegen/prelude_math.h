@@ -4,7 +4,7 @@
 // target's prelude defines its ABI and a few macros first, then includes this text:
 //
 //   KILN_FN                   function specifiers: `static inline` (C++),
-//                             `static __device__ __forceinline__` (CUDA)
+//                             `__device__ __forceinline__` (CUDA)
 //   KILN_F32_AS_U32(x), KILN_U32_AS_F32(u), KILN_F64_AS_I64(x), KILN_I64_AS_F64(i)
 //                             bit casts: __builtin_bit_cast (C++), __float_as_uint,
 //                             __uint_as_float, __double_as_longlong, __longlong_as_double (CUDA)

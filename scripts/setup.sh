@@ -11,8 +11,30 @@ KILN_BUILD="${KILN_BUILD:-$KILN_ROOT/build}"
 
 # llvm-14-dev and libclang-14-dev are for the CPU backend (clang + ORC JIT), libxxhash-dev
 # keys its kernel cache, libopenblas-dev (found through pkg-config) does its matmuls.
+# nvidia-cuda-dev (CUDA 11.8, Debian's non-free component) is for the CUDA backend: headers,
+# NVRTC, cuBLASLt and the driver's user-space library, so that every generated CUDA kernel is
+# compiled with NVRTC even on a machine with no GPU. KILN_NO_CUDA=1 leaves it out.
 KILN_PACKAGES=(cmake ninja-build g++ pkg-config libfmt-dev libcli11-dev nlohmann-json3-dev libxxhash-dev
                libgtest-dev graphviz llvm-14-dev libclang-14-dev libopenblas-dev)
+if [[ "${KILN_NO_CUDA:-0}" != 1 ]]; then
+  KILN_PACKAGES+=(nvidia-cuda-dev)
+fi
+
+# Debian ships CUDA in its non-free component, which a fresh Debian 12 has off: turn it on
+# (contrib and non-free for bookworm) when nvidia-cuda-dev is wanted and no source offers it.
+kiln_enable_nonfree() {
+  if grep -rqsE "^[^#]*(Components:.*|deb .*)non-free( |$)" /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    return
+  fi
+  echo "kiln: enabling Debian's contrib and non-free components (for nvidia-cuda-dev)"
+  "$@" tee /etc/apt/sources.list.d/kiln-debian-nonfree.sources >/dev/null <<'SOURCES'
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm bookworm-updates
+Components: contrib non-free
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SOURCES
+}
 
 kiln_install_missing() {
   local missing=()
@@ -28,6 +50,9 @@ kiln_install_missing() {
   local sudo=()
   if [[ $(id -u) -ne 0 ]]; then
     sudo=(sudo)
+  fi
+  if [[ " ${missing[*]} " == *" nvidia-cuda-dev "* ]]; then
+    kiln_enable_nonfree "${sudo[@]}"
   fi
   "${sudo[@]}" apt-get update -q
   "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -8,7 +8,7 @@
 
 #include "ir/error.h"
 #include "ir/log.h"
-#include "runtime/cpu/kernel_cache.h"
+#include "runtime/kernel_cache.h"
 
 #if KILN_HAVE_LLVM
 #include "runtime/cpu/llvm_backend.h"
@@ -83,7 +83,7 @@ std::shared_ptr<CompiledModule> compile(const std::string& source, const Compile
   CompileStats stats;
   stats.cache_key = key;
   if (look_up && disk) {
-    if (std::optional<std::string> object = disk->load(key)) {
+    if (std::optional<std::string> object = disk->load(key, "o")) {
       stats.cache_hit = true;
       try {
         std::shared_ptr<CompiledModule> module = llvm_backend::load_object(*object, stats);
@@ -102,7 +102,7 @@ std::shared_ptr<CompiledModule> compile(const std::string& source, const Compile
   stats.frontend_ms = code.frontend_ms;
   stats.codegen_ms = code.codegen_ms;
   stats.remarks = std::move(code.remarks);
-  if (disk) disk->store(key, code.object, source);
+  if (disk) disk->store(key, {{"cpp", source, /*text=*/true}, {"o", code.object}});
   std::shared_ptr<CompiledModule> module = llvm_backend::load_object(code.object, stats);
   if (log_enabled("cache"))
     log_line("cache", fmt::format("compiled {}: clang {:.1f} ms, codegen {:.1f} ms, link {:.2f} ms", key,

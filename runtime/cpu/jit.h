@@ -2,7 +2,7 @@
 // The CPU compiler: C++ source -> machine code in this process, with no subprocess.
 // clang's libraries compile the source to an LLVM module at -O3 for the host CPU (cc1
 // arguments built once by clang's Driver), and LLVM's ORC LLJIT links it. Object files go
-// through the content-addressed kernel cache (runtime/cpu/kernel_cache.h): a warm process
+// through the content-addressed kernel cache (runtime/kernel_cache.h): a warm process
 // loads the object and skips clang entirely.
 //
 // Generated sources include no system headers; what they may call is the small C ABI in

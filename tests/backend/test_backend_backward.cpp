@@ -17,6 +17,9 @@
 namespace kiln::testing {
 namespace {
 
+class BackendBackward : public DeviceTest {};
+KILN_DEVICE_TESTS(BackendBackward);
+
 using autograd::JointGraph;
 using autograd::Partition;
 using autograd::PartitionKind;
@@ -66,7 +69,7 @@ void expect_joint_matches(const Graph& forward, int64_t int_bound, double slack,
   expect_matches_reference(j.graph, joint_inputs(j, primals, seed), slack);
 }
 
-TEST(BackendBackward, SoftmaxAndLogSoftmaxLosses) {
+TEST_P(BackendBackward, SoftmaxAndLogSoftmaxLosses) {
   KILN_REQUIRE_JIT();
   expect_joint_matches(op_loss(Op::Softmax, {F({7, 33})}, {{"dim", int64_t(-1)}}), 4, 10);
   expect_joint_matches(op_loss(Op::Softmax, {F({33, 7})}, {{"dim", int64_t(0)}}), 4, 10);
@@ -75,7 +78,7 @@ TEST(BackendBackward, SoftmaxAndLogSoftmaxLosses) {
   expect_joint_matches(op_loss(Op::LogSoftmax, {F({7, 1, 33})}, {{"dim", int64_t(0)}}), 4, 10);
 }
 
-TEST(BackendBackward, LayerNormLosses) {
+TEST_P(BackendBackward, LayerNormLosses) {
   KILN_REQUIRE_JIT();
   expect_joint_matches(op_loss(Op::LayerNorm, {F({7, 33}), F({33}), F({33})}, {{"normalized_shape", IntList{33}}}), 4, 50);
   expect_joint_matches(op_loss(Op::LayerNorm, {F({2, 3, 4, 5})}, {{"normalized_shape", IntList{4, 5}}}), 4, 50);
@@ -83,7 +86,7 @@ TEST(BackendBackward, LayerNormLosses) {
                        4, 50);
 }
 
-TEST(BackendBackward, CrossEntropyLosses) {
+TEST_P(BackendBackward, CrossEntropyLosses) {
   KILN_REQUIRE_JIT();
   // Targets in [0, 11): ignore_index 2 is hit by some of the 33 rows.
   expect_joint_matches(op_loss(Op::CrossEntropy, {F({33, 11}), I({33})}, {{"ignore_index", int64_t(2)}}), 11, 10);
@@ -98,14 +101,14 @@ TEST(BackendBackward, CrossEntropyLosses) {
                        5, 10);
 }
 
-TEST(BackendBackward, EmbeddingWithRepeatedIndices) {
+TEST_P(BackendBackward, EmbeddingWithRepeatedIndices) {
   KILN_REQUIRE_JIT();
   // 15 indices into 10 rows, and 33 into 3: rows repeat, so their gradients must add up.
   expect_joint_matches(op_loss(Op::Embedding, {F({10, 8}), I({3, 5})}), 10, 4);
   expect_joint_matches(op_loss(Op::Embedding, {F({3, 7}), I({33})}), 3, 4);
 }
 
-TEST(BackendBackward, LinearAddmmDropoutLosses) {
+TEST_P(BackendBackward, LinearAddmmDropoutLosses) {
   KILN_REQUIRE_JIT();
   expect_joint_matches(op_loss(Op::Linear, {F({7, 33}), F({5, 33}), F({5})}), 4, 10);
   expect_joint_matches(op_loss(Op::Linear, {F({2, 7, 33}), F({1, 33})}), 4, 10);
@@ -168,15 +171,15 @@ void expect_model_joint_matches(const ModelLoss& m, double slack) {
   expect_matches_reference(j.graph, joint_inputs(j, m.primals(), 11), slack);
 }
 
-TEST(BackendBackward, MlpJoint) {
+TEST_P(BackendBackward, MlpJoint) {
   KILN_REQUIRE_JIT();
   expect_model_joint_matches(mlp_loss(), 20);
 }
-TEST(BackendBackward, BlockJoint) {
+TEST_P(BackendBackward, BlockJoint) {
   KILN_REQUIRE_JIT();
   expect_model_joint_matches(block_loss(), 50);
 }
-TEST(BackendBackward, MiniGptJoint) {
+TEST_P(BackendBackward, MiniGptJoint) {
   KILN_REQUIRE_JIT();
   expect_model_joint_matches(minigpt_loss(), 50);
 }
@@ -191,27 +194,29 @@ void expect_partitions_match(const ModelLoss& m, double slack) {
     SCOPED_TRACE(fmt::format("{} partition of {}", autograd::partition_kind_name(kind), m.tg.graph.name()));
     Partition p = autograd::partition(j, kind);
     std::vector<HostTensor> primals(inputs.begin(), inputs.begin() + j.num_primals);
-    std::vector<HostTensor> fwd = backend::compile_cpu(p.forward).run(primals);
+    backend::CompiledGraph fwd_cg = compile_for_test(p.forward), bwd_cg = compile_for_test(p.backward);
+    KILN_REQUIRE_RUN();
+    std::vector<HostTensor> fwd = fwd_cg.run(primals);
     ASSERT_EQ(fwd.size(), static_cast<size_t>(p.num_forward_outputs) + p.saved.size());
     for (int i = 0; i < p.num_forward_outputs; ++i) expect_close(fwd[i], want[i], slack, "forward output");
     std::vector<HostTensor> bwd_in(fwd.begin() + p.num_forward_outputs, fwd.end());
     bwd_in.insert(bwd_in.end(), inputs.begin() + j.num_primals, inputs.end());
-    std::vector<HostTensor> grads = backend::compile_cpu(p.backward).run(bwd_in);
+    std::vector<HostTensor> grads = bwd_cg.run(bwd_in);
     ASSERT_EQ(grads.size(), want.size() - static_cast<size_t>(j.num_forward_outputs));
     for (size_t i = 0; i < grads.size(); ++i)
       expect_close(grads[i], want[i + static_cast<size_t>(j.num_forward_outputs)], slack, p.backward.outputs()[i].name());
   }
 }
 
-TEST(BackendBackward, MlpPartitions) {
+TEST_P(BackendBackward, MlpPartitions) {
   KILN_REQUIRE_JIT();
   expect_partitions_match(mlp_loss(), 20);
 }
-TEST(BackendBackward, BlockPartitions) {
+TEST_P(BackendBackward, BlockPartitions) {
   KILN_REQUIRE_JIT();
   expect_partitions_match(block_loss(), 50);
 }
-TEST(BackendBackward, MiniGptPartitions) {
+TEST_P(BackendBackward, MiniGptPartitions) {
   KILN_REQUIRE_JIT();
   expect_partitions_match(minigpt_loss(), 50);
 }
@@ -226,7 +231,7 @@ Executor compiled_executor(int* compiles) {
     auto it = cache->find(key);
     if (it == cache->end()) {
       ++*compiles;
-      it = cache->emplace(key, backend::compile_cpu(g)).first;
+      it = cache->emplace(key, compile_for_test(g)).first;
     }
     return it->second.run(in);
   };
@@ -236,6 +241,8 @@ void expect_three_steps_match(const OptimizerConfig& opt, const std::string& wha
   SCOPED_TRACE(what);
   ModelLoss m = mlp_loss();
   TrainStep ts = make_train_step(m.tg, opt);
+  compile_for_test(ts.graph);  // on CUDA with no GPU: NVRTC still compiles the step
+  KILN_REQUIRE_RUN();
   TrainState ref = ts.init(m.tg.parameters), cpu = ts.init(m.tg.parameters);
   std::vector<double> ref_losses = train(ts, ref, m.examples, 3);
   int compiles = 0;
@@ -253,11 +260,11 @@ void expect_three_steps_match(const OptimizerConfig& opt, const std::string& wha
   EXPECT_FALSE(tensors_close(ref.params[0], m.tg.parameters[0], 1e-6, 0));
 }
 
-TEST(BackendBackward, TrainStepSgdMomentum) {
+TEST_P(BackendBackward, TrainStepSgdMomentum) {
   KILN_REQUIRE_JIT();
   expect_three_steps_match(SGDConfig{.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01}, "sgd momentum");
 }
-TEST(BackendBackward, TrainStepAdamW) {
+TEST_P(BackendBackward, TrainStepAdamW) {
   KILN_REQUIRE_JIT();
   expect_three_steps_match(AdamWConfig{.lr = 1e-2}, "adamw");
 }
@@ -265,7 +272,7 @@ TEST(BackendBackward, TrainStepAdamW) {
 // ---- views and broadcasting under differentiation
 
 // Transposed and sliced HostTensor views fed to a joint graph whose inputs are contiguous.
-TEST(BackendBackward, StridedHostViewsAsJointInputs) {
+TEST_P(BackendBackward, StridedHostViewsAsJointInputs) {
   KILN_REQUIRE_JIT();
   Graph g = op_loss(Op::LayerNorm, {F({7, 33}), F({33}), F({33})}, {{"normalized_shape", IntList{33}}});
   JointGraph j = autograd::build_joint(g);
@@ -284,7 +291,7 @@ TEST(BackendBackward, StridedHostViewsAsJointInputs) {
 }
 
 // Transposes, slices, permutes and broadcasting inside the differentiated graph.
-TEST(BackendBackward, ViewsAndBroadcastingInsideGraphs) {
+TEST_P(BackendBackward, ViewsAndBroadcastingInsideGraphs) {
   KILN_REQUIRE_JIT();
   Graph g("views_loss");
   Builder b(g);
@@ -302,7 +309,7 @@ TEST(BackendBackward, ViewsAndBroadcastingInsideGraphs) {
   expect_joint_matches(g, 4, 20, 5);
 }
 
-TEST(BackendBackward, BroadcastingAcrossDtypes) {
+TEST_P(BackendBackward, BroadcastingAcrossDtypes) {
   KILN_REQUIRE_JIT();
   // f64 with a 0-d operand and a [1,7] row: their gradients are sums over the broadcast dims.
   Graph g("broadcast_loss");

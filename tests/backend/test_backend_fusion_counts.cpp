@@ -12,13 +12,16 @@
 namespace kiln::testing {
 namespace {
 
+class FusionCounts : public DeviceTest {};
+KILN_DEVICE_TESTS(FusionCounts);
+
 struct Counts {
   int kernels = 0;
   int blas_calls = 0;
 };
 
 Counts compile_counts(const Graph& g, int64_t int_bound = 4) {
-  backend::CompiledGraph cg = backend::compile_cpu(g);
+  backend::CompiledGraph cg = compile_for_test(g);
   expect_matches_reference(g, inputs_for(g, 1, int_bound), 50);
   return {cg.report.kernels, cg.report.blas_calls};
 }
@@ -32,28 +35,28 @@ Graph one(Op op, const std::vector<TensorMeta>& ins, const Attrs& attrs = {}) {
   return g;
 }
 
-TEST(FusionCounts, SoftmaxIsOneKernel) {
+TEST_P(FusionCounts, SoftmaxIsOneKernel) {
   KILN_REQUIRE_JIT();
   Counts c = compile_counts(one(Op::Softmax, {F({7, 33})}, {{"dim", int64_t(-1)}}));
   EXPECT_EQ(c.kernels, 1);
   EXPECT_EQ(c.blas_calls, 0);
 }
 
-TEST(FusionCounts, LogSoftmaxIsOneKernel) {
+TEST_P(FusionCounts, LogSoftmaxIsOneKernel) {
   KILN_REQUIRE_JIT();
   Counts c = compile_counts(one(Op::LogSoftmax, {F({7, 33})}, {{"dim", int64_t(1)}}));
   EXPECT_EQ(c.kernels, 1);
   EXPECT_EQ(c.blas_calls, 0);
 }
 
-TEST(FusionCounts, LayerNormForwardIsOneKernel) {
+TEST_P(FusionCounts, LayerNormForwardIsOneKernel) {
   KILN_REQUIRE_JIT();
   Counts c = compile_counts(one(Op::LayerNorm, {F({7, 33}), F({33}), F({33})}, {{"normalized_shape", IntList{33}}}));
   EXPECT_EQ(c.kernels, 1);
   EXPECT_EQ(c.blas_calls, 0);
 }
 
-TEST(FusionCounts, LayerNormBackward) {
+TEST_P(FusionCounts, LayerNormBackward) {
   KILN_REQUIRE_JIT();
   // loss = sum(layer_norm(x, w, b) * c); the backward graph of the default partition.
   Graph g("layer_norm_loss");
@@ -83,7 +86,7 @@ TEST(FusionCounts, LayerNormBackward) {
 // The backward above with `mul(%c, %tangent_s)` in place of the reshape/expand view chain:
 // row kernel (mean, rstd, x-hat and the pointwise products), column kernel (weight and bias
 // gradients), row kernel (input gradient).
-TEST(FusionCounts, LayerNormBackwardWithZeroDimTangentOperandIsThreeKernels) {
+TEST_P(FusionCounts, LayerNormBackwardWithZeroDimTangentOperandIsThreeKernels) {
   KILN_REQUIRE_JIT();
   Graph g("layer_norm_backward");
   Builder b(g);
@@ -105,7 +108,7 @@ TEST(FusionCounts, LayerNormBackwardWithZeroDimTangentOperandIsThreeKernels) {
   EXPECT_EQ(counts.kernels, 3);
 }
 
-TEST(FusionCounts, CrossEntropyForwardAndBackward) {
+TEST_P(FusionCounts, CrossEntropyForwardAndBackward) {
   KILN_REQUIRE_JIT();
   Graph g = one(Op::CrossEntropy, {F({33, 11}), I({33})});
   autograd::JointOptions o;
@@ -117,7 +120,7 @@ TEST(FusionCounts, CrossEntropyForwardAndBackward) {
   RecordProperty("cross_entropy_joint_kernels", c.kernels);
 }
 
-TEST(FusionCounts, ChainOfEightPointwiseOpsIsOneKernel) {
+TEST_P(FusionCounts, ChainOfEightPointwiseOpsIsOneKernel) {
   KILN_REQUIRE_JIT();
   Graph g("chain8");
   Builder b(g);
@@ -137,7 +140,7 @@ TEST(FusionCounts, ChainOfEightPointwiseOpsIsOneKernel) {
   EXPECT_EQ(c.blas_calls, 0);
 }
 
-TEST(FusionCounts, LinearThenGeluIsOneBlasCallAndOneKernel) {
+TEST_P(FusionCounts, LinearThenGeluIsOneBlasCallAndOneKernel) {
   KILN_REQUIRE_JIT();
   Graph g("linear_gelu");
   Builder b(g);

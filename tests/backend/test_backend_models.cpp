@@ -8,6 +8,11 @@
 namespace kiln::testing {
 namespace {
 
+class BackendComposites : public DeviceTest {};
+KILN_DEVICE_TESTS(BackendComposites);
+class BackendModels : public DeviceTest {};
+KILN_DEVICE_TESTS(BackendModels);
+
 Graph one(Op op, const std::vector<TensorMeta>& ins, const Attrs& attrs = {}) {
   Graph g(std::string(op_name(op)));
   std::vector<Value> vs;
@@ -19,7 +24,7 @@ Graph one(Op op, const std::vector<TensorMeta>& ins, const Attrs& attrs = {}) {
   return g;
 }
 
-TEST(BackendComposites, EveryCompositeAfterDecompose) {
+TEST_P(BackendComposites, EveryCompositeAfterDecompose) {
   KILN_REQUIRE_JIT();
   expect_matches_reference(one(Op::Softmax, {F({7, 33})}, {{"dim", int64_t(-1)}}));
   expect_matches_reference(one(Op::Softmax, {F({7, 33})}, {{"dim", int64_t(0)}}));
@@ -57,7 +62,7 @@ void check_traced(const TracedGraph& tg, const std::vector<HostTensor>& examples
   expect_matches_reference(tg.graph, tg.graph_inputs(examples), slack);
 }
 
-TEST(BackendModels, MLP) {
+TEST_P(BackendModels, MLP) {
   KILN_REQUIRE_JIT();
   nn::MLP mlp(33, 64, 1);
   Tensor x = randn({7, 33}, 2);
@@ -65,7 +70,7 @@ TEST(BackendModels, MLP) {
   check_traced(tg, {x.data()}, 10);
 }
 
-TEST(BackendModels, TransformerBlock) {
+TEST_P(BackendModels, TransformerBlock) {
   KILN_REQUIRE_JIT();
   nn::Block block(16, 2, 8, 3);
   Tensor x = randn({2, 7, 16}, 4);
@@ -73,7 +78,7 @@ TEST(BackendModels, TransformerBlock) {
   check_traced(tg, {x.data()}, 10);
 }
 
-TEST(BackendModels, MiniGPTForward) {
+TEST_P(BackendModels, MiniGPTForward) {
   KILN_REQUIRE_JIT();
   nn::MiniGPTConfig cfg{.vocab_size = 50, .d_model = 16, .n_heads = 2, .context = 8};
   nn::MiniGPT model(cfg, 5);

@@ -9,6 +9,9 @@
 namespace kiln::testing {
 namespace {
 
+class BackendOps : public DeviceTest {};
+KILN_DEVICE_TESTS(BackendOps);
+
 // One node of `op` over inputs of the given types; nullopt when the shape rule rejects them.
 std::optional<Graph> one_op(Op op, const std::vector<TensorMeta>& ins, const Attrs& attrs = {}) {
   Graph g(std::string(op_name(op)));
@@ -74,14 +77,14 @@ std::vector<std::pair<Op, Attrs>> pointwise_calls(size_t arity) {
   return calls;
 }
 
-TEST(BackendOps, EveryUnaryPointwiseOp) {
+TEST_P(BackendOps, EveryUnaryPointwiseOp) {
   KILN_REQUIRE_JIT();
   int checked = 0;
   for (DType dt : kAllTypes) checked += check_ops({T(dt, {7, 33})}, pointwise_calls(1), 11, 3);
   EXPECT_GT(checked, 60);
 }
 
-TEST(BackendOps, EveryBinaryPointwiseOpWithBroadcasting) {
+TEST_P(BackendOps, EveryBinaryPointwiseOpWithBroadcasting) {
   KILN_REQUIRE_JIT();
   int checked = 0;
   for (DType a : kAllTypes)
@@ -92,7 +95,7 @@ TEST(BackendOps, EveryBinaryPointwiseOpWithBroadcasting) {
   EXPECT_GT(checked, 150);
 }
 
-TEST(BackendOps, WhereAndMaskedFill) {
+TEST_P(BackendOps, WhereAndMaskedFill) {
   KILN_REQUIRE_JIT();
   for (DType dt : {DType::F32, DType::F16, DType::I64, DType::Bool}) {
     if (auto g = one_op(Op::Where, {T(DType::Bool, {7, 33}), T(dt, {33}), T(DType::F32, {7, 1})})) expect_matches_reference(*g);
@@ -102,7 +105,7 @@ TEST(BackendOps, WhereAndMaskedFill) {
   }
 }
 
-TEST(BackendOps, Reductions) {
+TEST_P(BackendOps, Reductions) {
   KILN_REQUIRE_JIT();
   int checked = 0;
   const std::vector<std::pair<Shape, std::vector<IntList>>> cases = {
@@ -129,7 +132,7 @@ TEST(BackendOps, Reductions) {
   EXPECT_GT(checked, 200);
 }
 
-TEST(BackendOps, ReductionsWithNaNAndInfinity) {
+TEST_P(BackendOps, ReductionsWithNaNAndInfinity) {
   KILN_REQUIRE_JIT();
   Graph g("nan_rows");
   Builder b(g);
@@ -140,7 +143,7 @@ TEST(BackendOps, ReductionsWithNaNAndInfinity) {
   expect_matches_reference(g, {in});
 }
 
-TEST(BackendOps, ViewsOfGraphInputsWithStrides) {
+TEST_P(BackendOps, ViewsOfGraphInputsWithStrides) {
   KILN_REQUIRE_JIT();
   Graph g("strided");
   Builder b(g);
@@ -151,7 +154,7 @@ TEST(BackendOps, ViewsOfGraphInputsWithStrides) {
   expect_matches_reference(g);
 }
 
-TEST(BackendOps, ViewsInsideGraphs) {
+TEST_P(BackendOps, ViewsInsideGraphs) {
   KILN_REQUIRE_JIT();
   Graph g("views");
   Builder b(g);
@@ -169,7 +172,7 @@ TEST(BackendOps, ViewsInsideGraphs) {
   expect_matches_reference(g);
 }
 
-TEST(BackendOps, CatOfMixedTypesAndEmptyPieces) {
+TEST_P(BackendOps, CatOfMixedTypesAndEmptyPieces) {
   KILN_REQUIRE_JIT();
   Graph g("cat");
   Builder b(g);
@@ -180,7 +183,7 @@ TEST(BackendOps, CatOfMixedTypesAndEmptyPieces) {
   expect_matches_reference(g);
 }
 
-TEST(BackendOps, CreationOps) {
+TEST_P(BackendOps, CreationOps) {
   KILN_REQUIRE_JIT();
   Graph g("creation");
   Builder b(g);
@@ -195,17 +198,18 @@ TEST(BackendOps, CreationOps) {
   expect_matches_reference(g);
 }
 
-TEST(BackendOps, RandMatchesReferenceBitForBit) {
+TEST_P(BackendOps, RandMatchesReferenceBitForBit) {
   KILN_REQUIRE_JIT();
   Graph g("rand");
   Builder b(g);
   g.set_outputs({b.op(Op::Rand, {}, {{"size", IntList{33, 31}}, {"seed", int64_t(1234567890123)}})});
-  backend::CompiledGraph cg = backend::compile_cpu(g);
+  backend::CompiledGraph cg = compile_for_test(g);
+  KILN_REQUIRE_RUN();
   HostTensor got = cg.run({})[0], want = interpret(g, {})[0];
   EXPECT_TRUE(tensors_close(got, want, 0, 0));
 }
 
-TEST(BackendOps, GatherAndScatterAdd) {
+TEST_P(BackendOps, GatherAndScatterAdd) {
   KILN_REQUIRE_JIT();
   for (DType dt : {DType::F32, DType::F64, DType::I64, DType::F16}) {
     Graph g("gather");
@@ -222,14 +226,15 @@ TEST(BackendOps, GatherAndScatterAdd) {
   }
 }
 
-TEST(BackendOps, GatherIndexOutOfRangeIsAnError) {
+TEST_P(BackendOps, GatherIndexOutOfRangeIsAnError) {
   KILN_REQUIRE_JIT();
   Graph g("gather_oob");
   Builder b(g);
   Var x = b.wrap(g.add_input("x", F({4, 5})));
   Var i = b.wrap(g.add_input("i", I({4, 2})));
   g.set_outputs({b.exp(b.gather(x, i, 1))});
-  backend::CompiledGraph cg = backend::compile_cpu(g);
+  backend::CompiledGraph cg = compile_for_test(g);
+  KILN_REQUIRE_RUN();
   HostTensor xi = random_tensor(F({4, 5}), 1), ii = ints(DType::I64, {4, 2}, {0, 1, 2, 3, 4, 5, 1, 0});
   std::string msg = error_of([&] { cg.run(std::vector<HostTensor>{xi, ii}); });
   EXPECT_TRUE(has(msg, "out of range") && has(msg, "5")) << msg;
@@ -238,7 +243,7 @@ TEST(BackendOps, GatherIndexOutOfRangeIsAnError) {
   EXPECT_TRUE(tensors_close(cg.run(std::vector<HostTensor>{xi, ok})[0], interpret(g, std::vector<HostTensor>{xi, ok})[0], 1e-6, 1e-6));
 }
 
-TEST(BackendOps, MatmulShapes) {
+TEST_P(BackendOps, MatmulShapes) {
   KILN_REQUIRE_JIT();
   const std::vector<std::pair<Shape, Shape>> cases = {{{7, 33}, {33, 5}}, {{33}, {33, 5}}, {{7, 33}, {33}}, {{2, 7, 33}, {33, 5}},
                                                       {{2, 1, 7, 3}, {4, 3, 5}}, {{1, 1}, {1, 1}}, {{3, 0}, {0, 4}}};
@@ -255,7 +260,7 @@ TEST(BackendOps, MatmulShapes) {
   expect_matches_reference(g, 3, 4);
 }
 
-TEST(BackendOps, EmptyTensors) {
+TEST_P(BackendOps, EmptyTensors) {
   KILN_REQUIRE_JIT();
   Graph g("empty");
   Builder b(g);
@@ -265,7 +270,7 @@ TEST(BackendOps, EmptyTensors) {
   expect_matches_reference(g);
 }
 
-TEST(BackendOps, UnfusedAndFusedAgree) {
+TEST_P(BackendOps, UnfusedAndFusedAgree) {
   KILN_REQUIRE_JIT();
   Graph g("chain");
   Builder b(g);
@@ -279,12 +284,13 @@ TEST(BackendOps, UnfusedAndFusedAgree) {
   expect_matches_reference(g, inputs_for(g, 9), 1);
 }
 
-TEST(BackendOps, WrongInputsAreErrors) {
+TEST_P(BackendOps, WrongInputsAreErrors) {
   KILN_REQUIRE_JIT();
   Graph g("wrong");
   Builder b(g);
   g.set_outputs({b.exp(b.wrap(g.add_input("x", F({2, 3}))))});
-  backend::CompiledGraph cg = backend::compile_cpu(g);
+  backend::CompiledGraph cg = compile_for_test(g);
+  KILN_REQUIRE_RUN();
   EXPECT_TRUE(has(error_of([&] { cg.run({}); }), "takes 1 input"));
   HostTensor bad = random_tensor(F({3, 2}), 1);
   std::string msg = error_of([&] { cg.run(std::vector<HostTensor>{bad}); });
@@ -299,7 +305,7 @@ namespace {
 
 // The prelude's inline f32 exp (it vectorizes, libm's does not): within 2 ulp of the
 // correctly rounded value over its whole range, and exact at the special values.
-TEST(BackendOps, InlineExpIsAccurateOverItsWholeRange) {
+TEST_P(BackendOps, InlineExpIsAccurateOverItsWholeRange) {
   KILN_REQUIRE_JIT();
   Graph g("exp");
   Builder b(g);
@@ -308,7 +314,9 @@ TEST(BackendOps, InlineExpIsAccurateOverItsWholeRange) {
   for (int i = 0; i < 20000; ++i) xs.push_back(-110.0 + 200.0 * i / 19999.0);
   xs.insert(xs.end(), {-INFINITY, INFINITY, NAN});
   HostTensor x = make(DType::F32, {20003}, xs);
-  HostTensor got = backend::compile_cpu(g).run(std::vector<HostTensor>{x})[0], want = interpret(g, std::vector<HostTensor>{x})[0];
+  backend::CompiledGraph cg = compile_for_test(g);
+  KILN_REQUIRE_RUN();
+  HostTensor got = cg.run(std::vector<HostTensor>{x})[0], want = interpret(g, std::vector<HostTensor>{x})[0];
   EXPECT_TRUE(tensors_close(got, want, 1e-44, 2.4e-7));
   EXPECT_EQ(got.get(20000), 0.0);
   EXPECT_EQ(got.get(20001), INFINITY);

@@ -6,7 +6,10 @@
 namespace kiln::testing {
 namespace {
 
-TEST(BackendSmoke, PointwiseChain) {
+class BackendSmoke : public DeviceTest {};
+KILN_DEVICE_TESTS(BackendSmoke);
+
+TEST_P(BackendSmoke, PointwiseChain) {
   KILN_REQUIRE_JIT();
   Graph g("chain");
   Builder b(g);
@@ -16,7 +19,7 @@ TEST(BackendSmoke, PointwiseChain) {
   expect_matches_reference(g);
 }
 
-TEST(BackendSmoke, SoftmaxRow) {
+TEST_P(BackendSmoke, SoftmaxRow) {
   KILN_REQUIRE_JIT();
   Graph g("softmax");
   Builder b(g);
@@ -28,7 +31,7 @@ TEST(BackendSmoke, SoftmaxRow) {
   expect_matches_reference(g);
 }
 
-TEST(BackendSmoke, Matmul) {
+TEST_P(BackendSmoke, Matmul) {
   KILN_REQUIRE_JIT();
   Graph g("mm");
   Builder b(g);

@@ -70,6 +70,16 @@ Kernel gather_kernel() {
                 with_map(for_loop("i", 100, LoopKind::Parallel, {store("b0", i, f32("b1", at))}), LoopMap::GpuGridStride), 256, 64);
 }
 
+// out[i] = bf16(i) + x[i]: only 2-byte buffers (8 elements per vector), the index as a value.
+Kernel iota_kernel() {
+  ExprPtr i = var("i", 0, 4095);
+  return kernel("iota", {buf("b0", DType::BF16, BufferRole::Output, 4096), buf("b1", DType::BF16, BufferRole::Input, 4096)},
+                with_map(for_loop("i", 4096, LoopKind::Parallel,
+                                  {store("b0", i, cast(DType::BF16, add(cast(DType::F32, i), cast(DType::F32, load("b1", DType::BF16, i)))))}),
+                         LoopMap::GpuGridStride),
+                256);
+}
+
 // A row reduction mapped to blocks: per row a sum, a max and an argmax over 1023 columns,
 // each combined across the block's threads; thread 0 stores the row's results.
 Kernel block_reduction_kernel() {
@@ -128,7 +138,8 @@ Kernel all_combines_kernel(LoopMap outer, LoopMap inner) {
 // A kernel with no loop (a 0-d result): one thread of the launch stores.
 Kernel scalar_kernel() {
   return kernel("scalar", {buf("b0", DType::F16, BufferRole::Output, 1), buf("b1", DType::F16, BufferRole::Input, 1)},
-                block({let("v", call("sqrt", DType::F32, {load("b1", DType::F16, imm(0))})), store("b0", imm(0), value_var("v", DType::F32))}),
+                block({let("v", cast(DType::F16, call("sqrt", DType::F32, {cast(DType::F32, load("b1", DType::F16, imm(0)))}))),
+                       store("b0", imm(0), value_var("v", DType::F16))}),
                 1);
 }
 
@@ -149,7 +160,7 @@ Kernel atomics_kernel() {
 }
 
 std::vector<Kernel> all_kernels() {
-  return {pointwise_kernel(), gather_kernel(), block_reduction_kernel(), all_combines_kernel(LoopMap::GpuWarps, LoopMap::GpuLanes),
+  return {pointwise_kernel(), iota_kernel(), gather_kernel(), block_reduction_kernel(), all_combines_kernel(LoopMap::GpuWarps, LoopMap::GpuLanes),
           all_combines_kernel(LoopMap::GpuBlocks, LoopMap::GpuThreads), scalar_kernel(), atomics_kernel()};
 }
 
@@ -175,6 +186,14 @@ TEST(CudaEmitter, ContiguousGridStrideLoopUses16ByteVectorsAndAScalarTail) {
   // The tail: 1030 = 257 * 4 + 2.
   EXPECT_TRUE(has(k, "for (int i = 1028 + (int)(blockIdx.x * blockDim.x + threadIdx.x); i < 1030; i += (int)(gridDim.x * blockDim.x)) {")) << k;
   EXPECT_TRUE(has(k, "  b0[i] = kiln_exp(x);")) << k;
+}
+
+TEST(CudaEmitter, VectorElementsGetTheirOwnIndexWhereAValueUsesIt) {
+  std::string c = emit_cuda_kernel(iota_kernel());
+  EXPECT_TRUE(has(c, "const kiln_vec<uint16_t, 8> b1_v = ((const kiln_vec<uint16_t, 8>*)b1)[i_vec];")) << c;
+  EXPECT_TRUE(has(c, "const int i = i_vec * 8 + 7;")) << c;
+  EXPECT_TRUE(has(c, "b0_v.v[7] = kiln_f2bf(kiln_round_bf16((float)((float)i + kiln_bf2f(b1_v.v[7]))));")) << c;
+  EXPECT_FALSE(has(c, "scalar tail")) << "4096 is a whole number of vectors";
 }
 
 TEST(CudaEmitter, GatherStaysAScalarGridStrideLoopWith64BitIndices) {
@@ -230,7 +249,7 @@ TEST(CudaEmitter, AccumulatorsStartAtIdentitiesWrittenWithoutLibraryMacros) {
 TEST(CudaEmitter, StatementsOutsideGridLoopsStoreFromOneThread) {
   std::string k = emit_cuda_kernel(scalar_kernel());
   EXPECT_TRUE(has(k, "__launch_bounds__(1)")) << k;
-  EXPECT_TRUE(has(k, "const float v = kiln_sqrt(kiln_h2f(b1[0]));")) << k;
+  EXPECT_TRUE(has(k, "const float v = kiln_round_f16((float)kiln_sqrt(kiln_h2f(b1[0])));")) << k;
   EXPECT_TRUE(has(k, "if (blockIdx.x == 0 && threadIdx.x == 0) b0[0] = kiln_f2h(v);")) << k;
 }
 

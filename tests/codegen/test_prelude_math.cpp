@@ -1,22 +1,106 @@
-// The prelude's inline f32 math (codegen/cpp_prelude.cpp) against libm: JIT-compiled like a
-// kernel (clang -O3 -march=native, no fast-math), evaluated over wide ranges and the IEEE
-// special values, compared in ulps.
+// The math both preludes share (codegen/prelude_math.cpp): one list of function names that the
+// C++ and the CUDA prelude each define, every helper the pointwise table names on that list,
+// every row of the table compiled against both preludes (clang through the JIT; NVRTC where the
+// CUDA path is built), and the CPU's inline f32 math against libm: JIT-compiled like a kernel
+// (clang -O3 -march=native, no fast-math), evaluated over wide ranges and the IEEE special
+// values, compared in ulps.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <regex>
 #include <vector>
 
+#include "codegen/c_family.h"
 #include "codegen/cpp_emitter.h"
+#include "codegen/cuda_emitter.h"
+#include "codegen/pointwise_exprs.h"
+#include "codegen/prelude_math.h"
 #include "runtime/cpu/jit.h"
+#include "tests/support/support.h"
+#if KILN_HAVE_CUDA
+#include "runtime/cuda/nvrtc.h"
+#endif
 
 namespace kiln::codegen {
 namespace {
+
+// ---- one list, both preludes
+
+// Whether `text` defines or declares function `name` (a return type, then the name and "(").
+bool defines(const std::string& text, std::string_view name) {
+  std::regex def("\\b(void|bool|float|double|int64_t|uint16_t|T) " + std::string(name) + "\\(");
+  return std::regex_search(text, def);
+}
+
+TEST(PreludeMath, OneListIsDefinedByBothPreludes) {
+  const std::string cpu(cpp_prelude()), gpu(cuda_prelude());
+  for (std::string_view f : kPreludeMathFunctions) {
+    EXPECT_TRUE(defines(cpu, f)) << f << " is missing from the C++ prelude";
+    EXPECT_TRUE(defines(gpu, f)) << f << " is missing from the CUDA prelude";
+  }
+  // The shared text is in both, once.
+  EXPECT_NE(cpu.find(prelude_math()), std::string::npos);
+  EXPECT_NE(gpu.find(prelude_math()), std::string::npos);
+  EXPECT_FALSE(defines(std::string(prelude_math()), "kiln_parallel")) << "the thread pool is the CPU's ABI";
+}
+
+TEST(PreludeMath, EveryHelperThePointwiseTableCallsIsOnTheList) {
+  std::regex helper("kiln_[a-z0-9_]+");
+  for (const PointwiseExpr& row : pointwise_exprs())
+    for (std::string_view t : {row.float_expr, row.int_expr}) {
+      std::string text(t);
+      for (std::sregex_iterator it(text.begin(), text.end(), helper), end; it != end; ++it)
+        EXPECT_NE(std::find(kPreludeMathFunctions.begin(), kPreludeMathFunctions.end(), it->str()), kPreludeMathFunctions.end())
+            << row.name << " calls " << it->str() << ", which is not in kPreludeMathFunctions";
+    }
+}
+
+// Every row of the pointwise table, each form at each width it serves (float: f32 and f64;
+// integer: i64), as statements of one function body over operands in[0..2].
+std::string every_row() {
+  std::string out;
+  int n = 0;
+  for (const PointwiseExpr& row : pointwise_exprs()) {
+    auto use = [&](std::string_view tmpl, const char* type) {
+      if (tmpl.empty()) return;
+      std::vector<std::string> args;
+      for (int i = 0; i < 3; ++i) args.push_back(fmt::format("({})in[{}]", type, i));
+      out += fmt::format("  out[{}] = (double)({});  // {}\n", n++, format_template(tmpl, args), row.name);
+    };
+    use(row.float_expr, "float");
+    use(row.float_expr, "double");
+    use(row.int_expr, "int64_t");
+  }
+  return out;
+}
+
+TEST(PreludeMath, EveryPointwiseRowCompilesForTheCpu) {
+  if (!runtime::cpu::jit_available()) GTEST_SKIP() << "built without the LLVM CPU path";
+  runtime::cpu::CompileOptions o;
+  o.use_cache = false;
+  std::string src = std::string(cpp_prelude()) + "extern \"C\" void every_row(const double* in, double* out) {\n" + every_row() + "}\n";
+  EXPECT_NO_THROW(runtime::cpu::compile(src, o)) << src;
+}
+
+#if KILN_HAVE_CUDA
+TEST(PreludeMath, EveryPointwiseRowCompilesWithNvrtc) {
+  runtime::cuda::NvrtcOptions o;
+  o.use_cache = false;
+  std::string src = std::string(cuda_prelude()) + "extern \"C\" __global__ void every_row(const double* in, double* out) {\n" + every_row() + "}\n";
+  runtime::cuda::NvrtcOutput r;
+  ASSERT_NO_THROW(r = runtime::cuda::compile_cuda(src, "every_row", o));
+  EXPECT_FALSE(kiln::testing::has(r.log, "warning")) << r.log;
+}
+#endif
+
+// ---- the CPU's inline f32 math against libm
 
 using MathFn = void (*)(const float* in, float* out, int64_t n);
 

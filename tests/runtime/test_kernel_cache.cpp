@@ -5,8 +5,10 @@
 #include <fstream>
 #include <iterator>
 
+#include <unistd.h>
+
 #include "runtime/cpu/jit.h"
-#include "runtime/cpu/kernel_cache.h"
+#include "runtime/kernel_cache.h"
 #include "tests/runtime/jit_test_env.h"
 
 namespace kiln::runtime::cpu::testing {
@@ -53,6 +55,27 @@ TEST(ContentKey, StableHexAndFramed) {
   EXPECT_NE(key, content_key({"abc"}));
 }
 
+// Several files per key: binaries behind the integrity header, texts as they are.
+TEST(KernelCacheFiles, BinariesAndTextsPerKey) {
+  fs::path dir = fs::temp_directory_path() / ("kiln_cache_files_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  KernelCache cache(dir);
+  std::string key = content_key({"files"});
+  std::string cubin("\x7f" "ELF\0\1\2", 7);
+  cache.store(key, {{"cu", "__global__ void k() {}", true}, {"cubin", cubin}, {"ptx", ".version 8.0", true}});
+  EXPECT_EQ(cache.path(key, "cubin"), dir / key.substr(0, 2) / (key + ".cubin"));
+  EXPECT_EQ(cache.load(key, "cubin"), cubin);
+  EXPECT_EQ(read_file(cache.path(key, "cu")), "__global__ void k() {}") << "texts are stored plain";
+  EXPECT_EQ(cache.load_text(key, "ptx"), ".version 8.0");
+  EXPECT_EQ(cache.load(key, "cu"), std::nullopt) << "a text is no binary entry";
+  EXPECT_EQ(cache.load(key, "o"), std::nullopt);
+  EXPECT_EQ(cache.load_text(key, "o"), std::nullopt);
+  EXPECT_EQ(files_under(dir), 3u) << "no temp files left";
+  fs::resize_file(cache.path(key, "cubin"), 10);
+  EXPECT_EQ(cache.load(key, "cubin"), std::nullopt) << "a torn binary is absent";
+  fs::remove_all(dir);
+}
+
 using KernelCacheTest = JitTest;
 
 TEST_F(KernelCacheTest, ColdCompileWritesTheEntry) {
@@ -62,9 +85,9 @@ TEST_F(KernelCacheTest, ColdCompileWritesTheEntry) {
   const std::string& key = module->stats().cache_key;
   EXPECT_FALSE(module->stats().cache_hit);
   KernelCache cache(dir_);
-  EXPECT_EQ(cache.object_path(key), dir_ / key.substr(0, 2) / (key + ".o"));
-  EXPECT_TRUE(fs::is_regular_file(cache.object_path(key)));
-  EXPECT_EQ(read_file(cache.source_path(key)), source);
+  EXPECT_EQ(cache.path(key, "o"), dir_ / key.substr(0, 2) / (key + ".o"));
+  EXPECT_TRUE(fs::is_regular_file(cache.path(key, "o")));
+  EXPECT_EQ(read_file(cache.path(key, "cpp")), source);
   EXPECT_EQ(files_under(dir_), 2u) << "an object, its source, and no temp files left";
 }
 
@@ -104,7 +127,7 @@ template <typename Damage>
 void check_repaired(const fs::path& dir, int value, Damage damage) {
   std::string source = source_adding(value);
   std::string key = compile(source)->stats().cache_key;
-  fs::path object = KernelCache(dir).object_path(key);
+  fs::path object = KernelCache(dir).path(key, "o");
   std::string good = read_file(object);
   damage(object);
   ASSERT_NE(read_file(object), good);
@@ -144,7 +167,7 @@ TEST_F(KernelCacheTest, IntactHeaderAroundANonObjectIsRecompiled) {
   // Bytes that pass the checksum but are no object file: the loader refuses them, cleanly.
   check_repaired(dir_, 10, [this](const fs::path& object) {
     std::string key = object.stem().string();
-    KernelCache(dir_).store(key, "\x7f" "ELF but not really", "// source");
+    KernelCache(dir_).store(key, {{"cpp", "// source", true}, {"o", "\x7f" "ELF but not really"}});
   });
 }
 
@@ -154,7 +177,7 @@ TEST_F(KernelCacheTest, CacheDirFollowsTheEnvironment) {
   ASSERT_EQ(KernelCache::default_dir(), other);
   auto module = compile(source_adding(11));
   EXPECT_EQ(files_under(other), 2u);
-  EXPECT_TRUE(fs::exists(KernelCache(other).object_path(module->stats().cache_key)));
+  EXPECT_TRUE(fs::exists(KernelCache(other).path(module->stats().cache_key, "o")));
 
   // A fresh folder holds nothing yet: a miss, and the entry is written there.
   fs::path third = dir_ / "third";

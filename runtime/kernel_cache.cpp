@@ -1,4 +1,4 @@
-#include "runtime/cpu/kernel_cache.h"
+#include "runtime/kernel_cache.h"
 
 #include <unistd.h>
 
@@ -17,7 +17,7 @@
 #include <xxhash.h>
 #endif
 
-namespace kiln::runtime::cpu {
+namespace kiln::runtime {
 namespace {
 
 namespace fs = std::filesystem;
@@ -99,14 +99,15 @@ std::optional<fs::path> KernelCache::default_dir() {
   return std::nullopt;
 }
 
-fs::path KernelCache::object_path(const std::string& key) const { return dir_ / key.substr(0, 2) / (key + ".o"); }
-fs::path KernelCache::source_path(const std::string& key) const { return dir_ / key.substr(0, 2) / (key + ".cpp"); }
+fs::path KernelCache::path(const std::string& key, const std::string& ext) const {
+  return dir_ / key.substr(0, 2) / (key + "." + ext);
+}
 
-std::optional<std::string> KernelCache::load(const std::string& key) const {
-  fs::path path = object_path(key);
-  std::ifstream in(path, std::ios::binary);
+std::optional<std::string> KernelCache::load(const std::string& key, const std::string& ext) const {
+  fs::path file = path(key, ext);
+  std::ifstream in(file, std::ios::binary);
   if (!in) {
-    if (log_enabled("cache")) log_line("cache", fmt::format("miss {}", key));
+    if (log_enabled("cache")) log_line("cache", fmt::format("miss {}.{}", key, ext));
     return std::nullopt;
   }
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -121,31 +122,47 @@ std::optional<std::string> KernelCache::load(const std::string& key) const {
   }
   if (!why.empty()) {
     // Never trusted: the compile that follows rewrites the entry.
-    if (log_enabled("cache")) log_line("cache", fmt::format("corrupt entry {} ({}): ignored, recompiling", path.string(), why));
+    if (log_enabled("cache")) log_line("cache", fmt::format("corrupt entry {} ({}): ignored, recompiling", file.string(), why));
     return std::nullopt;
   }
-  if (log_enabled("cache")) log_line("cache", fmt::format("disk hit {}", key));
+  if (log_enabled("cache")) log_line("cache", fmt::format("disk hit {}.{}", key, ext));
   return bytes.substr(kHeaderSize);
 }
 
-void KernelCache::store(const std::string& key, const std::string& object, const std::string& source) const {
-  std::error_code ec;
-  fs::create_directories(object_path(key).parent_path(), ec);
-  std::string why;
-  if (ec) {
-    why = fmt::format("cannot create {}: {}", object_path(key).parent_path().string(), ec.message());
-  } else {
-    std::string entry(kMagic, sizeof kMagic);
-    put_u64(entry, object.size());
-    put_u64(entry, checksum(object));
-    entry += object;
-    // The source first: whoever finds the object finds the source beside it.
-    if (write_atomically(source_path(key), source, why) && write_atomically(object_path(key), entry, why)) {
-      if (log_enabled("cache")) log_line("cache", fmt::format("stored {} ({} bytes)", object_path(key).string(), object.size()));
-      return;
-    }
-  }
-  if (log_enabled("cache")) log_line("cache", fmt::format("not stored {}: {}", key, why));
+std::optional<std::string> KernelCache::load_text(const std::string& key, const std::string& ext) const {
+  std::ifstream in(path(key, ext), std::ios::binary);
+  if (!in) return std::nullopt;
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-}  // namespace kiln::runtime::cpu
+void KernelCache::store(const std::string& key, const std::vector<CacheFile>& files) const {
+  fs::path folder = path(key, "x").parent_path();
+  std::error_code ec;
+  fs::create_directories(folder, ec);
+  std::string why;
+  if (ec) {
+    if (log_enabled("cache")) log_line("cache", fmt::format("not stored {}: cannot create {}: {}", key, folder.string(), ec.message()));
+    return;
+  }
+  // Texts first: whoever finds a binary finds its source beside it.
+  for (bool texts : {true, false}) {
+    for (const CacheFile& file : files) {
+      if (file.text != texts) continue;
+      std::string entry;
+      if (!file.text) {
+        entry.assign(kMagic, sizeof kMagic);
+        put_u64(entry, file.bytes.size());
+        put_u64(entry, checksum(file.bytes));
+      }
+      entry += file.bytes;
+      if (!write_atomically(path(key, file.ext), entry, why)) {
+        if (log_enabled("cache")) log_line("cache", fmt::format("not stored {}: {}", key, why));
+        return;
+      }
+      if (!file.text && log_enabled("cache"))
+        log_line("cache", fmt::format("stored {} ({} bytes)", path(key, file.ext).string(), file.bytes.size()));
+    }
+  }
+}
+
+}  // namespace kiln::runtime

@@ -1,0 +1,45 @@
+#pragma once
+// CUDA C to machine code with NVRTC, behind the shared disk cache (runtime/kernel_cache.h).
+// NVRTC needs no GPU and no driver, so every generated kernel compiles (and is tested) on any
+// machine with the toolkit. Generated kernels include no headers: NVRTC needs nothing else.
+//
+// One compile per program, for a real architecture (--gpu-architecture=sm_XX): NVRTC then gives
+// the CUBIN (SASS, loaded with no JIT step at run time) and, from the same compile, the PTX it
+// was made from (NVRTC 11.8 and 13 both keep it), which is stored beside it for people to read.
+// Should an NVRTC give no PTX for a real architecture, `ptx` is left empty rather than paying for
+// a second compile.
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kiln::runtime::cuda {
+
+struct NvrtcOptions {
+  std::string arch = "sm_90";  // the device's: arch_name(device_info())
+  bool use_cache = true;       // the disk cache ($KILN_CACHE_DIR; off with KILN_CACHE_DIR=off)
+  bool lineinfo = false;       // -lineinfo, for profilers and compute-sanitizer
+  std::vector<std::string> extra_args;
+};
+
+struct NvrtcOutput {
+  std::string ptx, cubin, log;  // log: NVRTC's warnings (empty on a cache hit)
+  double compile_ms = 0;        // NVRTC's time; 0 on a cache hit
+  bool cache_hit = false;
+  std::string key;  // the cache key (also when the cache is off)
+};
+
+// Compiles `source`; `program_name` names it in messages and in NVRTC's log ("<name>.cu(12):
+// error: ..."). A failed compile is a kiln::Error holding the program name, the NVRTC log and,
+// for each error line of the log, the offending source line quoted with its number.
+NvrtcOutput compile_cuda(const std::string& source, const std::string& program_name, const NvrtcOptions& options = {});
+
+// Compiles independent programs on the host's cores (at most hardware_concurrency threads;
+// NVRTC is thread-safe for distinct programs). Results in the order given; the first failure
+// (in that order) is raised after all have finished.
+std::vector<NvrtcOutput> compile_cuda_parallel(const std::vector<std::pair<std::string, std::string>>& name_and_source,
+                                               const NvrtcOptions& options = {});
+
+// NVRTC's version, "11.8" or "13.0".
+std::string nvrtc_version();
+
+}  // namespace kiln::runtime::cuda
