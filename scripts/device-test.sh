@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# On the GPU machine (CUDA 13 at /usr/local/cuda, no LLVM, no package registry): builds kiln
+# with the LLVM path off and runs the CUDA tests, then (optionally) compute-sanitizer and the
+# CLI. Logs go to $OUT (the device tool brings them back), a summary table is printed last.
+#   scripts/device-test.sh [tests|sanitize|cli|bench]...   (default: tests cli)
+# Needs .devdeps/include (scripts/device-deps.sh, run on a Debian machine, carried along).
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+OUT="${OUT:-/tmp/kiln-device-out}"
+mkdir -p "$OUT"
+export KILN_CACHE_DIR="${KILN_CACHE_DIR:-/tmp/kiln-cache}"
+steps=("$@")
+((${#steps[@]})) || steps=(tests cli)
+summary=()
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$OUT/gpu.txt" 2>&1
+t0=$(date +%s)
+cmake -S . -B build-gpu -G Ninja -DKILN_ENABLE_LLVM=OFF -DKILN_CUDA_ROOT=/usr/local/cuda \
+  -DKILN_EXTRA_INCLUDE="$PWD/.devdeps/include" > "$OUT/cmake.log" 2>&1 &&
+  cmake --build build-gpu -j "$(nproc)" > "$OUT/build.log" 2>&1
+rc=$?
+summary+=("build: rc=$rc in $(( $(date +%s) - t0 )) s ($(head -1 "$OUT/gpu.txt"))")
+if ((rc != 0)); then
+  tail -40 "$OUT/build.log"
+  printf '%s\n' "${summary[@]}"
+  exit 1
+fi
+
+for step in "${steps[@]}"; do
+  case "$step" in
+    tests)
+      for t in runtime codegen backend; do
+        t1=$(date +%s)
+        ./build-gpu/tests/kiln_tests_$t --gtest_brief=1 > "$OUT/tests_$t.log" 2>&1
+        r=$?
+        line=$(grep -E "^\[  (PASSED|FAILED|SKIPPED) \]" "$OUT/tests_$t.log" | tr '\n' ' ')
+        summary+=("kiln_tests_$t: rc=$r $(( $(date +%s) - t1 )) s: $line")
+      done
+      ;;
+    sanitize)
+      for tool in memcheck racecheck; do
+        t1=$(date +%s)
+        compute-sanitizer --tool "$tool" --error-exitcode 99 \
+          ./build-gpu/tests/kiln_tests_backend --gtest_brief=1 --gtest_filter="${KILN_SANITIZE_FILTER:-*/cuda}" \
+          > "$OUT/sanitize_$tool.log" 2>&1
+        r=$?
+        summary+=("compute-sanitizer $tool: rc=$r $(( $(date +%s) - t1 )) s: $(grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED)' "$OUT/sanitize_$tool.log" | tr '\n' ' ')")
+      done
+      ;;
+    cli)
+      k=./build-gpu/bin/kiln
+      {
+        for f in tests/passes/cases/*.kir; do :; done
+        $k export mlp --out /tmp/mlp.kir && $k run /tmp/mlp.kir --device cuda --check --seed 3
+        $k compile /tmp/mlp.kir --device cuda --dump /tmp/mlp-dump && ls -la /tmp/mlp-dump /tmp/mlp-dump/cubin
+        $k compile /tmp/mlp.kir --device cuda
+      } > "$OUT/cli.log" 2>&1
+      summary+=("cli: rc=$? $(grep -c PASS "$OUT/cli.log") PASS, $(grep -c FAIL "$OUT/cli.log") FAIL")
+      ;;
+    bench)
+      if [[ -x ./build-gpu/bench/kiln_bench_cuda ]]; then
+        ./build-gpu/bench/kiln_bench_cuda > "$OUT/bench_cuda.log" 2>&1
+        summary+=("bench: rc=$?")
+      fi
+      ;;
+  esac
+done
+for f in "$OUT"/tests_*.log; do grep -E "^\[  FAILED  \]|Failure|error:" "$f" | head -20; done
+printf '%s\n' "${summary[@]}"
