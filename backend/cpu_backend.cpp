@@ -22,26 +22,6 @@ namespace {
 using codegen::GraphBuffer;
 using codegen::MatmulCall;
 
-// Integer matmul (BLAS has none): exact in int64 with wrap-around, as the reference.
-template <class T>
-void int_matmul(const MatmulCall& mm, const T* a, const T* b, T* c) {
-  for (int64_t bi = 0; bi < mm.batch; ++bi) {
-    const T* A = a + bi * mm.a_batch_stride;
-    const T* B = b + bi * mm.b_batch_stride;
-    T* C = c + bi * mm.m * mm.n;
-    for (int64_t i = 0; i < mm.m; ++i)
-      for (int64_t j = 0; j < mm.n; ++j) {
-        uint64_t acc = 0;
-        for (int64_t p = 0; p < mm.k; ++p) {
-          int64_t x = mm.trans_a ? A[p * mm.m + i] : A[i * mm.k + p];
-          int64_t y = mm.trans_b ? B[j * mm.k + p] : B[p * mm.n + j];
-          acc += static_cast<uint64_t>(x) * static_cast<uint64_t>(y);
-        }
-        C[i * mm.n + j] = static_cast<T>(static_cast<int64_t>(acc));
-      }
-  }
-}
-
 void run_matmul(const MatmulCall& mm, const void* a, const void* b, void* c) {
   int64_t out_bytes = mm.batch * mm.m * mm.n * dtype_size(mm.dtype);
   if (out_bytes == 0) return;
@@ -49,12 +29,7 @@ void run_matmul(const MatmulCall& mm, const void* a, const void* b, void* c) {
     std::memset(c, 0, static_cast<size_t>(out_bytes));
     return;
   }
-  switch (mm.dtype) {
-    case DType::I64: return int_matmul(mm, static_cast<const int64_t*>(a), static_cast<const int64_t*>(b), static_cast<int64_t*>(c));
-    case DType::I32: return int_matmul(mm, static_cast<const int32_t*>(a), static_cast<const int32_t*>(b), static_cast<int32_t*>(c));
-    case DType::Bool: fail("matmul of bool tensors is not supported by the CPU backend ({})", mm.label);
-    default: break;
-  }
+  // Integer matmuls are kernels (codegen's lower_int_matmul): BLAS multiplies floats only.
   int64_t lda = mm.trans_a ? mm.m : mm.k, ldb = mm.trans_b ? mm.k : mm.n;
   runtime::cpu::gemm_strided_batched(mm.dtype, mm.trans_a, mm.trans_b, mm.m, mm.n, mm.k, 1.0, a, lda, mm.a_batch_stride, b, ldb,
                                      mm.b_batch_stride, 0.0, c, mm.n, mm.m * mm.n, mm.batch);

@@ -149,6 +149,7 @@ void GraphLowering::lower_matmul(const FusionGroup& grp) {
   Shape batch = broadcast_shapes(ba, bbat);
   mm.batch = numel(batch);
   mm.label = fmt::format("%{} = {}(%{}, %{})", n->name(), op_name(n->op()), a.name(), b.name());
+  if (!is_floating(mm.dtype)) return lower_int_matmul(grp, n, batch, mm);
 
   // An operand goes to BLAS as it is when it is a contiguous buffer (or the transpose of
   // one, as a flag) whose batch is the whole batch or a single matrix; otherwise a copy
@@ -229,6 +230,53 @@ void GraphLowering::lower_matmul(const FusionGroup& grp) {
   s.group = grp.id;
   touch({mm.a, mm.b, mm.out});
   out_.steps.push_back(s);
+}
+
+// Integer matmul has no BLAS (nor cuBLASLt) routine: a kernel, one output element per
+// parallel iteration, a reduction over k in int64 with wrap-around, as the reference.
+void GraphLowering::lower_int_matmul(const FusionGroup& grp, const Node* n, const Shape& batch, const MatmulCall& mm) {
+  if (mm.dtype == DType::Bool) fail("node %{}: matmul of bool tensors has no kernel ({})", n->name(), mm.label);
+  Value a = n->input(0), b = n->input(1);
+  const Shape &va = a.meta().shape, &vb = b.meta().shape;
+  Shape ba(va.begin(), va.end() - std::min<long>(2, static_cast<long>(va.size()))),
+      bb(vb.begin(), vb.end() - std::min<long>(2, static_cast<long>(vb.size())));
+  Shape space = batch;  // [batch..., m, n]: the output's elements in order
+  space.push_back(mm.m);
+  space.push_back(mm.n);
+  KernelBuilder kb(*this, &grp, group_comment(grp) + " (integer matmul: no BLAS)");
+  Value out{const_cast<Node*>(n), 0};
+  std::string ob = kb.buffer(new_buffer(out), BufferRole::Output);
+  std::vector<StmtPtr> top, rowbody, kbody;
+  kb.push_scope(&top, {});
+  ExprPtr row = var("row", 0, std::max<int64_t>(numel(space) - 1, 0)), p = var("r", 0, std::max<int64_t>(mm.k - 1, 0));
+  kb.push_scope(&rowbody, {"row"});
+  Index idx = unravel(row, space);
+  for (auto& e : idx) e = simplify(e);
+  Index bidx(idx.begin(), idx.end() - 2);
+  ExprPtr i = idx[idx.size() - 2], j = idx.back();
+  std::string acc = kb.fresh(n->name() + "_acc");
+  kb.emit(decl_acc(acc, DType::I64, CombineOp::Sum));
+  kb.define(acc);
+  kb.push_scope(&kbody, {"r"});
+  Index ai = va.size() == 1 ? Index{p} : broadcast_index(bidx, ba), bi = vb.size() == 1 ? Index{p} : broadcast_index(bidx, bb);
+  if (va.size() > 1) {
+    ai.push_back(i);
+    ai.push_back(p);
+  }
+  if (vb.size() > 1) {
+    bi.push_back(p);
+    bi.push_back(j);
+  }
+  ExprPtr prod = call("mul", DType::I64, {cast(DType::I64, kb.value_at(a, ai)), cast(DType::I64, kb.value_at(b, bi))});
+  kb.emit(accumulate(acc, CombineOp::Sum, prod));
+  kb.pop_scope();
+  kb.emit(for_loop("r", mm.k, LoopKind::Reduction, std::move(kbody), "reduces over k"));
+  kb.emit(store(ob, row, cast(mm.dtype, value_var(acc, DType::I64))));
+  kb.pop_scope();
+  kb.emit(for_loop("row", numel(space), LoopKind::Parallel, std::move(rowbody), "elements of " + mm.label));
+  kb.pop_scope();
+  Kernel k = kb.finish(block(std::move(top)));
+  add_kernel_step(kb, std::move(k), grp.id);
 }
 
 LoweredGraph GraphLowering::run() {

@@ -260,6 +260,7 @@ class GraphLowering {
                               std::map<const Node*, int>& level, int levels);
   void lower_scatter(const FusionGroup& grp);
   void lower_matmul(const FusionGroup& grp);
+  void lower_int_matmul(const FusionGroup& grp, const Node* n, const Shape& batch, const MatmulCall& mm);
   // A reduction group's outputs as kernel buffers: those over the full space S (written in
   // the innermost loops) and those per row (reductions and values in the reduced space).
   using NamedOutputs = std::vector<std::pair<Value, std::string>>;
