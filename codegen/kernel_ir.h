@@ -79,7 +79,8 @@ std::string_view stmt_kind_name(StmtKind k);
 enum class LoopKind : uint8_t {
   Parallel,   // independent iterations
   Reduction,  // iterations only Accumulate into accumulators declared outside the loop
-  Ordered,    // iterations run in order (a scatter's accumulation, memory-carried partial sums)
+  Ordered,    // iterations run in order, on one thread (a scatter's accumulation, memory-carried
+              // partial sums, an accumulation whose order is fixed)
 };
 // How a loop runs (set by the schedule step; Unmapped until then).
 enum class LoopMap : uint8_t {
@@ -222,9 +223,8 @@ struct Kernel {
 
 // Checks the structural invariants of a kernel: every buffer and variable used is declared
 // (a loop var, a let or an accumulator in an enclosing scope), every Accumulate names an
-// accumulator declared outside its reduction loop, loop kinds hold (a reduction loop only
-// accumulates into accumulators declared outside it, and stores only what is per iteration;
-// a parallel loop writes no accumulator declared outside it), GPU maps nest (threads inside
+// accumulator declared outside its reduction loop, loop kinds hold (a parallel loop
+// accumulates into no accumulator declared outside it; reduction and ordered loops may), GPU maps nest (threads inside
 // blocks, lanes inside warps, nothing mapped to the grid inside a thread-mapped loop), and
 // CombineAcross and Barrier sit where every thread of their block or warp reaches them.
 // kiln::Error (an internal error naming the kernel and the statement) when one is broken.

@@ -258,6 +258,7 @@ class GraphLowering {
   void lower_reduction(const FusionGroup& grp);
   bool lower_column_reduction(const FusionGroup& grp, const std::vector<const Node*>& reductions,
                               std::map<const Node*, int>& level, int levels);
+  bool lower_split_reduction(const FusionGroup& grp, const std::vector<const Node*>& reductions, int levels);
   void lower_scatter(const FusionGroup& grp);
   void lower_matmul(const FusionGroup& grp);
   void lower_int_matmul(const FusionGroup& grp, const Node* n, const Shape& batch, const MatmulCall& mm);

@@ -41,6 +41,7 @@ void GraphLowering::lower_reduction(const FusionGroup& grp) {
                          "the reductions of a group share one input shape and reduced dims");
   }
 
+  if (lower_split_reduction(grp, reductions, levels)) return;
   if (lower_column_reduction(grp, reductions, level, levels)) return;
 
   KernelBuilder kb(*this, &grp, group_comment(grp));

@@ -114,7 +114,7 @@ class KernelVerifier {
         int at = scope_of(s->name);
         if (at >= static_cast<int>(l.scope_depth))
           return;  // declared inside the loop's body: a per-iteration accumulator
-        if (l.s->loop != LoopKind::Reduction)
+        if (l.s->loop == LoopKind::Parallel)
           broken(fmt::format("accumulator '{}' declared outside a {} loop is accumulated in it", s->name, loop_kind_name(l.s->loop)),
                  s);
         return;
