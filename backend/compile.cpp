@@ -117,7 +117,7 @@ CompiledGraph compile(const Graph& input, const CompileOptions& options) {
   // The pass manager's own work (verifying, dumping) goes with the optimization passes.
   report.stage_ms.emplace_back("decompose", decompose_ms);
   report.stage_ms.emplace_back("optimize", std::max(0.0, passes_ms - decompose_ms));
-  report.nodes = static_cast<int>(g.num_nodes() - g.inputs().size());
+  report.nodes = static_cast<int>(g.num_nodes());  // inputs are not nodes of the graph's body
   if (dump) write_file(options.dump_dir, "decomposed.kir", print_graph(g));
 
   fusion::FusionOptions fo = options.fusion;

@@ -23,6 +23,7 @@ using codegen::GraphBuffer;
 using codegen::MatmulCall;
 
 void run_matmul(const MatmulCall& mm, const void* a, const void* b, void* c) {
+  KILN_INTERNAL_ASSERT(mm.epilogue == codegen::MatmulEpilogue::None, "the CPU target folds no epilogue into a matmul");
   int64_t out_bytes = mm.batch * mm.m * mm.n * dtype_size(mm.dtype);
   if (out_bytes == 0) return;
   if (mm.k == 0) {

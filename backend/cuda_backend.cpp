@@ -134,6 +134,13 @@ void CudaProgram::launch_all(const ExecutableState& s, Loaded& L, const std::vec
       int64_t lda = mm.trans_a ? mm.m : mm.k, ldb = mm.trans_b ? mm.k : mm.n;
       cu::GemmOptions go;
       go.allow_tf32 = allow_tf32;
+      switch (mm.epilogue) {
+        case codegen::MatmulEpilogue::None: break;
+        case codegen::MatmulEpilogue::Bias: go.epilogue = cu::Epilogue::Bias; break;
+        case codegen::MatmulEpilogue::BiasRelu: go.epilogue = cu::Epilogue::BiasRelu; break;
+        case codegen::MatmulEpilogue::BiasGelu: go.epilogue = cu::Epilogue::BiasGelu; break;
+      }
+      if (mm.bias >= 0) go.bias = ptr[mm.bias];
       cu::gemm_strided_batched(mm.dtype, mm.trans_a, mm.trans_b, mm.m, mm.n, mm.k, 1.0, ptr[mm.a], lda, mm.a_batch_stride, ptr[mm.b],
                                ldb, mm.b_batch_stride, 0.0, ptr[mm.out], mm.n, mm.m * mm.n, mm.batch, *L.stream, go);
       continue;

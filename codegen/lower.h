@@ -7,7 +7,9 @@
 // of the reduced space) per parallel iteration, with as many inner loops as the chain of
 // dependent reductions needs (softmax: max, then sum of exp, then the output). A scatter_add
 // is two kernels: a copy of `self`, then a loop parallel over every dim but the scattered
-// one and ordered along it, so no two threads ever add into one element.
+// one and ordered along it, so no two threads ever add into one element. On a target whose
+// GEMM applies epilogues (Target::matmul_epilogues), a matmul followed by a group that only
+// adds a bias over its columns (then a ReLU or a tanh GELU) becomes one matmul step.
 //
 // Buffers: graph inputs keep the layout of their TensorMeta (strides, offset 0); every
 // buffer a group writes is contiguous in the logical order of its value's shape. Graph
@@ -37,9 +39,17 @@ struct GraphBuffer {
   int64_t nbytes() const { return numel * dtype_size(meta.dtype); }
 };
 
-// C = op(A) @ op(B) per batch, row-major, all buffers of one dtype.
+// What a GEMM applies to its result before storing it (cuBLASLt's epilogues): a bias
+// vector over the output's columns, then an activation. GELU is the tanh approximation,
+// the one cuBLASLt implements.
+enum class MatmulEpilogue : uint8_t { None, Bias, BiasRelu, BiasGelu };
+std::string_view matmul_epilogue_name(MatmulEpilogue e);
+
+// C = epilogue(op(A) @ op(B)) per batch, row-major, all buffers of one dtype.
 struct MatmulCall {
   int a = -1, b = -1, out = -1;  // graph buffers
+  MatmulEpilogue epilogue = MatmulEpilogue::None;
+  int bias = -1;                 // graph buffer of the bias (n elements) when there is one
   DType dtype = DType::F32;
   int64_t batch = 1, m = 0, n = 0, k = 0;
   bool trans_a = false, trans_b = false;  // the buffer holds A^T ([k, m]) / B^T ([n, k])

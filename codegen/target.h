@@ -32,6 +32,10 @@ struct Target {
   // cuBLASLt want 256; the CPU's cache lines 64).
   int64_t buffer_alignment = 64;
 
+  // Matmul epilogues: a bias add and a ReLU or GELU (tanh) after a matmul are applied by the
+  // GEMM itself (cuBLASLt) instead of a kernel of their own. OpenBLAS has none.
+  bool matmul_epilogues = false;
+
   // ---- the CPU schedule
   int64_t parallel_work = 32768;  // element-iterations below which a loop stays on the calling thread
   int64_t flat_chunk_min = 1024;  // the fewest iterations of a flat loop's chunk on the pool

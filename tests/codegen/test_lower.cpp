@@ -165,6 +165,55 @@ TEST(Lower, GatherIsACheckedIndirectLoadAndMatmulABlasStep) {
   EXPECT_TRUE(has(print_schedule(lg), "blas f32 B4 = B3 @ B2^T"));
 }
 
+// On a target whose GEMM applies epilogues (CUDA: cuBLASLt), matmul + bias + relu/gelu(tanh)
+// is one matmul step and no kernel; the CPU keeps the epilogue kernel; a matmul result that
+// something else also reads, or an exact (erf) GELU, is never folded.
+TEST(Lower, MatmulEpiloguesFoldOnTargetsThatHaveThem) {
+  auto build = [](const char* act, bool extra_use) {
+    Graph g("lin");
+    Builder b(g);
+    Var x = b.wrap(g.add_input("x", F({6, 4})));
+    Var w = b.wrap(g.add_input("w", F({4, 5})));
+    Var bias = b.wrap(g.add_input("bias", F({5})));
+    Var mm = b.op(Op::Matmul, {x, w}, {}, "mm");
+    Var y = b.add(mm, bias);
+    if (std::string(act) == "relu") y = b.op(Op::Relu, {y}, {}, "act");
+    if (std::string(act) == "gelu") y = b.op(Op::Gelu, {y}, {{"approximate", std::string("tanh")}}, "act");
+    if (std::string(act) == "erf") y = b.op(Op::Gelu, {y}, {{"approximate", std::string("none")}}, "act");
+    std::vector<Value> outs{y};
+    if (extra_use) outs.push_back(b.exp(mm));
+    g.set_outputs(outs);
+    return g;
+  };
+  auto lowered = [&](const char* act, bool extra_use, const Target& t) {
+    Graph g = build(act, extra_use);
+    std::vector<std::string> epi;  // every node after the matmul but the extra reader
+    for (Node* n : g.nodes())
+      if (n->name() != "mm" && !(extra_use && Value{n, 0} == g.outputs()[1])) epi.push_back(n->name());
+    std::vector<std::pair<fusion::KernelKind, std::vector<std::string>>> groups{{fusion::KernelKind::Matmul, {"mm"}},
+                                                                                  {fusion::KernelKind::Pointwise, epi}};
+    if (extra_use) groups.push_back({fusion::KernelKind::Pointwise, {g.outputs()[1].name()}});
+    auto plan = plan_of(g, groups);
+    LoweredGraph lg = lower(g, plan, t);
+    return std::pair{lg, print_schedule(lg)};
+  };
+  for (const char* act : {"none", "relu", "gelu"}) {
+    SCOPED_TRACE(act);
+    auto [lg, text] = lowered(act, false, cuda_target());
+    EXPECT_EQ(lg.kernels.size(), 0u) << text;
+    ASSERT_EQ(lg.steps.size(), 1u);
+    const MatmulCall& m = lg.steps[0].matmul;
+    EXPECT_EQ(m.epilogue, std::string(act) == "none" ? MatmulEpilogue::Bias
+                          : std::string(act) == "relu" ? MatmulEpilogue::BiasRelu
+                                                       : MatmulEpilogue::BiasGelu);
+    EXPECT_EQ(lg.outputs.at(0), m.out);  // the GEMM writes the graph's output
+    EXPECT_TRUE(has(text, "then bias")) << text;
+    EXPECT_EQ(lowered(act, false, cpu_target()).first.kernels.size(), 1u);  // OpenBLAS has no epilogue
+  }
+  EXPECT_EQ(lowered("erf", false, cuda_target()).first.steps.at(0).matmul.epilogue, MatmulEpilogue::None);
+  EXPECT_EQ(lowered("relu", true, cuda_target()).first.steps.at(0).matmul.epilogue, MatmulEpilogue::None);
+}
+
 TEST(Lower, OpsWithoutLoweringAreErrorsNamingTheNode) {
   Graph g("bad");
   Builder b(g);
