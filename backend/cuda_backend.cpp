@@ -62,6 +62,9 @@ class CudaProgram final : public Program {
     std::vector<cu::Module> modules;
     std::vector<CUfunction> functions;
     std::optional<cu::Stream> stream;
+    // One error record per kernel, each module's kiln_error_slot pointing at its own: a run
+    // reads them all with one copy, and clears them only after an error.
+    cu::DeviceBuffer error_records;
     // CUDA graphs: static buffers the captured launches read and write, and the graph.
     std::vector<cu::DeviceTensor> static_inputs, static_outputs;
     cu::DeviceBuffer static_arena;
@@ -70,7 +73,6 @@ class CudaProgram final : public Program {
   Loaded& load(const ExecutableState& s) const;
   // Queues every step of the schedule on the stream over `ptr`.
   void launch_all(const ExecutableState& s, Loaded& L, const std::vector<void*>& ptr) const;
-  void reset_error_records(Loaded& L) const;
   void check_errors(const ExecutableState& s, Loaded& L) const;
 
   mutable std::mutex mu_;  // one run at a time (one stream, the graph's static buffers)
@@ -98,28 +100,34 @@ CudaProgram::Loaded& CudaProgram::load(const ExecutableState& s) const {
     L->functions.push_back(L->modules.back().function(k.name));
   }
   L->stream.emplace(device);
+  if (!binaries.empty()) {
+    size_t bytes = binaries.size() * sizeof(codegen::CudaErrorRecord);
+    L->error_records = cu::device_alloc(bytes, device);
+    cu::memset_async(L->error_records->data(), 0, bytes, *L->stream);
+    for (size_t i = 0; i < L->modules.size(); ++i) {
+      void* slot = static_cast<std::byte*>(L->error_records->data()) + i * sizeof(codegen::CudaErrorRecord);
+      CUdeviceptr at = L->modules[i].global(codegen::kCudaErrorSlotSymbol);
+      cu::copy_host_to_device(reinterpret_cast<void*>(at), &slot, sizeof slot, device);
+    }
+    L->stream->synchronize();
+  }
   loaded_ = std::move(L);
   return *loaded_;
 }
 
-void CudaProgram::reset_error_records(Loaded& L) const {
-  for (cu::Module& m : L.modules) {
-    CUdeviceptr rec = m.global(codegen::kCudaErrorRecordSymbol);
-    cu::memset_async(reinterpret_cast<void*>(rec), 0, sizeof(codegen::CudaErrorRecord), *L.stream);
-  }
-}
-
 void CudaProgram::check_errors(const ExecutableState& s, Loaded& L) const {
   cu::synchronize_and_check(*L.stream, fmt::format("graph {}", s.graph_name));
-  for (size_t i = 0; i < L.modules.size(); ++i) {
-    codegen::CudaErrorRecord rec{};
-    CUdeviceptr at = L.modules[i].global(codegen::kCudaErrorRecordSymbol);
-    cu::copy_device_to_host(&rec, reinterpret_cast<const void*>(at), sizeof rec, device);
-    if (rec.flag) {
-      const codegen::Kernel& k = s.lowered.kernels[i];
-      fail("graph {}: kernel {} ({}): index {} is out of range for a dimension of size {}", s.graph_name, k.name, k.comment, rec.index,
-           rec.size);
-    }
+  if (binaries.empty()) return;
+  std::vector<codegen::CudaErrorRecord> recs(binaries.size());
+  size_t bytes = recs.size() * sizeof(codegen::CudaErrorRecord);
+  cu::copy_device_to_host(recs.data(), L.error_records->data(), bytes, device);
+  for (size_t i = 0; i < recs.size(); ++i) {
+    if (!recs[i].flag) continue;
+    cu::memset_async(L.error_records->data(), 0, bytes, *L.stream);  // the next run starts clean
+    L.stream->synchronize();
+    const codegen::Kernel& k = s.lowered.kernels[i];
+    fail("graph {}: kernel {} ({}): index {} is out of range for a dimension of size {}", s.graph_name, k.name, k.comment, recs[i].index,
+         recs[i].size);
   }
 }
 
@@ -186,7 +194,6 @@ std::vector<cu::DeviceTensor> CudaProgram::run_device(const ExecutableState& s, 
     if (std::find(lg.outputs.begin(), lg.outputs.begin() + static_cast<long>(o), b) == lg.outputs.begin() + static_cast<long>(o))
       ptr[b] = outputs[o].data();
   }
-  reset_error_records(L);
   launch_all(s, L, ptr);
   for (size_t o = 0; o < lg.outputs.size(); ++o) {
     int b = lg.outputs[o];
@@ -259,7 +266,6 @@ std::vector<HostTensor> CudaProgram::run(const ExecutableState& s, std::span<con
     cu::copy_host_to_device_async(L.static_inputs[i].data(), flat.data(), static_cast<size_t>(flat.nbytes()), *L.stream);
     L.stream->synchronize();  // `flat` is freed at the end of this iteration
   }
-  reset_error_records(L);
   L.graph->replay(*L.stream);
   check_errors(s, L);
   std::vector<HostTensor> host;

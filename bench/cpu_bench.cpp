@@ -18,13 +18,7 @@
 #include <vector>
 
 #include "backend/compile.h"
-#include "frontend/nn/mlp.h"
-#include "frontend/ops.h"
-#include "frontend/optim.h"
-#include "frontend/trace.h"
-#include "ir/parser.h"
-#include "passes/autograd/joint.h"
-#include "passes/autograd/partition.h"
+#include "bench/workloads.h"
 #include "runtime/cpu/jit.h"
 
 namespace {
@@ -68,79 +62,22 @@ struct Row {
   bool bandwidth = true;
 };
 
-int64_t traffic_bytes(const Graph& g) {
-  int64_t b = 0;
-  for (const Node* in : g.inputs()) b += in->meta().nbytes();
-  for (const Value& v : g.outputs()) b += v.meta().nbytes();
-  return b;
-}
-
-std::vector<HostTensor> inputs_for(const Graph& g) {
-  std::vector<HostTensor> ins;
-  uint64_t seed = 1;
-  for (const Node* in : g.inputs()) {
-    int64_t bound = 8;
-    // Class targets index the last dim of the logits they are scored against.
-    if (is_integral(in->meta().dtype)) bound = g.inputs()[0]->meta().shape.back();
-    ins.push_back(random_tensor(in->meta(), seed++, bound));
-  }
-  return ins;
-}
-
-// The backward half of `forward`'s joint graph (default partitioner): what a training step
-// runs after the forward.
-Graph backward_of(const Graph& forward) {
-  autograd::JointGraph joint = autograd::build_joint(forward);
-  return std::move(autograd::partition(joint, autograd::PartitionKind::Default).backward);
-}
-
-Graph joint_of(const Graph& forward, std::vector<std::string> wrt) {
-  return std::move(autograd::build_joint(forward, {std::move(wrt)}).graph);
-}
+using bench::traffic_bytes;
+using bench::inputs_for;
 
 std::vector<Workload> workloads(bool quick) {
   const int64_t rows = quick ? 1024 : 8192, cols = 1024, n = quick ? (1 << 22) : (1 << 24);
   std::vector<Workload> w;
-  w.push_back({"pointwise chain (8 ops)", parse_graph(fmt::format(R"(
-graph pointwise(%x: f32[{0}], %y: f32[{0}]) {{
-  %a = mul(%x, %y) : f32[{0}]
-  %c = full(size=[], fill_value=0.5) : f32[]
-  %b = add(%a, %c) : f32[{0}]
-  %t = tanh(%b) : f32[{0}]
-  %s = sigmoid(%y) : f32[{0}]
-  %m = mul(%t, %s) : f32[{0}]
-  %e = exp(%m) : f32[{0}]
-  %r = sub(%e, %x) : f32[{0}]
-  %o = relu(%r) : f32[{0}]
-  return (%o)
-}})", n))});
-  const std::string shape = fmt::format("[{},{}]", rows, cols);
-  w.push_back({"row softmax", parse_graph(fmt::format(R"(
-graph softmax(%x: f32{0}) {{
-  %y = softmax(%x, dim=-1) : f32{0}
-  return (%y)
-}})", shape))});
-  Graph ln = parse_graph(fmt::format(R"(
-graph layer_norm(%x: f32{0}, %w: f32[{1}], %b: f32[{1}]) {{
-  %y = layer_norm(%x, %w, %b, normalized_shape=[{1}]) : f32{0}
-  return (%y)
-}})", shape, cols));
-  w.push_back({"layer-norm backward", backward_of(ln)});
+  w.push_back({"pointwise chain (8 ops)", bench::pointwise_chain(n)});
+  w.push_back({"row softmax", bench::row_softmax(rows, cols)});
+  Graph ln = bench::layer_norm_forward(rows, cols);
+  w.push_back({"layer-norm backward", bench::backward_of(ln)});
   w.insert(w.end() - 1, Workload{"layer-norm forward", std::move(ln)});
-  Graph ce = parse_graph(fmt::format(R"(
-graph cross_entropy(%logits: f32{0}, %targets: i64[{1}]) {{
-  %loss = cross_entropy(%logits, %targets) : f32[]
-  return (%loss)
-}})", shape, rows));
-  w.push_back({"cross-entropy fwd+bwd", joint_of(ce, {"logits"})});
+  w.push_back({"cross-entropy fwd+bwd", bench::joint_of(bench::cross_entropy_loss(rows, cols), {"logits"})});
 
   // The MLP training step: forward, backward and an AdamW update in one graph.
-  nn::MLP mlp(256, 1024, 0);
-  Tensor x = randn({quick ? 64 : 512, 256}, 1), t = randint(0, 256, {quick ? 64 : 512}, 2);
-  TracedGraph loss = trace([&](const std::vector<Tensor>& b) { return std::vector<Tensor>{cross_entropy(mlp(b[0]), b[1])}; },
-                           {x, t}, "mlp_loss");
-  TrainStep step = make_train_step(loss, AdamWConfig{});
-  w.push_back({"MLP training step (AdamW)", std::move(step.graph), false});
+  bench::TrainStepWorkload step = bench::gelu_mlp_train_step(256, 1024, quick ? 64 : 512);
+  w.push_back({"MLP training step (AdamW)", std::move(step.step.graph), false});
   return w;
 }
 

@@ -147,6 +147,7 @@ std::string identity(CombineOp op, DType t, const CDialect& d) {
     case CombineOp::Max:
     case CombineOp::Argmax: return fl ? float_literal(-INFINITY, t, d) : int_literal(INT64_MIN, d);
     case CombineOp::Min: return fl ? float_literal(INFINITY, t, d) : int_literal(INT64_MAX, d);
+    case CombineOp::SumExp: return float_literal(0, t, d);
   }
   return "0";
 }
@@ -244,6 +245,8 @@ void CEmitter::stmt(const StmtPtr& s, int ind) {
       acc_types_[s->name] = s->dtype;
       line(ind, fmt::format("{} {} = {};", c_value_type(s->dtype), s->name, identity(s->combine, s->dtype, d_)));
       if (s->combine == CombineOp::Argmax) line(ind, fmt::format("int64_t {}_idx = 0;", s->name));
+      if (s->combine == CombineOp::SumExp)
+        line(ind, fmt::format("{} {}_max = {};", c_value_type(s->dtype), s->name, float_literal(-INFINITY, s->dtype, d_)));
       if (keyed(*s, d_)) {
         line(ind, fmt::format("bool {}_nan = false;", s->name));
         line(ind, fmt::format("{0} {1}_key = kiln_order_key({1});", key_type(s->dtype), s->name));
@@ -277,6 +280,10 @@ void CEmitter::stmt(const StmtPtr& s, int ind) {
           }
           return;
         }
+        case CombineOp::SumExp:
+          KILN_INTERNAL_ASSERT(fl, "online softmax statistics are of floats");
+          line(ind, fmt::format("kiln_sumexp_step({0}, {0}_max, {1});", s->name, v));
+          return;
         case CombineOp::Argmax: {
           line(ind, "{");
           line(ind + 1, fmt::format("const {} v_ = {};", c_value_type(s->dtype), v));

@@ -32,6 +32,7 @@ std::map<std::string, std::string> scratch_arrays(const Kernel& k) {
     if (s.kind != StmtKind::CombineAcross || s.map != LoopMap::GpuThreads) return;
     out[scratch_of(s.dtype)] = std::string(c_value_type(s.dtype));
     if (s.combine == CombineOp::Argmax) out["kiln_smem_idx"] = "int64_t";
+    if (s.combine == CombineOp::SumExp) out[scratch_of(s.dtype) + "_max"] = std::string(c_value_type(s.dtype));
   });
   return out;
 }
@@ -238,6 +239,11 @@ class CudaEmitter : public CEmitter {
     if (s->combine == CombineOp::Argmax) {
       if (block) line(ind, fmt::format("kiln_block_argmax({0}, {0}_idx, {1}, kiln_smem_idx);", a, scratch_of(s->dtype)));
       else line(ind, fmt::format("kiln_warp_argmax({0}, {0}_idx);", a));
+      return;
+    }
+    if (s->combine == CombineOp::SumExp) {
+      if (block) line(ind, fmt::format("kiln_block_sumexp({0}, {0}_max, {1}, {1}_max);", a, scratch_of(s->dtype)));
+      else line(ind, fmt::format("kiln_warp_sumexp({0}, {0}_max);", a));
       return;
     }
     std::string_view op = s->combine == CombineOp::Sum ? "kiln_sum_op()" : s->combine == CombineOp::Prod ? "kiln_prod_op()"

@@ -26,7 +26,9 @@
 // (offsets 0, 8, 16; 24 bytes). The runtime finds it with cuModuleGetGlobal(module,
 // "kiln_error"), reads it after synchronizing the stream, reports flag != 0 as an error
 // naming index and size, and writes zeros back before the next launch. Each loaded module
-// has its own record (zero at load).
+// has its own record (zero at load). Kernels write through the pointer `kiln_error_slot`
+// (initially &kiln_error), which a runtime may point at a slot of one array of records for
+// all the kernels of a graph, so that a single read checks them all.
 //
 // Types: values compute in float (f16/bf16/f32), double, int64_t (i32/i64) and bool, as on
 // the CPU (codegen/c_family.h); buffers store f16/bf16 as uint16_t bits and bool as uint8_t.
@@ -59,6 +61,9 @@ namespace kiln::codegen {
 // The device error record, as the host reads it (the same layout as the prelude's
 // `kiln_error_record`: int, then two long longs at offsets 8 and 16).
 inline constexpr const char* kCudaErrorRecordSymbol = "kiln_error";
+// A `kiln_error_record*` the kernels report through (initially &kiln_error): the runtime sets
+// it once per loaded module to a slot of its own array of records.
+inline constexpr const char* kCudaErrorSlotSymbol = "kiln_error_slot";
 struct CudaErrorRecord {
   int32_t flag = 0;  // nonzero: an index was out of range
   int32_t padding_ = 0;

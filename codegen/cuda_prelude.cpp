@@ -53,8 +53,9 @@ KILN_FN uint16_t kiln_f2h(float f) {
 }
 
 // ---- the device error record (codegen/cuda_emitter.h): the first out-of-range gather or
-// scatter index of a launch, read by the host after it synchronizes (cuModuleGetGlobal
-// "kiln_error"). Zero when the module loads; the host clears it after reading a report.
+// scatter index of a launch, read by the host after it synchronizes. Reports go where
+// `kiln_error_slot` points: the module's own `kiln_error` until the host points it at a
+// slot of one array per compiled graph (so one read after a run checks every kernel).
 struct kiln_error_record {
   int flag;        // 1 once an error was recorded
   long long index; // the offending index
@@ -62,13 +63,15 @@ struct kiln_error_record {
 };
 extern "C" {
 __device__ kiln_error_record kiln_error;
+__device__ kiln_error_record* kiln_error_slot = &kiln_error;
 }
 KILN_FN void kiln_report_index_error(int64_t index, int64_t size) {
   // Only the first reporter writes (index, size); the kernel's end orders them before the
   // host's read.
-  if (atomicCAS(&kiln_error.flag, 0, 1) == 0) {
-    kiln_error.index = index;
-    kiln_error.size = size;
+  kiln_error_record* e = kiln_error_slot;
+  if (atomicCAS(&e->flag, 0, 1) == 0) {
+    e->index = index;
+    e->size = size;
   }
 }
 
@@ -179,6 +182,44 @@ template <class T> KILN_FN void kiln_block_argmax(T& v, int64_t& i, T* sv, int64
   __syncthreads();
   v = sv[32];
   i = si[32];
+}
+// Online softmax statistics (s, m) across a warp / a block, through kiln_sumexp_merge in the
+// same fixed trees: every lane or thread gets the row's (s, m).
+template <class T> KILN_FN void kiln_warp_sumexp_tree(T& s, T& m, int n) {
+  const int lane = threadIdx.x & 31;
+  for (int o = 16; o > 0; o >>= 1) {
+    T s2 = __shfl_down_sync(0xffffffffu, s, o), m2 = __shfl_down_sync(0xffffffffu, m, o);
+    if (lane + o < n) kiln_sumexp_merge(s, m, s2, m2);
+  }
+}
+template <class T> KILN_FN void kiln_warp_sumexp(T& s, T& m) {
+  kiln_warp_sumexp_tree(s, m, 32);
+  s = __shfl_sync(0xffffffffu, s, 0);
+  m = __shfl_sync(0xffffffffu, m, 0);
+}
+// `ss` and `sm` are __shared__ T[33] each (the same barriers as kiln_block_combine).
+template <class T> KILN_FN void kiln_block_sumexp(T& s, T& m, T* ss, T* sm) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+  kiln_warp_sumexp_tree(s, m, 32);
+  if (lane == 0) {
+    ss[warp] = s;
+    sm[warp] = m;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    if (lane < warps) {
+      s = ss[lane];
+      m = sm[lane];
+    }
+    kiln_warp_sumexp_tree(s, m, warps);
+    if (lane == 0) {
+      ss[32] = s;
+      sm[32] = m;
+    }
+  }
+  __syncthreads();
+  s = ss[32];
+  m = sm[32];
 }
 // ---- end of prelude
 )PRELUDE";

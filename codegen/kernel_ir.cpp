@@ -69,6 +69,7 @@ std::string_view combine_op_name(CombineOp c) {
     case CombineOp::Max: return "max";
     case CombineOp::Min: return "min";
     case CombineOp::Argmax: return "argmax";
+    case CombineOp::SumExp: return "sumexp";
   }
   return "?";
 }

@@ -95,7 +95,10 @@ enum class LoopMap : uint8_t {
   GpuLanes,       // iterations spread over the lanes of the warp (inside GpuWarps)
 };
 bool is_gpu_map(LoopMap m);
-enum class CombineOp : uint8_t { Sum, Prod, Max, Min, Argmax };
+// SumExp is online softmax's accumulator (Milakov & Gimelshein): the running max `<name>_max`
+// and the sum of exp(x - max) `<name>`, rescaled whenever the max grows, so one pass over a
+// row gives both.
+enum class CombineOp : uint8_t { Sum, Prod, Max, Min, Argmax, SumExp };
 std::string_view loop_kind_name(LoopKind k);
 std::string_view loop_map_name(LoopMap m);
 std::string_view combine_op_name(CombineOp c);
@@ -142,7 +145,7 @@ using StmtPtr = std::shared_ptr<const Stmt>;
 // One statement. For: name (loop var), extent, loop, map, grain, body, comment (the graph
 // nodes it computes). Let: name, dtype, exprs {value}. Store: name (buffer), exprs {index,
 // value}. DeclAcc: name, dtype, combine (starts at the combine op's identity; argmax also
-// declares `<name>_idx`). Accumulate: name, combine, exprs {value} (argmax: {value,
+// declares `<name>_idx`, sumexp `<name>_max`). Accumulate: name, combine, exprs {value} (argmax: {value,
 // position}). Block: body.
 // GPU only (the CUDA schedule inserts them): CombineAcross: name (an accumulator), combine,
 // dtype, map (GpuThreads: across the block, through shared memory; GpuLanes: across the

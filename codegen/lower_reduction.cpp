@@ -4,6 +4,30 @@
 
 namespace kiln::codegen::detail {
 
+namespace {
+
+// The sum of a softmax-style pair for `mx` = amax(x): a reduction s = sum(exp(x - m')) of the
+// same group one level deeper, where m' is mx itself or mx re-broadcast through views
+// (keepdim reshape, unsqueeze, expand) and x is the very value mx reads. Online softmax
+// computes both in one pass; nullptr when there is no such sum.
+const Node* online_softmax_sum(const Node* mx, const std::vector<const Node*>& reductions, std::map<const Node*, int>& level) {
+  if (mx->op() != Op::Amax || !is_floating(mx->input(0).meta().dtype)) return nullptr;
+  for (const Node* s : reductions) {
+    if (s->op() != Op::Sum || level[s] != level[mx] + 1) continue;
+    const Node* e = s->input(0).node;
+    if (e->is_input() || e->op() != Op::Exp) continue;
+    const Node* d = e->input(0).node;
+    if (d->is_input() || d->op() != Op::Sub || d->input(0) != mx->input(0)) continue;
+    const Node* m = d->input(1).node;
+    while (!m->is_input() && m != mx && (m->op() == Op::Reshape || m->op() == Op::Unsqueeze || m->op() == Op::Expand))
+      m = m->input(0).node;
+    if (m == mx) return s;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 void GraphLowering::lower_reduction(const FusionGroup& grp) {
   std::vector<const Node*> reductions;
   for (const Node* n : grp.nodes)
@@ -54,10 +78,21 @@ void GraphLowering::lower_reduction(const FusionGroup& grp) {
   kb.push_scope(&rowbody, {"row"});
   Index kept_idx = unravel(row, kept), red_idx = unravel(r, rdims);
   auto full_index = [&]() { return merge_index(red, kept_idx, red_idx); };
+  // Online softmax (Target::online_softmax): amax(x) and the sum of exp(x - max) that
+  // follows it come from one accumulator, in one pass over the row.
+  std::map<const Node*, const Node*> online;  // amax -> its sum
+  std::set<const Node*> done;                 // sums computed with their amax
+  if (target_.online_softmax)
+    for (const Node* n : reductions)
+      if (const Node* s = online_softmax_sum(n, reductions, level); s && !done.count(s)) {
+        online[n] = s;
+        done.insert(s);
+      }
   for (int lvl = 1; lvl <= levels; ++lvl) {
     std::vector<const Node*> here;
     for (const Node* n : reductions)
-      if (level[n] == lvl) here.push_back(n);
+      if (level[n] == lvl && !done.count(n)) here.push_back(n);
+    if (here.empty()) continue;
     std::vector<StmtPtr> body;
     std::map<const Node*, std::string> acc;
     std::map<const Node*, DType> acc_type;
@@ -66,9 +101,10 @@ void GraphLowering::lower_reduction(const FusionGroup& grp) {
       acc[n] = a;
       bool arith = n->op() == Op::Sum || n->op() == Op::Prod;
       acc_type[n] = arith ? acc_dtype(n->meta().dtype) : compute_dtype(n->input(0).meta().dtype);
-      kb.emit(decl_acc(a, acc_type[n], combine_of(n)));
+      kb.emit(decl_acc(a, acc_type[n], online.count(n) ? CombineOp::SumExp : combine_of(n)));
       kb.define(a);
       kb.define(a + "_idx");
+      kb.define(a + "_max");
     }
     kb.push_scope(&body, {"r"});
     std::string names;
@@ -76,17 +112,28 @@ void GraphLowering::lower_reduction(const FusionGroup& grp) {
       ExprPtr x = kb.value_at(n->input(0), full_index());
       if (n->op() == Op::Sum || n->op() == Op::Prod) x = cast(n->meta().dtype, x);
       x = cast(acc_type[n], x);
-      kb.emit(accumulate(acc[n], combine_of(n), x, n->op() == Op::Argmax ? r : nullptr));
-      names += " %" + n->name();
+      kb.emit(accumulate(acc[n], online.count(n) ? CombineOp::SumExp : combine_of(n), x, n->op() == Op::Argmax ? r : nullptr));
+      names += " %" + n->name() + (online.count(n) ? " %" + online[n]->name() + " (online)" : "");
     }
     kb.pop_scope();
     kb.emit(for_loop("r", nred, LoopKind::Reduction, std::move(body), "reduces" + names));
     for (const Node* n : here) {
       std::string fin = kb.fresh(n->name());
-      ExprPtr v = n->op() == Op::Argmax ? value_var(acc[n] + "_idx", DType::I64) : value_var(acc[n], acc_type[n]);
+      DType at = acc_type[n];
+      ExprPtr v = n->op() == Op::Argmax ? value_var(acc[n] + "_idx", DType::I64)
+                  : online.count(n)     ? value_var(acc[n] + "_max", at)
+                                        : value_var(acc[n], at);
       kb.emit(let(fin, cast(n->meta().dtype, v)));
       kb.define(fin);
       kb.set_reduced(n, value_var(fin, n->meta().dtype));
+      if (const Node* s = online.count(n) ? online[n] : nullptr) {
+        // A row of -inf alone: the two-pass form's exp(-inf - -inf) makes the sum NaN.
+        std::string sfin = kb.fresh(s->name());
+        ExprPtr all_neg_inf = call("eq", DType::Bool, {value_var(acc[n] + "_max", at), imm(at, -INFINITY)});
+        kb.emit(let(sfin, cast(s->meta().dtype, select(all_neg_inf, imm(at, NAN), value_var(acc[n], at)))));
+        kb.define(sfin);
+        kb.set_reduced(s, value_var(sfin, s->meta().dtype));
+      }
     }
   }
   for (auto& [v, name] : row_outs) {
@@ -188,7 +235,8 @@ bool GraphLowering::lower_column_reduction(const FusionGroup& grp, const std::ve
               case CombineOp::Prod: id = 1; break;
               case CombineOp::Max: id = fl ? -INFINITY : static_cast<double>(INT64_MIN); break;
               case CombineOp::Min: id = fl ? INFINITY : static_cast<double>(INT64_MAX); break;
-              case CombineOp::Argmax: break;
+              case CombineOp::Argmax:
+            case CombineOp::SumExp: break;
             }
             ExprPtr init = imm(at, id);
             if (!fl) {  // exactly INT64_MIN / INT64_MAX (a double cannot hold INT64_MAX)

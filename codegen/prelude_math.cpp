@@ -149,6 +149,35 @@ template <class T> KILN_FN T kiln_gelu_tanh(T x) {
 template <class T> KILN_FN T kiln_max_step(T acc, T v) { return (v > acc || v != v) ? v : acc; }
 template <class T> KILN_FN T kiln_min_step(T acc, T v) { return (v < acc || v != v) ? v : acc; }
 template <class T> KILN_FN bool kiln_argmax_wins(T v, T best) { return (v != v && best == best) || (best == best && v > best); }
+// Online softmax statistics: m the running max, s the sum of exp(x - m). A larger x rescales
+// s; x - x + 1 is 1, or NaN for an infinite x (as exp(inf - inf) in the two-pass form); a NaN
+// poisons both. -inf elements add nothing (their exp(x - m) is 0 once any element is finite;
+// a row of -inf alone is made NaN by the caller, as the two-pass form gives).
+template <class T> KILN_FN void kiln_sumexp_step(T& s, T& m, T x) {
+  if (x > m) {
+    s = s * kiln_exp(m - x) + (x - x + T(1));
+    m = x;
+  } else if (x != x) {
+    s = x;
+    m = x;
+  } else if (m == m && x - x == T(0)) {
+    s += kiln_exp(x - m);
+  } else if (x == m && x > T(0)) {
+    s += kiln_exp(x - m);  // +inf after +inf: NaN, as the two-pass form
+  }
+}
+// Merges the statistics (s2, m2) of other elements into (s, m).
+template <class T> KILN_FN void kiln_sumexp_merge(T& s, T& m, T s2, T m2) {
+  if (m != m || m2 != m2) {
+    m = m != m ? m : m2;
+    s = m;  // NaN
+    return;
+  }
+  const T mx = m2 > m ? m2 : m;
+  const T a = m == mx ? s : s * kiln_exp(m - mx), b = m2 == mx ? s2 : s2 * kiln_exp(m2 - mx);
+  s = a + b;
+  m = mx;
+}
 
 // ---- gather / scatter_add index check: wraps negatives; reports and reads 0 when out of range
 KILN_FN int64_t kiln_check_index(int64_t i, int64_t size) {

@@ -36,6 +36,10 @@ struct Target {
   // GEMM itself (cuBLASLt) instead of a kernel of their own. OpenBLAS has none.
   bool matmul_epilogues = false;
 
+  // Online softmax: a softmax's max and sum of exp in one pass over the row (a GPU's rows
+  // re-read from cache cost more than the rescaling; the CPU's vectorized exp would run twice).
+  bool online_softmax = false;
+
   // ---- the CPU schedule
   int64_t parallel_work = 32768;  // element-iterations below which a loop stays on the calling thread
   int64_t flat_chunk_min = 1024;  // the fewest iterations of a flat loop's chunk on the pool

@@ -102,6 +102,7 @@ class KernelVerifier {
         if (declared(s->name)) broken(fmt::format("accumulator '{}' is declared twice", s->name), s);
         scopes_.back().insert(s->name);
         scopes_.back().insert(s->name + "_idx");
+        scopes_.back().insert(s->name + "_max");
         accs_[s->name] = s;
         return;
       case StmtKind::Accumulate: {

@@ -171,7 +171,7 @@ TEST(CudaEmitter, ModuleHasNoIncludesAndOneSignaturePerKernel) {
                      "const uint16_t* __restrict__ b2) {"))
       << m;
   EXPECT_TRUE(has(m, "// test pw\n"));
-  EXPECT_TRUE(has(m, "extern \"C\" {\n__device__ kiln_error_record kiln_error;\n}"));
+  EXPECT_TRUE(has(m, "extern \"C\" {\n__device__ kiln_error_record kiln_error;\n__device__ kiln_error_record* kiln_error_slot = &kiln_error;\n}"));
 }
 
 TEST(CudaEmitter, ContiguousGridStrideLoopUses16ByteVectorsAndAScalarTail) {

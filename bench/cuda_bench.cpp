@@ -1,0 +1,427 @@
+// kiln's CUDA benchmark: the workloads of the side-by-side comparison with PyTorch
+// (bench/torch_bench.py, bench/compare_cuda.sh), each compiled by the CUDA backend
+// (decompose -> fuse -> CUDA C -> NVRTC, matmuls through cuBLASLt) and timed, with
+//   - kernels and cuBLASLt calls per workload (the fusion result),
+//   - GB/s from the minimum memory traffic (every input read once, every output written once)
+//     and that as a fraction of a 1 GiB device-to-device copy measured in the same run
+//     (read + write),
+//   - cold compile time (empty kernel cache: NVRTC runs) and warm compile time (the CUBINs come
+//     from the disk cache),
+//   - one check per workload against the reference interpreter, on a smaller shape of the same
+//     workload (the interpreter is slow): max abs error and max error relative to max|ref|.
+// Inputs are copied to the device once; each timed call is backend::run_on_device on device
+// tensors, timed with the host clock (it synchronizes at its end and allocates its outputs from
+// the caching allocator), median of the calls after two warm-up calls. "run floor" is the
+// same for a one-element graph: the per-call overhead (launch, synchronize, error-record check)
+// that every row includes.
+//
+// With no GPU, every workload is still compiled (NVRTC, sm_90) and the compile times printed;
+// nothing runs. Prints a table last.
+//
+// Usage: kiln_bench_cuda [--quick] [--json FILE] [--only ID,ID] [--no-block] [--cpu-check]
+//   --quick      fewer repetitions (and no warm-up of the copy measurement beyond one call)
+//   --json FILE  the rows as JSON (bench/compare.py reads it)
+//   --only       run only these workload ids (pointwise, softmax, layer_norm_fwd,
+//                layer_norm_bwd, cross_entropy, mlp_train_step, gpt2_block)
+//   --no-block   skip the GPT-2 block
+//   --cpu-check  with no GPU: run each small-shape check on the CPU backend instead (checks the
+//                workloads and the comparison here; needs the LLVM CPU path)
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "backend/compile.h"
+#include "backend/cuda_backend.h"
+#include "bench/workloads.h"
+#include "ir/error.h"
+#include "ir/parser.h"
+#include "ir/reference/interpreter.h"
+#include "runtime/cpu/jit.h"
+#include "runtime/cuda/allocator.h"
+#include "runtime/cuda/device_tensor.h"
+#include "runtime/cuda/driver.h"
+#include "runtime/cuda/stream.h"
+
+namespace {
+
+using namespace kiln;
+namespace cu = runtime::cuda;
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+double median(std::vector<double> t) {
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// A workload at one size: its graph and, made only when it will run, its inputs.
+struct Case {
+  Graph graph;
+  std::function<std::vector<HostTensor>()> inputs;
+};
+
+struct Workload {
+  std::string id, name;
+  bool bandwidth = true;  // false: matmul-bound, no GB/s
+  double slack = 10;      // the check's tolerance: slack * (atol + rtol*|ref|) of the dtype
+  std::function<Case(bool small)> build;  // small: the shape of the interpreter check
+};
+
+Case plain(Graph g) {
+  auto shared = std::make_shared<Graph>(g.clone());
+  return {std::move(g), [shared] { return bench::inputs_for(*shared); }};
+}
+
+std::vector<Workload> workloads() {
+  std::vector<Workload> w;
+  // Small shapes: the first dim divided by 64 (the rows' length kept: the reductions are the same).
+  w.push_back({"pointwise", "pointwise gelu(x*w+b)*sigmoid(x) [16384,4096]", true, 10,
+               [](bool s) { return plain(bench::gelu_bias_sigmoid(s ? 256 : 16384, 4096)); }});
+  w.push_back({"softmax", "softmax [65536,1024]", true, 10, [](bool s) { return plain(bench::row_softmax(s ? 1024 : 65536, 1024)); }});
+  w.push_back({"layer_norm_fwd", "layer_norm fwd [16384,4096]", true, 50,
+               [](bool s) { return plain(bench::layer_norm_forward(s ? 256 : 16384, 4096)); }});
+  w.push_back({"layer_norm_bwd", "layer_norm bwd [16384,4096]", true, 50,
+               [](bool s) { return plain(bench::backward_of(bench::layer_norm_forward(s ? 256 : 16384, 4096))); }});
+  w.push_back({"cross_entropy", "cross_entropy fwd+bwd [4096,32000]", true, 10,
+               [](bool s) { return plain(bench::joint_of(bench::cross_entropy_loss(s ? 64 : 4096, 32000), {"logits"})); }});
+  w.push_back({"mlp_train_step", "MLP 64-256-600 train step AdamW, batch 65536", false, 100, [](bool s) {
+                 auto ts = std::make_shared<bench::TrainStepWorkload>(bench::relu_mlp_train_step(64, 256, 600, s ? 1024 : 65536));
+                 Graph g = ts->step.graph.clone();
+                 return Case{std::move(g), [ts] { return bench::train_step_inputs(*ts, 600); }};
+               }});
+  w.push_back({"gpt2_block", "GPT-2 block inference, batch 8, seq 1024", false, 100, [](bool s) {
+                 const int64_t batch = s ? 1 : 8, seq = s ? 128 : 1024;
+                 auto tg = std::make_shared<TracedGraph>(bench::gpt2_block(768, 12, batch, seq));
+                 Graph g = tg->graph.clone();
+                 return Case{std::move(g), [tg] {
+                               HostTensor x = random_tensor(tg->graph.inputs()[0]->meta(), 1);
+                               return tg->graph_inputs({x});
+                             }};
+               }});
+  return w;
+}
+
+struct Row {
+  std::string id, name;
+  bool bandwidth = true;
+  int kernels = 0, blas = 0;
+  int64_t traffic = 0;
+  std::optional<double> run_ms, gbps, copy_frac;
+  double cold_ms = 0, warm_ms = 0;
+  std::string compiler;  // the report's NVRTC line of the cold compile
+  std::optional<double> max_abs, max_rel;
+  std::string check = "skipped";  // pass, FAIL, skipped, error
+  std::string error;
+};
+
+struct Errors {
+  double abs = 0, rel = 0;
+  bool ok = true;
+};
+
+// Every output against the reference: max |got - want|, that over max |want| (per output, the
+// largest over outputs), and whether every element is within slack * (atol + rtol*|want|).
+Errors compare(const std::vector<HostTensor>& got, const std::vector<HostTensor>& want, double slack) {
+  Errors e;
+  if (got.size() != want.size()) fail("{} outputs, the reference has {}", got.size(), want.size());
+  for (size_t o = 0; o < got.size(); ++o) {
+    if (got[o].shape() != want[o].shape()) fail("output {}: shape {} vs the reference's {}", o, shape_str(got[o].shape()), shape_str(want[o].shape()));
+    backend::Tolerance tol = backend::tolerance_of(want[o].dtype());
+    double abs = 0, ref = 0;
+    for (int64_t i = 0; i < want[o].numel(); ++i) {
+      double g = got[o].get(i), w = want[o].get(i);
+      if (std::isnan(g) && std::isnan(w)) continue;
+      double d = std::isnan(g) || std::isnan(w) ? INFINITY : std::abs(g - w);
+      abs = std::max(abs, d);
+      ref = std::max(ref, std::abs(w));
+      if (!(d <= slack * (tol.atol + tol.rtol * std::abs(w)))) e.ok = false;
+    }
+    e.abs = std::max(e.abs, abs);
+    e.rel = std::max(e.rel, ref > 0 ? abs / ref : abs);
+  }
+  return e;
+}
+
+std::vector<cu::DeviceTensor> to_device(const std::vector<HostTensor>& host) {
+  std::vector<cu::DeviceTensor> d;
+  for (const HostTensor& h : host) d.push_back(cu::DeviceTensor::from_host(h, 0));
+  return d;
+}
+
+backend::CompileOptions cuda_options() {
+  backend::CompileOptions o;
+  o.device = Device::cuda(0);
+  o.allow_tf32 = false;
+  return o;
+}
+
+// Device-to-device copy GB/s, counting bytes read plus bytes written, 1 GiB, CUDA events.
+double copy_gbps(int reps) {
+  const size_t bytes = size_t{1} << 30;
+  cu::DeviceBuffer a = cu::device_alloc(bytes), b = cu::device_alloc(bytes);
+  cu::Stream stream(0);
+  cu::memset_async(a->data(), 1, bytes, stream);
+  cu::Event start(0), end(0);
+  std::vector<double> t;
+  for (int i = 0; i < reps + 1; ++i) {
+    start.record(stream);
+    cu::copy_device_to_device_async(b->data(), a->data(), bytes, stream);
+    end.record(stream);
+    double ms = cu::elapsed_ms(start, end);
+    if (i > 0) t.push_back(ms);  // the first is a warm-up
+  }
+  stream.synchronize();
+  return 2.0 * static_cast<double>(bytes) / (median(t) * 1e6);
+}
+
+// Median host-clock ms of run_on_device after two warm-up calls.
+double time_run(const backend::Executable& exe, const std::vector<cu::DeviceTensor>& ins, int reps) {
+  for (int i = 0; i < 2; ++i) backend::run_on_device(exe, ins);
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    auto t0 = Clock::now();
+    std::vector<cu::DeviceTensor> out = backend::run_on_device(exe, ins);
+    t.push_back(ms_since(t0));
+  }
+  return median(t);
+}
+
+struct Options {
+  bool quick = false, no_block = false, cpu_check = false;
+  std::string json;
+  std::vector<std::string> only;
+};
+
+Row measure(const Workload& w, const Options& opt, bool device, double copy, int reps) {
+  Row r;
+  r.id = w.id;
+  r.name = w.name;
+  r.bandwidth = w.bandwidth;
+  try {
+    Case full = w.build(false);
+    r.traffic = bench::traffic_bytes(full.graph);
+    backend::CompileOptions co = cuda_options();
+    runtime::cpu::clear_in_memory_cache();
+    auto t0 = Clock::now();
+    backend::CompiledGraph cold = backend::compile(full.graph, co);
+    r.cold_ms = ms_since(t0);
+    r.compiler = cold.report.compiler;
+    runtime::cpu::clear_in_memory_cache();
+    t0 = Clock::now();
+    backend::CompiledGraph warm = backend::compile(full.graph, co);
+    r.warm_ms = ms_since(t0);
+    r.kernels = warm.report.kernels;
+    r.blas = warm.report.blas_calls;
+    fmt::print("{}: compiled: {} kernels + {} cuBLASLt, cold {:.1f} ms, warm {:.1f} ms ({})\n", w.id, r.kernels, r.blas, r.cold_ms,
+               r.warm_ms, r.compiler);
+    std::fflush(stdout);
+
+    if (device) {
+      {
+        std::vector<cu::DeviceTensor> ins;
+        {
+          std::vector<HostTensor> host = full.inputs();
+          ins = to_device(host);
+        }
+        r.run_ms = time_run(warm.executable, ins, reps);
+      }
+      cu::empty_cache();
+      r.gbps = static_cast<double>(r.traffic) / (*r.run_ms * 1e6);
+      r.copy_frac = *r.gbps / copy;
+      fmt::print("{}: {:.3f} ms, {:.1f} MB moved at least, {:.0f} GB/s\n", w.id, *r.run_ms, r.traffic / 1e6, *r.gbps);
+    }
+
+    if (device || opt.cpu_check) {
+      Case small = w.build(true);
+      std::vector<HostTensor> ins = small.inputs();
+      auto t1 = Clock::now();
+      std::vector<HostTensor> want = interpret(small.graph, ins);
+      double interp_ms = ms_since(t1);
+      std::vector<HostTensor> got;
+      if (device) {
+        backend::CompiledGraph c = backend::compile(small.graph, co);
+        std::vector<cu::DeviceTensor> out = backend::run_on_device(c.executable, to_device(ins));
+        for (const cu::DeviceTensor& t : out) got.push_back(t.to_host());
+      } else {
+        got = backend::compile_cpu(small.graph).run(ins);
+      }
+      Errors e = compare(got, want, w.slack);
+      r.max_abs = e.abs;
+      r.max_rel = e.rel;
+      r.check = e.ok ? "pass" : "FAIL";
+      const Node* largest = *std::max_element(small.graph.inputs().begin(), small.graph.inputs().end(),
+                                              [](const Node* a, const Node* b) { return a->meta().nbytes() < b->meta().nbytes(); });
+      fmt::print("{}: check on {} (small shape: largest input {}; interpreter {:.0f} ms): max abs err {:.3g}, max rel err {:.3g}: {}\n",
+                 w.id, device ? "cuda" : "the CPU backend", shape_str(largest->meta().shape), interp_ms, e.abs, e.rel, r.check);
+    }
+  } catch (const std::exception& e) {
+    r.check = "error";
+    r.error = e.what();
+    fmt::print("{}: error: {}\n", w.id, e.what());
+  }
+  std::fflush(stdout);
+  return r;
+}
+
+std::string json_str(const std::string& s) {
+  std::string o = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"': o += "\\\""; break;
+      case '\\': o += "\\\\"; break;
+      case '\n': o += "\\n"; break;
+      case '\t': o += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) o += fmt::format("\\u{:04x}", static_cast<int>(c));
+        else o += c;
+    }
+  }
+  return o + "\"";
+}
+
+std::string json_num(std::optional<double> v) {
+  if (!v || !std::isfinite(*v)) return "null";
+  return fmt::format("{:.6g}", *v);
+}
+
+void write_json(const std::string& path, const std::vector<Row>& rows, const std::string& device_name, const std::string& no_device,
+                std::optional<double> copy, std::optional<double> floor_ms, bool quick) {
+  std::ostringstream j;
+  j << "{\n  \"tool\": \"kiln_bench_cuda\",\n";
+  j << "  \"device\": " << (device_name.empty() ? "null" : json_str(device_name)) << ",\n";
+  j << "  \"no_device\": " << (no_device.empty() ? "null" : json_str(no_device)) << ",\n";
+  j << "  \"copy_gbps\": " << json_num(copy) << ",\n";
+  j << "  \"run_floor_ms\": " << json_num(floor_ms) << ",\n";
+  j << "  \"quick\": " << (quick ? "true" : "false") << ",\n  \"rows\": [\n";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    j << "    {\"id\": " << json_str(r.id) << ", \"name\": " << json_str(r.name) << ", \"kiln_ms\": " << json_num(r.run_ms)
+      << ", \"gbps\": " << json_num(r.bandwidth ? r.gbps : std::nullopt)
+      << ", \"copy_pct\": " << json_num(r.bandwidth && r.copy_frac ? std::optional<double>(100 * *r.copy_frac) : std::nullopt)
+      << ", \"traffic_bytes\": " << r.traffic << ", \"bandwidth_bound\": " << (r.bandwidth ? "true" : "false")
+      << ", \"kernels\": " << r.kernels << ", \"blas_calls\": " << r.blas << ", \"cold_compile_ms\": " << json_num(r.cold_ms)
+      << ", \"warm_compile_ms\": " << json_num(r.warm_ms) << ", \"max_abs_err\": " << json_num(r.max_abs)
+      << ", \"max_rel_err\": " << json_num(r.max_rel) << ", \"check\": " << json_str(r.check)
+      << ", \"error\": " << (r.error.empty() ? "null" : json_str(r.error)) << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
+  }
+  j << "  ]\n}\n";
+  std::ofstream f(path);
+  if (!f) fail("cannot write {}", path);
+  f << j.str();
+}
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string part; std::getline(ss, part, ',');)
+    if (!part.empty()) out.push_back(part);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opt;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--quick") opt.quick = true;
+    else if (a == "--no-block") opt.no_block = true;
+    else if (a == "--cpu-check") opt.cpu_check = true;
+    else if (a == "--json" && i + 1 < argc) opt.json = argv[++i];
+    else if (a == "--only" && i + 1 < argc) opt.only = split_commas(argv[++i]);
+    else {
+      fmt::print(stderr, "usage: kiln_bench_cuda [--quick] [--json FILE] [--only ID,ID] [--no-block] [--cpu-check]\n");
+      return 2;
+    }
+  }
+  const int reps = opt.quick ? 5 : 30;
+  // An empty kernel cache of our own, so that the first compile of each graph runs NVRTC.
+  std::string cache = (std::filesystem::temp_directory_path() / fmt::format("kiln-cuda-bench-cache-{}", ::getpid())).string();
+  std::filesystem::remove_all(cache);
+  std::filesystem::create_directories(cache);
+  setenv("KILN_CACHE_DIR", cache.c_str(), 1);
+
+  std::string why;
+  const bool device = backend::cuda_device_present(&why);
+  if (!device && why.rfind("no CUDA device: ", 0) == 0) why = why.substr(16);
+  if (opt.cpu_check && !runtime::cpu::jit_available()) {
+    fmt::print("--cpu-check: kiln was built without the LLVM CPU path; no checks\n");
+    opt.cpu_check = false;
+  }
+  if (device) opt.cpu_check = false;
+  std::string device_name;
+  std::optional<double> copy, floor_ms;
+  std::vector<Row> rows;
+  int status = 0;
+  try {
+    if (device) {
+      const cu::DeviceInfo& info = cu::device_info(0);
+      device_name = info.name;
+      copy = copy_gbps(opt.quick ? 5 : 20);
+      fmt::print("device: {} ({}, {} SMs, {:.1f} GiB), driver {}; device-to-device copy {:.0f} GB/s (read + write, 1 GiB)\n",
+                 info.name, cu::arch_name(info), info.num_sms, info.total_memory / double(1 << 30), cu::driver_version_string(), *copy);
+    } else {
+      fmt::print("no CUDA device: {}\ncompiling every workload for sm_90 (NVRTC) only: compile times, no runs\n", why);
+    }
+    // The per-call floor (and the first NVRTC compile of the process, kept out of the rows).
+    {
+      Graph tiny = parse_graph("graph tiny(%x: f32[1]) {\n  %y = add(%x, %x) : f32[1]\n  return (%y)\n}");
+      auto t0 = Clock::now();
+      backend::CompiledGraph c = backend::compile(tiny, cuda_options());
+      fmt::print("first compile of the process (1-element graph, NVRTC start): {:.1f} ms\n", ms_since(t0));
+      if (device) {
+        std::vector<cu::DeviceTensor> ins = to_device({random_tensor(tiny.inputs()[0]->meta(), 1)});
+        floor_ms = time_run(c.executable, ins, std::max(reps, 20));
+        fmt::print("run floor (run_on_device of a 1-element graph, host clock): {:.4f} ms\n", *floor_ms);
+      }
+    }
+    std::fflush(stdout);
+    for (const Workload& w : workloads()) {
+      if (!opt.only.empty() && std::find(opt.only.begin(), opt.only.end(), w.id) == opt.only.end()) continue;
+      if (opt.no_block && w.id == "gpt2_block") continue;
+      rows.push_back(measure(w, opt, device, copy.value_or(0), reps));
+      if (rows.back().check == "error" || rows.back().check == "FAIL") status = 1;
+    }
+    if (!opt.json.empty()) write_json(opt.json, rows, device_name, device ? "" : why, copy, floor_ms, opt.quick);
+  } catch (const std::exception& e) {
+    std::filesystem::remove_all(cache);
+    fmt::print(stderr, "kiln_bench_cuda: {}\n", e.what());
+    return 1;
+  }
+  std::filesystem::remove_all(cache);
+
+  fmt::print("\n");
+  if (device)
+    fmt::print("machine: {}; device-to-device copy {:.0f} GB/s (read + write); run floor {:.4f} ms; {} timed runs, median\n",
+               device_name, *copy, *floor_ms, reps);
+  else
+    fmt::print("machine: no CUDA device ({}); compile only\n", why);
+  const std::string head = fmt::format("{:<46} | {:>9} | {:>6} | {:>9} | {:>12} | {:>16} | {:>16} | {:>12}", "workload", "kiln ms",
+                                       "GB/s", "% of copy", "kernels+BLAS", "cold compile ms", "warm compile ms", "max rel err");
+  fmt::print("{}\n{}\n", head, std::string(head.size(), '-'));
+  for (const Row& r : rows) {
+    auto opt_fmt = [](std::optional<double> v, const char* f) { return v ? fmt::format(fmt::runtime(f), *v) : std::string("-"); };
+    std::string ms = opt_fmt(r.run_ms, "{:.3f}");
+    std::string gb = r.bandwidth ? opt_fmt(r.gbps, "{:.0f}") : "-";
+    std::string fr = r.bandwidth && r.copy_frac ? fmt::format("{:.0f}%", 100 * *r.copy_frac) : "-";
+    std::string err = r.max_rel ? fmt::format("{:.2g} {}", *r.max_rel, r.check) : r.check;
+    fmt::print("{:<46} | {:>9} | {:>6} | {:>9} | {:>12} | {:>16.1f} | {:>16.1f} | {:>12}\n", r.name, ms, gb, fr,
+               fmt::format("{}+{}", r.kernels, r.blas), r.cold_ms, r.warm_ms, err);
+  }
+  for (const Row& r : rows)
+    if (!r.error.empty()) fmt::print("{}: error: {}\n", r.id, r.error);
+  return device ? status : 0;
+}

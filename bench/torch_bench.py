@@ -1,0 +1,390 @@
+#!/usr/bin/env python3
+"""PyTorch's side of kiln's CUDA comparison (bench/compare_cuda.sh): the workloads of
+bench/cuda_bench.cpp, same shapes, float32 with TF32 off, in PyTorch eager and torch.compile
+(default mode).
+
+Each workload/mode is timed two ways, median of N calls after warm-up:
+  ms       CUDA events around each call (device time; launches are asynchronous)
+  sync ms  host clock around each call followed by torch.cuda.synchronize() (what kiln's
+           run_on_device measures: it synchronizes at its end)
+torch.compile's compile time is the first call's time minus one eager call, with empty
+Inductor/Triton caches (a fresh TORCHINDUCTOR_CACHE_DIR; --keep-cache uses the usual ones).
+A tiny compile runs first so that Inductor's one-time start (imports, compile workers) is kept
+out of the rows, as kiln_bench_cuda keeps NVRTC's start out of its rows.
+
+Usage: python3 bench/torch_bench.py [--quick] [--json FILE] [--only ID,ID] [--no-block] [--keep-cache]
+"""
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="fewer repetitions")
+    p.add_argument("--json", metavar="FILE", help="write the rows as JSON")
+    p.add_argument("--only", metavar="ID,ID", default="", help="run only these workload ids")
+    p.add_argument("--no-block", action="store_true", help="skip the GPT-2 block")
+    p.add_argument("--no-compile", action="store_true", help="eager only")
+    p.add_argument("--keep-cache", action="store_true", help="use the existing Inductor/Triton caches (warm compile)")
+    return p.parse_args()
+
+
+ARGS = parse_args()
+if not ARGS.keep_cache:
+    _cache = tempfile.mkdtemp(prefix="torch-bench-inductor-")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = _cache
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(_cache, "triton")
+
+try:
+    import torch  # noqa: E402
+    import torch.nn as nn  # noqa: E402
+    import torch.nn.functional as F  # noqa: E402
+except ImportError as _e:
+    sys.exit(f"torch_bench.py: PyTorch is not importable here ({_e})")
+
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+torch.set_float32_matmul_precision("highest")
+try:
+    # The backward workloads call a compiled backward several times (retain_graph=True), which
+    # donated buffers forbid.
+    import torch._functorch.config as _fcfg
+    _fcfg.donated_buffer = False
+except Exception:  # older or newer PyTorch without the flag
+    pass
+
+DEV = "cuda"
+F32 = 4
+
+
+def uniform(*shape, requires_grad=False):
+    """U(-1, 1), as kiln's random_tensor."""
+    t = torch.rand(*shape, device=DEV) * 2 - 1
+    return t.requires_grad_(requires_grad)
+
+
+def median(xs):
+    return statistics.median(xs)
+
+
+def time_events(fn, reps, warmup=2):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for i in range(reps):
+        starts[i].record()
+        fn()
+        ends[i].record()
+    torch.cuda.synchronize()
+    return median([s.elapsed_time(e) for s, e in zip(starts, ends)])
+
+
+def time_synced(fn, reps):
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        ts.append((time.perf_counter() - t0) * 1e3)
+    return median(ts)
+
+
+def copy_gbps(reps):
+    n = 1 << 30
+    a = torch.ones(n, dtype=torch.uint8, device=DEV)
+    b = torch.empty_like(a)
+    ms = time_events(lambda: b.copy_(a), reps, warmup=1)
+    del a, b
+    return 2.0 * n / (ms * 1e6)
+
+
+def compile_fn(f):
+    return torch.compile(f, dynamic=False)
+
+
+# ---- workloads: each builder(mode) returns a callable `run` (one timed call) whose first call
+# compiles in mode "compile"; run() returns tensors compared between eager and compile.
+
+def wl_pointwise(mode):
+    x, w, b = uniform(16384, 4096), uniform(4096), uniform(4096)
+
+    def f(x, w, b):
+        return F.gelu(x * w + b) * torch.sigmoid(x)
+
+    g = compile_fn(f) if mode == "compile" else f
+    return lambda: g(x, w, b)
+
+
+def wl_softmax(mode):
+    x = uniform(65536, 1024)
+
+    def f(x):
+        return torch.softmax(x, dim=-1)
+
+    g = compile_fn(f) if mode == "compile" else f
+    return lambda: g(x)
+
+
+def _ln(x, w, b):
+    return F.layer_norm(x, (x.shape[-1],), w, b, 1e-5)
+
+
+def wl_layer_norm_fwd(mode):
+    x, w, b = uniform(16384, 4096), uniform(4096), uniform(4096)
+    g = compile_fn(_ln) if mode == "compile" else _ln
+    return lambda: g(x, w, b)
+
+
+def wl_layer_norm_bwd(mode):
+    # The backward alone: the forward runs once (compiled: AOTAutograd's forward graph), each
+    # timed call runs the backward graph (dx, dw, db) again from the saved tensors.
+    x, w, b = uniform(16384, 4096, requires_grad=True), uniform(4096, requires_grad=True), uniform(4096, requires_grad=True)
+    gy = uniform(16384, 4096)
+
+    def ln(x, w, b):  # its own function: torch.compile caches per code object
+        return F.layer_norm(x, (x.shape[-1],), w, b, 1e-5)
+
+    fwd = compile_fn(ln) if mode == "compile" else ln
+    y = fwd(x, w, b)
+
+    def run():
+        return torch.autograd.grad(y, (x, w, b), gy, retain_graph=True)
+
+    return run
+
+
+def wl_cross_entropy(mode):
+    logits = uniform(4096, 32000, requires_grad=True)
+    targets = torch.randint(0, 32000, (4096,), device=DEV)
+
+    def loss_fn(l, t):
+        return F.cross_entropy(l, t)
+
+    lf = compile_fn(loss_fn) if mode == "compile" else loss_fn
+
+    def run():
+        loss = lf(logits, targets)
+        (gl,) = torch.autograd.grad(loss, logits)
+        return loss, gl
+
+    return run
+
+
+def wl_mlp_train_step(mode):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 600)).to(DEV)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2)
+    torch.manual_seed(1)
+    x = torch.randn(65536, 64, device=DEV)
+    t = torch.randint(0, 600, (65536,), device=DEV)
+
+    def loss_fn(x, t):
+        return F.cross_entropy(model(x), t)
+
+    if mode == "compile":
+        lf = compile_fn(loss_fn)
+
+        @torch.compile(fullgraph=False)
+        def opt_step():
+            opt.step()
+    else:
+        lf = loss_fn
+        opt_step = opt.step
+
+    def run():
+        opt.zero_grad(set_to_none=True)
+        loss = lf(x, t)
+        loss.backward()
+        opt_step()
+        return loss.detach()
+
+    return run
+
+
+class Block(nn.Module):
+    """kiln's nn::Block: x + attn(ln1(x)), then h + mlp(ln2(h)); causal attention written out
+    (matmul, masked_fill, softmax, matmul) as kiln's CausalSelfAttention; exact GELU."""
+
+    def __init__(self, d, heads, context):
+        super().__init__()
+        self.d, self.h = d, heads
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.fc, self.fc_proj = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+        self.register_buffer("causal", torch.ones(context, context, dtype=torch.bool).tril())
+
+    def attn(self, x):
+        B, T, C = x.shape
+        H, Dh = self.h, C // self.h
+        q, k, v = self.qkv(x).split(C, dim=2)
+        q, k, v = (t.view(B, T, H, Dh).transpose(1, 2) for t in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(Dh))
+        att = att.masked_fill(~self.causal[:T, :T], float("-inf"))
+        att = att.softmax(-1)
+        y = (att @ v).transpose(1, 2).reshape(B, T, C)
+        return self.proj(y)
+
+    def forward(self, x):
+        h = x + self.attn(self.ln1(x))
+        return h + self.fc_proj(F.gelu(self.fc(self.ln2(h))))
+
+
+def wl_gpt2_block(mode):
+    torch.manual_seed(0)
+    block = Block(768, 12, 1024).to(DEV).eval()
+    x = uniform(8, 1024, 768)
+    g = compile_fn(block) if mode == "compile" else block
+
+    def run():
+        with torch.no_grad():
+            return g(x)
+
+    return run
+
+
+R, C = 16384, 4096
+WORKLOADS = [
+    # id, name, builder, minimum traffic in bytes (inputs read once, outputs written once; None:
+    # matmul-bound), as kiln_bench_cuda counts it
+    ("pointwise", "pointwise gelu(x*w+b)*sigmoid(x) [16384,4096]", wl_pointwise, (2 * R * C + 2 * C) * F32),
+    ("softmax", "softmax [65536,1024]", wl_softmax, 2 * 65536 * 1024 * F32),
+    ("layer_norm_fwd", "layer_norm fwd [16384,4096]", wl_layer_norm_fwd, (2 * R * C + 2 * C) * F32),
+    # reads x, dy, w, mean, rstd; writes dx, dw, db
+    ("layer_norm_bwd", "layer_norm bwd [16384,4096]", wl_layer_norm_bwd, (3 * R * C + 3 * C + 2 * R) * F32),
+    # reads logits, targets; writes loss, dlogits
+    ("cross_entropy", "cross_entropy fwd+bwd [4096,32000]", wl_cross_entropy, 2 * 4096 * 32000 * F32 + 4096 * 8 + F32),
+    ("mlp_train_step", "MLP 64-256-600 train step AdamW, batch 65536", wl_mlp_train_step, None),
+    ("gpt2_block", "GPT-2 block inference, batch 8, seq 1024", wl_gpt2_block, None),
+]
+
+
+def flat(out):
+    if isinstance(out, torch.Tensor):
+        return [out.detach()]
+    res = []
+    for o in out:
+        res += flat(o)
+    return res
+
+
+def max_rel_err(got, want):
+    """max |got - want| over max |want| (per output, the largest over outputs), as kiln."""
+    worst = 0.0
+    for g, w in zip(flat(got), flat(want)):
+        g, w = g.double(), w.double()
+        d = (g - w).abs().max().item()
+        ref = w.abs().max().item()
+        worst = max(worst, d / ref if ref > 0 else d)
+    return worst
+
+
+def measure(wid, name, builder, traffic, reps, copy, do_compile):
+    row = {"id": wid, "name": name, "traffic_bytes": traffic, "bandwidth_bound": traffic is not None}
+    first = {}
+    for mode in ["eager"] + (["compile"] if do_compile else []):
+        try:
+            torch.cuda.synchronize()
+            torch.manual_seed(0)  # the same inputs in both modes
+            t0 = time.perf_counter()
+            run = builder(mode)
+            out = run()  # torch.compile compiles here (and at the first backward)
+            torch.cuda.synchronize()
+            first_s = time.perf_counter() - t0
+            first[mode] = [t.clone() for t in flat(out)]
+            del out
+            ms = time_events(run, reps)
+            sync_ms = time_synced(run, reps)
+            row[f"{mode}_ms"] = ms
+            row[f"{mode}_sync_ms"] = sync_ms
+            row[f"{mode}_first_call_s"] = first_s
+            if traffic is not None:
+                row[f"{mode}_gbps"] = traffic / (ms * 1e6)
+                row[f"{mode}_copy_pct"] = 100.0 * traffic / (ms * 1e6) / copy
+            print(f"{wid} {mode}: {ms:.3f} ms (synced {sync_ms:.3f} ms), first call {first_s:.2f} s", flush=True)
+            del run
+        except Exception as e:  # one broken workload must not cost the others
+            msg = f"{type(e).__name__}: {e}".splitlines()[0][:300]
+            row[f"{mode}_error"] = msg
+            print(f"{wid} {mode}: error: {msg}", flush=True)
+        torch.cuda.empty_cache()
+    if "compile_first_call_s" in row and "eager_ms" in row:
+        row["compile_s"] = max(0.0, row["compile_first_call_s"] - row["eager_ms"] / 1e3)
+    if "eager" in first and "compile" in first:
+        row["max_rel_err"] = max_rel_err(first["compile"], first["eager"])
+    first.clear()
+    torch.cuda.empty_cache()
+    return row
+
+
+def fmt(v, spec, dash="-"):
+    return dash if v is None else format(v, spec)
+
+
+def main():
+    if not torch.cuda.is_available():
+        print("no CUDA device: torch.cuda.is_available() is False; nothing to run")
+        return 0
+    reps = 5 if ARGS.quick else 30
+    only = [s for s in ARGS.only.split(",") if s]
+    torch.zeros(1, device=DEV)  # CUDA context
+    name = torch.cuda.get_device_name(0)
+    copy = copy_gbps(5 if ARGS.quick else 20)
+    print(f"device: {name}; torch {torch.__version__}, CUDA {torch.version.cuda}; "
+          f"device-to-device copy {copy:.0f} GB/s (read + write, 1 GiB)", flush=True)
+    do_compile = not ARGS.no_compile
+    warm_s = None
+    if do_compile:
+        t0 = time.perf_counter()
+        compile_fn(lambda x: x * 2 + 1)(torch.ones(8, device=DEV))
+        torch.cuda.synchronize()
+        warm_s = time.perf_counter() - t0
+        print(f"first torch.compile of the process (tiny function, Inductor start): {warm_s:.2f} s", flush=True)
+
+    rows = []
+    for wid, wname, builder, traffic in WORKLOADS:
+        if only and wid not in only:
+            continue
+        if ARGS.no_block and wid == "gpt2_block":
+            continue
+        rows.append(measure(wid, wname, builder, traffic, reps, copy, do_compile))
+
+    if ARGS.json:
+        with open(ARGS.json, "w") as f:
+            json.dump({"tool": "torch_bench", "device": name, "torch": torch.__version__, "cuda": torch.version.cuda,
+                       "copy_gbps": copy, "first_compile_s": warm_s, "quick": ARGS.quick, "rows": rows}, f, indent=2)
+
+    print()
+    print(f"machine: {name}; torch {torch.__version__}; device-to-device copy {copy:.0f} GB/s (read + write); "
+          f"{reps} timed runs, median (ms: CUDA events; sync: host clock + synchronize)")
+    head = (f"{'workload':<46} | {'mode':<7} | {'ms':>8} | {'sync ms':>8} | {'GB/s':>6} | {'% of copy':>9} | "
+            f"{'kernels+BLAS':>12} | {'cold compile ms':>15} | {'warm compile ms':>15} | {'max rel err':>11}")
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        for mode in ["eager"] + (["compile"] if do_compile else []):
+            ms = r.get(f"{mode}_ms")
+            cold = r.get("compile_s") * 1e3 if mode == "compile" and r.get("compile_s") is not None else None
+            err = r.get("max_rel_err") if mode == "compile" else None
+            gb = r.get(f"{mode}_gbps")
+            pct = r.get(f"{mode}_copy_pct")
+            print(f"{r['name']:<46} | {mode:<7} | {fmt(ms, '.3f'):>8} | {fmt(r.get(f'{mode}_sync_ms'), '.3f'):>8} | "
+                  f"{fmt(gb, '.0f'):>6} | {fmt(pct, '.0f') + ('%' if pct is not None else ''):>9} | {'-':>12} | "
+                  f"{fmt(cold, '.0f'):>15} | {'-':>15} | {fmt(err, '.2g'):>11}")
+    for r in rows:
+        for mode in ("eager", "compile"):
+            if f"{mode}_error" in r:
+                print(f"{r['id']} {mode}: error: {r[f'{mode}_error']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
