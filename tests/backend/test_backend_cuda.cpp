@@ -1,0 +1,338 @@
+// What only the CUDA backend does: NVRTC compiles (anywhere: no GPU needed), --arch, the
+// dumped kernels, and on a GPU: runs on device tensors, CUDA graphs, the caching allocator,
+// kernel errors, determinism and TF32. Tests that need a GPU compile first and then skip,
+// naming why, where none is present; every test skips where the CUDA backend is not built.
+#include <gtest/gtest.h>
+
+#if !KILN_HAVE_CUDA
+
+TEST(BackendCuda, NotBuilt) { GTEST_SKIP() << "no CUDA backend in this build"; }
+
+#else
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "backend/cuda_backend.h"
+#include "ir/builder.h"
+#include "runtime/cuda/allocator.h"
+#include "runtime/cuda/device_tensor.h"
+#include "tests/backend/backend_check.h"
+
+namespace kiln::testing {
+namespace {
+
+namespace cu = runtime::cuda;
+
+#define KILN_REQUIRE_CUDA_DEVICE()                                                                      \
+  do {                                                                                                  \
+    std::string why_;                                                                                   \
+    if (!::kiln::backend::cuda_device_present(&why_)) GTEST_SKIP() << "no CUDA device (" << why_ << ")"; \
+  } while (0)
+
+Var input(Builder& b, const std::string& name, const TensorMeta& m) { return b.wrap(b.graph().add_input(name, m)); }
+
+backend::CompiledGraph compile_cuda(const Graph& g, backend::CompileOptions o = {}) {
+  o.device = Device::cuda(0);
+  return backend::compile(g, o);
+}
+
+// softmax, a row sum, a column sum and a layer norm of exp(x): row and column reductions.
+Graph reductions_graph(int64_t rows = 37, int64_t len = 1500) {
+  Graph g("reductions");
+  Builder b(g);
+  Var x = input(b, "x", F({rows, len}));
+  Var w = input(b, "w", F({len}));
+  Var bias = input(b, "bias", F({len}));
+  g.set_outputs({b.op(Op::Softmax, {x}, {{"dim", int64_t(-1)}}), b.sum(x, {1}), b.sum(x, {0}),
+                 b.op(Op::LayerNorm, {b.exp(x), w, bias}, {{"normalized_shape", IntList{len}}})});
+  return g;
+}
+
+void expect_bit_identical(const std::vector<HostTensor>& a, const std::vector<HostTensor>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(tensors_close(a[i], b[i], 0, 0)) << "output " << i;
+}
+
+void expect_matches(const std::vector<HostTensor>& got, const std::vector<HostTensor>& want, double slack = 1) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    backend::Tolerance t = backend::tolerance_of(want[i].dtype());
+    EXPECT_TRUE(tensors_close(got[i], want[i], t.atol * slack, t.rtol * slack)) << "output " << i;
+  }
+}
+
+std::vector<cu::DeviceTensor> upload(const std::vector<HostTensor>& host) {
+  std::vector<cu::DeviceTensor> d;
+  for (const HostTensor& h : host) d.push_back(cu::DeviceTensor::from_host(h, 0));
+  return d;
+}
+std::vector<HostTensor> download(const std::vector<cu::DeviceTensor>& dev) {
+  std::vector<HostTensor> h;
+  for (const cu::DeviceTensor& d : dev) h.push_back(d.to_host());
+  return h;
+}
+
+std::string temp_dir(const std::string& what) {
+  std::random_device rd;
+  auto p = std::filesystem::temp_directory_path() / fmt::format("kiln_{}_{}{}", what, rd(), rd());
+  std::filesystem::create_directories(p);
+  return p.string();
+}
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// ------------------------------------------------------------------ anywhere (NVRTC only)
+
+TEST(BackendCuda, CompilesWithoutADeviceAndRunSaysWhy) {
+  Graph g = reductions_graph();
+  backend::CompiledGraph cg = compile_cuda(g);
+  EXPECT_TRUE(has(cg.report.compiler, "nvrtc")) << cg.report.compiler;
+  ASSERT_EQ(cg.report.device.rfind("cuda sm_", 0), 0u) << cg.report.device;
+  std::string arch = cg.report.device.substr(5);
+  EXPECT_TRUE(has(cg.report.compiler, arch)) << cg.report.compiler;
+  EXPECT_GE(cg.report.kernels, 1);
+  EXPECT_EQ(cg.executable.device().kind, Device::Kind::CUDA);
+
+  backend::CompileOptions o;
+  o.arch = "sm_80";
+  backend::CompiledGraph a80 = compile_cuda(g, o);
+  EXPECT_EQ(a80.report.device, "cuda sm_80");
+  EXPECT_TRUE(has(a80.report.compiler, "sm_80")) << a80.report.compiler;
+
+  std::string why;
+  if (backend::cuda_device_present(&why)) GTEST_SKIP() << "a CUDA device is present: the no-device error is not reachable";
+  std::vector<HostTensor> in = inputs_for(g, 1);
+  std::string msg = error_of([&] { cg.run(in); });
+  EXPECT_TRUE(has(msg, "no CUDA device is present")) << msg;
+  // The CUDA graph path says the same.
+  o.arch.clear();
+  o.cuda_graphs = true;
+  backend::CompiledGraph cgg = compile_cuda(g, o);
+  msg = error_of([&] { cgg.run(in); });
+  EXPECT_TRUE(has(msg, "no CUDA device is present")) << msg;
+}
+
+TEST(BackendCuda, InvalidArchIsAnErrorNamingIt) {
+  Graph g("arch");
+  Builder b(g);
+  g.set_outputs({b.exp(input(b, "x", F({4})))});
+  for (const char* arch : {"sm_9x", "compute_90", "sm_"}) {
+    SCOPED_TRACE(arch);
+    backend::CompileOptions o;
+    o.arch = arch;
+    std::string msg = error_of([&] { compile_cuda(g, o); });
+    EXPECT_TRUE(has(msg, arch)) << msg;
+  }
+}
+
+TEST(BackendCuda, DumpWritesSourcePtxCubinAndSchedule) {
+  Graph g = reductions_graph(5, 300);
+  std::string dir = temp_dir("cuda_dump");
+  backend::CompileOptions o;
+  o.dump_dir = dir;
+  backend::CompiledGraph cg = compile_cuda(g, o);
+  std::filesystem::path d(dir);
+  std::string cu_src = slurp(d / "kernels.cu"), ptx = slurp(d / "kernels.ptx"), sched = slurp(d / "kernels.txt");
+  EXPECT_FALSE(cu_src.empty());
+  EXPECT_FALSE(has(cu_src, "#include")) << "NVRTC programs include no headers";
+  EXPECT_TRUE(has(cu_src, "__global__"));
+  EXPECT_TRUE(has(ptx, ".visible .entry")) << ptx.substr(0, 2000);
+  ASSERT_TRUE(std::filesystem::exists(d / "cubin" / "k0.cubin"));
+  EXPECT_GT(std::filesystem::file_size(d / "cubin" / "k0.cubin"), 0u);
+  for (int k = 0; k < cg.report.kernels; ++k)
+    EXPECT_TRUE(std::filesystem::exists(d / "cubin" / fmt::format("k{}.cubin", k))) << "k" << k;
+  EXPECT_TRUE(has(sched, "@gpu_")) << sched;
+  EXPECT_TRUE(has(sched, "launch grid")) << sched;
+  EXPECT_TRUE(has(slurp(d / "report.txt"), "nvrtc"));
+  std::error_code ignored;
+  std::filesystem::remove_all(d, ignored);
+}
+
+TEST(BackendCuda, RunOnDeviceRejectsCpuExecutablesAndUndefinedInputs) {
+  Graph g("rod");
+  Builder b(g);
+  g.set_outputs({b.exp(input(b, "x", F({2, 3})))});
+  std::vector<cu::DeviceTensor> none(1);
+  std::string msg;
+  if (runtime::cpu::jit_available()) {  // the GPU machine builds without the CPU JIT
+    backend::CompiledGraph cpu = backend::compile_cpu(g);
+    msg = error_of([&] { backend::run_on_device(cpu.executable, none); });
+    EXPECT_TRUE(has(msg, "not for a CUDA device")) << msg;
+  }
+  backend::CompiledGraph cg = compile_cuda(g);
+  msg = error_of([&] { backend::run_on_device(cg.executable, none); });
+  EXPECT_TRUE(has(msg, "%x") && has(msg, "undefined")) << msg;
+  msg = error_of([&] { backend::run_on_device(cg.executable, {}); });
+  EXPECT_TRUE(has(msg, "takes 1 input")) << msg;
+}
+
+// ------------------------------------------------------------------ on a GPU
+
+TEST(BackendCuda, RunOnDeviceMatchesHostRunAndKeepsInputsOnTheDevice) {
+  Graph g = reductions_graph();
+  backend::CompiledGraph cg = compile_cuda(g);
+  KILN_REQUIRE_CUDA_DEVICE();
+  std::vector<HostTensor> in = inputs_for(g, 3);
+  std::vector<HostTensor> host = cg.run(in);
+  expect_matches(host, interpret(g, in), 4);  // f32 row sums of 1500: see test_backend_shapes.cpp
+  std::vector<cu::DeviceTensor> dev = upload(in);
+  std::vector<void*> addresses;
+  for (auto& d : dev) addresses.push_back(d.data());
+  int64_t allocs_per_run = -1;
+  for (int r = 0; r < 3; ++r) {
+    SCOPED_TRACE(fmt::format("run_on_device #{}", r));
+    int64_t before = cu::memory_stats(0).num_allocs;
+    std::vector<cu::DeviceTensor> out = backend::run_on_device(cg.executable, dev);
+    int64_t allocs = cu::memory_stats(0).num_allocs - before;
+    // The arena and the outputs, nothing for the inputs: they are used where they are (a
+    // re-upload would add an allocation per input).
+    EXPECT_LE(allocs, static_cast<int64_t>(out.size()) + 1);
+    if (allocs_per_run >= 0) {
+      EXPECT_EQ(allocs, allocs_per_run);
+    }
+    allocs_per_run = allocs;
+    ASSERT_EQ(out.size(), host.size());
+    for (auto& o : out) EXPECT_EQ(o.meta().device, Device::cuda(0));
+    expect_bit_identical(download(out), host);  // the same kernels on the same data
+  }
+  for (size_t i = 0; i < dev.size(); ++i) {
+    EXPECT_EQ(dev[i].data(), addresses[i]);
+    EXPECT_TRUE(tensors_close(dev[i].to_host(), in[i], 0, 0)) << "input " << i << " was changed";
+  }
+}
+
+TEST(BackendCuda, WrongDeviceInputsAreErrorsNamingTheInput) {
+  Graph g("wrong");
+  Builder b(g);
+  Var x = input(b, "x", F({4, 33}));
+  Var y = input(b, "y", F({33}));
+  g.set_outputs({b.exp(x) + y});
+  backend::CompiledGraph cg = compile_cuda(g);
+  KILN_REQUIRE_CUDA_DEVICE();
+  std::vector<HostTensor> in = inputs_for(g, 5);
+  cu::DeviceTensor good_x = cu::DeviceTensor::from_host(in[0]), good_y = cu::DeviceTensor::from_host(in[1]);
+  {
+    SCOPED_TRACE("wrong shape");
+    std::vector<cu::DeviceTensor> v{cu::DeviceTensor::from_host(random_tensor(F({33, 4}), 1)), good_y};
+    std::string msg = error_of([&] { backend::run_on_device(cg.executable, v); });
+    EXPECT_TRUE(has(msg, "%x") && has(msg, "[4,33]") && has(msg, "[33,4]")) << msg;
+  }
+  {
+    SCOPED_TRACE("wrong dtype");
+    std::vector<cu::DeviceTensor> v{good_x, cu::DeviceTensor::from_host(random_tensor(T(DType::F64, {33}), 1))};
+    std::string msg = error_of([&] { backend::run_on_device(cg.executable, v); });
+    EXPECT_TRUE(has(msg, "%y") && has(msg, "f64")) << msg;
+  }
+  {
+    SCOPED_TRACE("undefined");
+    std::vector<cu::DeviceTensor> v{good_x, cu::DeviceTensor()};
+    std::string msg = error_of([&] { backend::run_on_device(cg.executable, v); });
+    EXPECT_TRUE(has(msg, "%y") && has(msg, "undefined")) << msg;
+  }
+  // Still usable.
+  std::vector<cu::DeviceTensor> ok{good_x, good_y};
+  expect_matches(download(backend::run_on_device(cg.executable, ok)), interpret(g, in));
+}
+
+TEST(BackendCuda, RunsAreDeterministic) {
+  Graph g = reductions_graph(130, 4097);
+  backend::CompiledGraph cg = compile_cuda(g);
+  KILN_REQUIRE_CUDA_DEVICE();
+  std::vector<HostTensor> in = inputs_for(g, 7);
+  std::vector<HostTensor> first = cg.run(in), second = cg.run(in);
+  expect_bit_identical(first, second);
+  expect_matches(first, interpret(g, in), 5);
+}
+
+TEST(BackendCuda, CudaGraphsRefillTheirStaticInputs) {
+  Graph g = reductions_graph();
+  backend::CompileOptions o;
+  o.cuda_graphs = true;
+  backend::CompiledGraph graphed = compile_cuda(g, o), plain = compile_cuda(g);
+  KILN_REQUIRE_CUDA_DEVICE();
+  for (uint64_t seed : {11, 12, 13}) {
+    SCOPED_TRACE(fmt::format("inputs of seed {}", seed));
+    std::vector<HostTensor> in = inputs_for(g, seed);
+    std::vector<HostTensor> got = graphed.run(in);
+    expect_matches(got, interpret(g, in), 4);
+    expect_bit_identical(got, plain.run(in));
+  }
+}
+
+TEST(BackendCuda, CachingAllocatorServesRepeatedRunsWithoutNewMallocs) {
+  Graph g = reductions_graph(64, 3000);
+  backend::CompiledGraph cg = compile_cuda(g);
+  KILN_REQUIRE_CUDA_DEVICE();
+  std::vector<HostTensor> in = inputs_for(g, 9);
+  std::vector<cu::DeviceTensor> dev = upload(in);
+  cg.run(in);  // warm-up (host inputs: uploads go through the allocator too)
+  backend::run_on_device(cg.executable, dev);
+  int64_t mallocs = cu::memory_stats(0).num_device_mallocs;
+  for (int r = 0; r < 5; ++r) {
+    cg.run(in);
+    backend::run_on_device(cg.executable, dev);
+  }
+  EXPECT_EQ(cu::memory_stats(0).num_device_mallocs, mallocs) << cu::memory_summary(0);
+}
+
+TEST(BackendCuda, OutOfRangeGatherIndexNamesTheKernelAndIsReset) {
+  Graph g("gather_oob");
+  Builder b(g);
+  Var x = input(b, "x", F({4, 1000}));
+  Var i = input(b, "i", I({4, 300}));
+  g.set_outputs({b.exp(b.gather(x, i, 1))});
+  for (bool graphs : {false, true}) {
+    SCOPED_TRACE(graphs ? "with CUDA graphs" : "without CUDA graphs");
+    backend::CompileOptions o;
+    o.cuda_graphs = graphs;
+    backend::CompiledGraph cg = compile_cuda(g, o);
+    KILN_REQUIRE_CUDA_DEVICE();
+    std::vector<HostTensor> in = inputs_for(g, 13, 1000);
+    std::vector<HostTensor> bad = in;
+    bad[1] = in[1].clone();
+    bad[1].set_int(777, 1000);
+    std::string msg = error_of([&] { cg.run(bad); });
+    EXPECT_TRUE(has(msg, "kernel k") && has(msg, "out of range") && has(msg, "1000")) << msg;
+    // The error record is reset: the next run with valid indices works.
+    expect_matches(cg.run(in), interpret(g, in));
+    bad[1].set_int(777, -1001);
+    msg = error_of([&] { cg.run(bad); });
+    EXPECT_TRUE(has(msg, "kernel k") && has(msg, "out of range")) << msg;
+    expect_matches(cg.run(in), interpret(g, in));
+  }
+}
+
+TEST(BackendCuda, MatmulTF32OnlyWhenAllowed) {
+  Graph g("mm");
+  Builder b(g);
+  Var a = input(b, "a", F({96, 200}));
+  Var w = input(b, "w", F({200, 72}));
+  g.set_outputs({b.matmul(a, w)});
+  backend::CompileOptions tf32;
+  tf32.allow_tf32 = true;
+  backend::CompiledGraph exact = compile_cuda(g), fast = compile_cuda(g, tf32);
+  KILN_REQUIRE_CUDA_DEVICE();
+  std::vector<HostTensor> in = inputs_for(g, 17);
+  HostTensor want = interpret(g, in)[0];
+  double scale = 0;
+  for (int64_t k = 0; k < want.numel(); ++k) scale = std::max(scale, std::abs(want.get(k)));
+  // f32: within 1e-5 of the largest output, 1e-5 relative.
+  EXPECT_TRUE(tensors_close(exact.run(in)[0], want, 1e-5 * scale, 1e-5));
+  // TF32 (10-bit mantissas): within ~5e-3; not required to differ from f32.
+  EXPECT_TRUE(tensors_close(fast.run(in)[0], want, 5e-3 * scale, 5e-3));
+}
+
+}  // namespace
+}  // namespace kiln::testing
+
+#endif  // KILN_HAVE_CUDA
