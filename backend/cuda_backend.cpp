@@ -135,7 +135,13 @@ void CudaProgram::launch_all(const ExecutableState& s, Loaded& L, const std::vec
   const codegen::LoweredGraph& lg = s.lowered;
   std::vector<CUdeviceptr> args;
   std::vector<void*> argp;
+  // KILN_LOGS=perf: the device time of every step, from events around it (not while a CUDA
+  // graph is being captured: events would become graph nodes).
+  bool perf = log_enabled("perf") && !(L.graph && L.graph->capturing());
+  std::vector<cu::Event> marks;
+  if (perf) marks.emplace_back(device), marks.back().record(*L.stream);
   for (const codegen::Step& step : lg.steps) {
+    if (perf && &step != &lg.steps.front()) marks.emplace_back(device), marks.back().record(*L.stream);
     if (step.kind == codegen::Step::Kind::Matmul) {
       const MatmulCall& mm = step.matmul;
       if (!is_floating(mm.dtype)) fail("graph {}: {} matmul on CUDA: cuBLASLt multiplies floats only ({})", s.graph_name, dtype_name(mm.dtype), mm.label);
@@ -162,6 +168,24 @@ void CudaProgram::launch_all(const ExecutableState& s, Loaded& L, const std::vec
     }
     cu::launch(L.functions[step.kernel], cu::Dim3{static_cast<unsigned>(k.launch.grid)}, cu::Dim3{static_cast<unsigned>(k.launch.block)},
                0, *L.stream, argp.data(), k.name);
+  }
+  if (perf) {
+    marks.emplace_back(device), marks.back().record(*L.stream);
+    marks.back().synchronize();
+    double total = 0;
+    std::string table = fmt::format("graph {}: device time per step\n", s.graph_name);
+    for (size_t i = 0; i < lg.steps.size(); ++i) {
+      const codegen::Step& step = lg.steps[i];
+      double ms = cu::elapsed_ms(marks[i], marks[i + 1]);
+      total += ms;
+      std::string what = step.kind == codegen::Step::Kind::Matmul
+                             ? "cuBLASLt " + step.matmul.label
+                             : fmt::format("{} grid {} x {}  # {}", lg.kernels[step.kernel].name, lg.kernels[step.kernel].launch.grid,
+                                           lg.kernels[step.kernel].launch.block, lg.kernels[step.kernel].comment);
+      table += fmt::format("  {:3} {:9.3f} ms  {}\n", i, ms, what.substr(0, 150));
+    }
+    table += fmt::format("  total {:.3f} ms", total);
+    log_line("perf", table);
   }
 }
 

@@ -201,7 +201,7 @@ double time_run(const backend::Executable& exe, const std::vector<cu::DeviceTens
 
 struct Options {
   bool quick = false, no_block = false, cpu_check = false;
-  std::string json;
+  std::string json, dump;
   std::vector<std::string> only;
 };
 
@@ -215,8 +215,10 @@ Row measure(const Workload& w, const Options& opt, bool device, double copy, int
     r.traffic = bench::traffic_bytes(full.graph);
     backend::CompileOptions co = cuda_options();
     runtime::cpu::clear_in_memory_cache();
+    if (!opt.dump.empty()) co.dump_dir = opt.dump + "/" + w.id;
     auto t0 = Clock::now();
     backend::CompiledGraph cold = backend::compile(full.graph, co);
+    co.dump_dir.clear();
     r.cold_ms = ms_since(t0);
     r.compiler = cold.report.compiler;
     runtime::cpu::clear_in_memory_cache();
@@ -341,9 +343,10 @@ int main(int argc, char** argv) {
     else if (a == "--no-block") opt.no_block = true;
     else if (a == "--cpu-check") opt.cpu_check = true;
     else if (a == "--json" && i + 1 < argc) opt.json = argv[++i];
+    else if (a == "--dump" && i + 1 < argc) opt.dump = argv[++i];
     else if (a == "--only" && i + 1 < argc) opt.only = split_commas(argv[++i]);
     else {
-      fmt::print(stderr, "usage: kiln_bench_cuda [--quick] [--json FILE] [--only ID,ID] [--no-block] [--cpu-check]\n");
+      fmt::print(stderr, "usage: kiln_bench_cuda [--quick] [--json FILE] [--dump DIR] [--only ID,ID] [--no-block] [--cpu-check]\n");
       return 2;
     }
   }

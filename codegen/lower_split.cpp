@@ -12,9 +12,11 @@
 // consecutive columns: coalesced); row reductions spread each chunk over the threads of a
 // block or warp, which the schedule combines.
 //
-// Applies to one level of reductions without argmax and without outputs over the full
-// space (softmax-like groups read their row several times and stay one kernel); P is a
-// divisor of the reduced size, so no chunk needs a bounds guard.
+// Applies to one level of reductions without argmax. Outputs over the full space that do
+// not depend on the reductions (a ReLU gradient beside the bias gradient that sums it) are
+// written by the partials kernel as it walks its chunk; a group with full-space outputs that
+// do (a softmax) stays one kernel. P is a divisor of the reduced size, so no chunk needs a
+// bounds guard.
 #include "codegen/lower_internal.h"
 
 namespace kiln::codegen::detail {
@@ -41,8 +43,22 @@ bool GraphLowering::lower_split_reduction(const FusionGroup& grp, const std::vec
   for (size_t d = 0; d < S.size(); ++d) (red[d] ? rdims : kept).push_back(S[d]);
   int64_t nrow = product(kept), nred = product(rdims);
   if (nrow == 0 || nred == 0) return false;
-  for (Value v : grp.outputs)
-    if (v.meta().shape == S && v.node->category() != OpCategory::Reduction) return false;  // full-space outputs
+  // Whether a value of the group is computed from one of its reductions.
+  std::function<bool(const Node*)> after_reduction = [&](const Node* n) {
+    if (n->is_input()) return false;
+    int gid = plan_.group_of.at(n);
+    if (gid != grp.id && plan_.groups[gid].kind != KernelKind::Alias) return false;  // read from memory
+    if (gid == grp.id && n->category() == OpCategory::Reduction) return true;
+    for (Value in : n->inputs())
+      if (after_reduction(in.node)) return true;
+    return false;
+  };
+  std::vector<Value> full_outs, row_outs;
+  for (Value v : grp.outputs) {
+    bool full = v.meta().shape == S && v.node->category() != OpCategory::Reduction;
+    if (full && after_reduction(v.node)) return false;  // needs the reduced values: one kernel
+    (full ? full_outs : row_outs).push_back(v);
+  }
 
   // Column reductions: the reduced dims all come before the kept ones that end the shape.
   bool column = !S.empty() && !red.back();
@@ -78,6 +94,8 @@ bool GraphLowering::lower_split_reduction(const FusionGroup& grp, const std::vec
     KernelBuilder kb(*this, &grp, group_comment(grp) + fmt::format(" (partials over {} chunks)", P));
     std::map<const Node*, std::string> pb;
     for (const Node* n : reductions) pb[n] = kb.buffer(partial[n], BufferRole::Output);
+    std::vector<std::pair<Value, std::string>> full_named;
+    for (Value v : full_outs) full_named.emplace_back(v, kb.buffer(new_buffer(v), BufferRole::Output));
     std::vector<StmtPtr> top, qbody, rbody;
     kb.push_scope(&top, {});
     ExprPtr q = var("q", 0, P * nrow - 1), r = var("r", 0, L - 1);
@@ -105,6 +123,10 @@ bool GraphLowering::lower_split_reduction(const FusionGroup& grp, const std::vec
       kb.emit(accumulate(acc[n], combine_of(n), cast(acc_type[n], x)));
       names += " %" + n->name();
     }
+    for (auto& [v, name] : full_named) {
+      kb.emit(store(name, simplify(ravel(full, S)), cast(v.meta().dtype, kb.value_at(v, full))));
+      names += " (and writes %" + v.name() + ")";
+    }
     kb.pop_scope();
     // A column chunk runs in order on its thread (coalesced across threads); a row chunk is
     // spread over the threads of a block.
@@ -119,7 +141,8 @@ bool GraphLowering::lower_split_reduction(const FusionGroup& grp, const std::vec
 
   // ---- kernel 2: combine the partials in chunk order, then the group's outputs
   KernelBuilder kb(*this, &grp, group_comment(grp) + fmt::format(" (combines {} partials)", P));
-  auto [full_outs, row_outs] = split_reduction_outputs(kb, grp, S);
+  std::vector<std::pair<Value, std::string>> row_named;
+  for (Value v : row_outs) row_named.emplace_back(v, kb.buffer(new_buffer(v), BufferRole::Output));
   std::map<const Node*, std::string> pb;
   for (const Node* n : reductions) pb[n] = kb.buffer(partial[n], BufferRole::Input);
   std::vector<StmtPtr> top, rowbody, cbody;
@@ -143,7 +166,7 @@ bool GraphLowering::lower_split_reduction(const FusionGroup& grp, const std::vec
     kb.define(fin);
     kb.set_reduced(n, value_var(fin, n->meta().dtype));
   }
-  for (auto& [v, name] : row_outs) {
+  for (auto& [v, name] : row_named) {
     Index idx = unravel(row, v.meta().shape);
     for (auto& e : idx) e = simplify(e);
     kb.emit(store(name, row, cast(v.meta().dtype, kb.value_at(v, idx))));
