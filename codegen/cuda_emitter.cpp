@@ -44,8 +44,10 @@ std::map<std::string, std::string> scratch_arrays(const Kernel& k) {
 // (f16, bf16) elements. Each thread then handles W consecutive elements per iteration (W = 4
 // when a 4-byte buffer is involved, else 8: 16 bytes of the widest buffer), with one vector
 // load per input and one vector store per output, and a scalar loop finishes the last
-// extent % W elements. Anything else (gathers, loads under a select, a buffer both loaded and
-// stored, nested loops, accumulators) stays scalar.
+// extent % W elements. A load at `v % C` with C a multiple of W (a bias broadcast over rows)
+// is a vector load too: the W elements of a vector never straddle a period. Anything else
+// (gathers, loads under a select, a buffer both loaded and stored, nested loops,
+// accumulators) stays scalar.
 
 int element_bytes(DType t) {
   switch (t) {
@@ -66,6 +68,27 @@ StmtPtr sole_loop(const StmtPtr& s) {
 
 bool is_var(const ExprPtr& e, const std::string& v) { return e->kind == ExprKind::Var && e->name == v; }
 
+// The period of a load index that is `v` (0) or `v % C` (C: a row vector broadcast over the
+// rows, as a bias), or -1 for any other index.
+int64_t period_of(const ExprPtr& index, const std::string& v) {
+  if (is_var(index, v)) return 0;
+  if (index->kind == ExprKind::Mod && is_var(index->args[0], v) && index->args[1]->kind == ExprKind::IntImm) return index->args[1]->i;
+  return -1;
+}
+
+// Each loaded buffer's index period in a vectorizable loop (period_of).
+std::map<std::string, int64_t> load_periods(const Kernel& k, const StmtPtr& loop) {
+  std::map<std::string, int64_t> out;
+  visit(loop, [&](const Stmt& st) {
+    for (auto& e : st.exprs)
+      visit(e, [&](const Expr& x) {
+        const Buffer* b = x.kind == ExprKind::Load ? k.find_buffer(x.name) : nullptr;
+        if (b && b->role != BufferRole::Constant) out[x.name] = period_of(x.args[0], loop->name);
+      });
+  });
+  return out;
+}
+
 // Elements per thread per iteration if `loop` can run on 16-byte vectors, else 0.
 int vector_width(const Kernel& k, const StmtPtr& loop) {
   if (loop->map != LoopMap::GpuGridStride) return 0;
@@ -73,6 +96,7 @@ int vector_width(const Kernel& k, const StmtPtr& loop) {
   bool ok = true;
   int widest = 0;
   std::set<std::string> loaded, stored;
+  std::map<std::string, int64_t> period;  // per loaded buffer: one index form for all its loads
   auto buffer_ok = [&](const std::string& name) {
     const Buffer* b = k.find_buffer(name);
     int bytes = b ? element_bytes(b->dtype) : 0;
@@ -83,7 +107,9 @@ int vector_width(const Kernel& k, const StmtPtr& loop) {
     if (e->kind == ExprKind::Load) {
       const Buffer* b = k.find_buffer(e->name);
       if (b && b->role == BufferRole::Constant) return expr(e->args[0], guarded);  // a table in the kernel
-      ok = ok && !guarded && is_var(e->args[0], v) && buffer_ok(e->name);
+      int64_t p = period_of(e->args[0], v);
+      ok = ok && !guarded && p >= 0 && buffer_ok(e->name) && (!period.count(e->name) || period[e->name] == p);
+      period[e->name] = p;
       loaded.insert(e->name);
       return;
     }
@@ -106,14 +132,17 @@ int vector_width(const Kernel& k, const StmtPtr& loop) {
   for (auto& b : loop->body) stmt(b);
   for (auto& b : loaded) ok = ok && !stored.count(b);
   if (!ok || widest == 0) return 0;
-  return 16 / widest;
+  int width = 16 / widest;
+  for (auto& [b, p] : period)
+    if (p > 0 && p % width != 0) return 0;
+  return width;
 }
 
 // The loop body for element j of the vector: loads of b[v] read `b_v.v[j]`, stores write it.
 StmtPtr vector_element(const StmtPtr& s, const Kernel& k, const std::string& v, int j) {
   auto lane = [&](const ExprPtr& e) {
     return rewrite(e, [&](const ExprPtr& x) {
-      if (x->kind != ExprKind::Load || !is_var(x->args[0], v)) return x;
+      if (x->kind != ExprKind::Load || period_of(x->args[0], v) < 0) return x;
       const Buffer* b = k.find_buffer(x->name);
       if (b && b->role == BufferRole::Constant) return x;
       return load(x->name + "_v.v", x->dtype, imm(j));
@@ -279,8 +308,12 @@ class CudaEmitter : public CEmitter {
       line(ind, "// (every buffer is 16-byte aligned; see codegen/cuda_emitter.h)");
       std::string q = v + "_vec";
       line(ind, grid_stride_header(q, "", vectors));
-      for (const std::string& b : loaded)
-        line(ind + 1, fmt::format("const {0} {1}_v = ((const {0}*){1})[{2}];", vec_type(b), b, q));
+      std::map<std::string, int64_t> period = load_periods(k_, s);
+      for (const std::string& b : loaded) {
+        int64_t p = period[b];
+        std::string at = p > 0 ? fmt::format("{} % {}", q, int_literal(p / width, d_)) : q;
+        line(ind + 1, fmt::format("const {0} {1}_v = ((const {0}*){1})[{2}];", vec_type(b), b, at));
+      }
       for (const std::string& b : stored) line(ind + 1, fmt::format("{} {}_v;", vec_type(b), b));
       for (int j = 0; j < width; ++j) {
         StmtPtr el = vector_element(block(s->body), k_, v, j);
