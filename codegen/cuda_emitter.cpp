@@ -242,6 +242,10 @@ class CudaEmitter : public CEmitter {
         break;
       default: head = fmt::format("for ({0} {1} = 0; {1} < {2}; ++{1}) {{", I, v, E); break;
     }
+    // A thread's share of a row: unrolled so that several loads are in flight before the
+    // first is used (a loop whose step branches, as online softmax's, would otherwise wait
+    // for each load in turn and leave the memory system half idle).
+    if ((s->map == LoopMap::GpuThreads || s->map == LoopMap::GpuLanes) && s->extent >= 128) line(ind, "#pragma unroll 4");
     line(ind, head);
     runs_.push_back(runs);
     body(s, ind + 1);
