@@ -81,7 +81,11 @@ class CudaProgram final : public Program {
 
 void require_device(int device) {
   std::string why;
-  if (!cu::driver_available(&why)) fail("no CUDA device is present: {}", why);
+  if (!cu::driver_available(&why)) {
+    const std::string_view said = "no CUDA device: ";
+    if (why.rfind(said, 0) == 0) why.erase(0, said.size());
+    fail("no CUDA device is present ({}); kiln compile --device cuda still works without one", why);
+  }
   if (device >= cu::device_count())
     fail("device cuda:{} does not exist: this machine has {} CUDA device{}", device, cu::device_count(), cu::device_count() == 1 ? "" : "s");
 }
