@@ -38,13 +38,18 @@ for step in "${steps[@]}"; do
       done
       ;;
     sanitize)
-      for tool in memcheck racecheck; do
-        t1=$(date +%s)
-        compute-sanitizer --tool "$tool" --error-exitcode 99 \
-          ./build-gpu/tests/kiln_tests_backend --gtest_brief=1 --gtest_filter="${KILN_SANITIZE_FILTER:-*/cuda}" \
-          > "$OUT/sanitize_$tool.log" 2>&1
-        r=$?
-        summary+=("compute-sanitizer $tool: rc=$r $(( $(date +%s) - t1 )) s: $(grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED)' "$OUT/sanitize_$tool.log" | tr '\n' ' ')")
+      # Every CUDA backend test, and the runtime's GPU tests but the two that provoke errors on
+      # purpose (an illegal address, an impossible allocation).
+      for tool in memcheck racecheck synccheck; do
+        for t in backend runtime; do
+          filter="${KILN_SANITIZE_FILTER:-*/cuda:BackendCuda.*}"
+          [[ $t == runtime ]] && filter="CudaGpu.*:CublasLt.*:-*IllegalAddress*:*OutOfMemory*"
+          t1=$(date +%s)
+          compute-sanitizer --tool "$tool" --error-exitcode 99 \
+            ./build-gpu/tests/kiln_tests_$t --gtest_brief=1 --gtest_filter="$filter" > "$OUT/sanitize_${tool}_$t.log" 2>&1
+          r=$?
+          summary+=("compute-sanitizer $tool $t: rc=$r $(( $(date +%s) - t1 )) s: $(grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED)' "$OUT/sanitize_${tool}_$t.log" | tr '\n' ' ')")
+        done
       done
       ;;
     cli)
