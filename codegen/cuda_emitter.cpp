@@ -270,13 +270,13 @@ class CudaEmitter : public CEmitter {
     bool block = s->map == LoopMap::GpuThreads;
     KILN_INTERNAL_ASSERT(block || s->map == LoopMap::GpuLanes, "a combine is across a block's threads or a warp's lanes");
     if (s->combine == CombineOp::Argmax) {
-      if (block) line(ind, fmt::format("kiln_block_argmax({0}, {0}_idx, {1}, kiln_smem_idx);", a, scratch_of(s->dtype)));
-      else line(ind, fmt::format("kiln_warp_argmax({0}, {0}_idx);", a));
+      if (block) line(ind, fmt::format("kiln_block_pair({0}, {0}_idx, {1}, kiln_smem_idx, kiln_argmax_merge_op());", a, scratch_of(s->dtype)));
+      else line(ind, fmt::format("kiln_warp_pair({0}, {0}_idx, kiln_argmax_merge_op());", a));
       return;
     }
     if (s->combine == CombineOp::SumExp) {
-      if (block) line(ind, fmt::format("kiln_block_sumexp({0}, {0}_max, {1}, {1}_max);", a, scratch_of(s->dtype)));
-      else line(ind, fmt::format("kiln_warp_sumexp({0}, {0}_max);", a));
+      if (block) line(ind, fmt::format("kiln_block_pair({0}, {0}_max, {1}, {1}_max, kiln_sumexp_merge_op());", a, scratch_of(s->dtype)));
+      else line(ind, fmt::format("kiln_warp_pair({0}, {0}_max, kiln_sumexp_merge_op());", a));
       return;
     }
     std::string_view op = s->combine == CombineOp::Sum ? "kiln_sum_op()" : s->combine == CombineOp::Prod ? "kiln_prod_op()"

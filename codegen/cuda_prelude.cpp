@@ -146,81 +146,52 @@ template <class T> KILN_FN void kiln_argmax_merge(T& v, int64_t& i, T w, int64_t
     i = j;
   }
 }
-template <class T> KILN_FN void kiln_warp_argmax_tree(T& v, int64_t& i, int n) {
+// Pairs combined by merge(a, b, a2, b2) across a warp or a block, in the same fixed trees as
+// kiln_warp_tree / kiln_block_combine (and with the same barriers): argmax's (value, index),
+// online softmax's (sum, max). Every lane or thread ends with the combined pair.
+template <class A, class B, class Merge> KILN_FN void kiln_warp_pair_tree(A& a, B& b, int n, Merge merge) {
   const int lane = threadIdx.x & 31;
   for (int o = 16; o > 0; o >>= 1) {
-    T w = __shfl_down_sync(0xffffffffu, v, o);
-    int64_t j = __shfl_down_sync(0xffffffffu, i, o);
-    if (lane + o < n) kiln_argmax_merge(v, i, w, j);
+    A a2 = __shfl_down_sync(0xffffffffu, a, o);
+    B b2 = __shfl_down_sync(0xffffffffu, b, o);
+    if (lane + o < n) merge(a, b, a2, b2);
   }
 }
-template <class T> KILN_FN void kiln_warp_argmax(T& v, int64_t& i) {
-  kiln_warp_argmax_tree(v, i, 32);
-  v = __shfl_sync(0xffffffffu, v, 0);
-  i = __shfl_sync(0xffffffffu, i, 0);
+template <class A, class B, class Merge> KILN_FN void kiln_warp_pair(A& a, B& b, Merge merge) {
+  kiln_warp_pair_tree(a, b, 32, merge);
+  a = __shfl_sync(0xffffffffu, a, 0);
+  b = __shfl_sync(0xffffffffu, b, 0);
 }
-// As kiln_block_combine, for pairs: `sv` is __shared__ T[33], `si` __shared__ int64_t[33].
-template <class T> KILN_FN void kiln_block_argmax(T& v, int64_t& i, T* sv, int64_t* si) {
+// `sa` and `sb` are __shared__ arrays of 33.
+template <class A, class B, class Merge> KILN_FN void kiln_block_pair(A& a, B& b, A* sa, B* sb, Merge merge) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
-  kiln_warp_argmax_tree(v, i, 32);
+  kiln_warp_pair_tree(a, b, 32, merge);
   if (lane == 0) {
-    sv[warp] = v;
-    si[warp] = i;
+    sa[warp] = a;
+    sb[warp] = b;
   }
   __syncthreads();
   if (warp == 0) {
     if (lane < warps) {
-      v = sv[lane];
-      i = si[lane];
+      a = sa[lane];
+      b = sb[lane];
     }
-    kiln_warp_argmax_tree(v, i, warps);
+    kiln_warp_pair_tree(a, b, warps, merge);
     if (lane == 0) {
-      sv[32] = v;
-      si[32] = i;
+      sa[32] = a;
+      sb[32] = b;
     }
   }
   __syncthreads();
-  v = sv[32];
-  i = si[32];
+  a = sa[32];
+  b = sb[32];
 }
-// Online softmax statistics (s, m) across a warp / a block, through kiln_sumexp_merge in the
-// same fixed trees: every lane or thread gets the row's (s, m).
-template <class T> KILN_FN void kiln_warp_sumexp_tree(T& s, T& m, int n) {
-  const int lane = threadIdx.x & 31;
-  for (int o = 16; o > 0; o >>= 1) {
-    T s2 = __shfl_down_sync(0xffffffffu, s, o), m2 = __shfl_down_sync(0xffffffffu, m, o);
-    if (lane + o < n) kiln_sumexp_merge(s, m, s2, m2);
-  }
-}
-template <class T> KILN_FN void kiln_warp_sumexp(T& s, T& m) {
-  kiln_warp_sumexp_tree(s, m, 32);
-  s = __shfl_sync(0xffffffffu, s, 0);
-  m = __shfl_sync(0xffffffffu, m, 0);
-}
-// `ss` and `sm` are __shared__ T[33] each (the same barriers as kiln_block_combine).
-template <class T> KILN_FN void kiln_block_sumexp(T& s, T& m, T* ss, T* sm) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
-  kiln_warp_sumexp_tree(s, m, 32);
-  if (lane == 0) {
-    ss[warp] = s;
-    sm[warp] = m;
-  }
-  __syncthreads();
-  if (warp == 0) {
-    if (lane < warps) {
-      s = ss[lane];
-      m = sm[lane];
-    }
-    kiln_warp_sumexp_tree(s, m, warps);
-    if (lane == 0) {
-      ss[32] = s;
-      sm[32] = m;
-    }
-  }
-  __syncthreads();
-  s = ss[32];
-  m = sm[32];
-}
+struct kiln_argmax_merge_op {
+  template <class T> __device__ void operator()(T& v, int64_t& i, T w, int64_t j) const { kiln_argmax_merge(v, i, w, j); }
+};
+struct kiln_sumexp_merge_op {
+  template <class T> __device__ void operator()(T& s, T& m, T s2, T m2) const { kiln_sumexp_merge(s, m, s2, m2); }
+};
 // ---- end of prelude
 )PRELUDE";
 

@@ -216,7 +216,7 @@ TEST(CudaEmitter, BlockReductionCombinesThroughSharedMemoryAndThreadZeroStores) 
   EXPECT_TRUE(has(k, "if (kiln_argmax_wins(v_, a_acc)) { a_acc = v_; a_acc_idx = r; }")) << k;
   EXPECT_TRUE(has(k, "s_acc = kiln_block_combine(s_acc, kiln_sum_op(), kiln_smem_f32);")) << k;
   EXPECT_TRUE(has(k, "m_acc = kiln_block_combine(m_acc, kiln_max_op(), kiln_smem_f32);")) << k;
-  EXPECT_TRUE(has(k, "kiln_block_argmax(a_acc, a_acc_idx, kiln_smem_f32, kiln_smem_idx);")) << k;
+  EXPECT_TRUE(has(k, "kiln_block_pair(a_acc, a_acc_idx, kiln_smem_f32, kiln_smem_idx, kiln_argmax_merge_op());")) << k;
   EXPECT_TRUE(has(k, "if (threadIdx.x == 0) b0[row] = s_acc;")) << k;
   EXPECT_TRUE(has(k, "if (threadIdx.x == 0) b2[row] = a_acc_idx;")) << k;
   std::string m = emit_cuda_module({kr});
@@ -229,7 +229,7 @@ TEST(CudaEmitter, WarpReductionCombinesThroughShufflesAndLaneZeroStores) {
       << k;
   EXPECT_TRUE(has(k, "for (int r = threadIdx.x % 32; r < 64; r += 32) {")) << k;
   EXPECT_TRUE(has(k, "acc0 = kiln_warp_combine(acc0, kiln_sum_op());")) << k;
-  EXPECT_TRUE(has(k, "kiln_warp_argmax(acc4, acc4_idx);")) << k;
+  EXPECT_TRUE(has(k, "kiln_warp_pair(acc4, acc4_idx, kiln_argmax_merge_op());")) << k;
   EXPECT_TRUE(has(k, "if ((threadIdx.x & 31) == 0) out0[row] = acc0;")) << k;
   EXPECT_FALSE(has(k, "__shared__")) << k;
   EXPECT_TRUE(has(std::string(cuda_prelude()), "__shfl_down_sync(0xffffffffu, v, o)"));

@@ -214,6 +214,45 @@ TEST(Lower, MatmulEpiloguesFoldOnTargetsThatHaveThem) {
   EXPECT_EQ(lowered("relu", true, cuda_target()).first.steps.at(0).matmul.epilogue, MatmulEpilogue::None);
 }
 
+// On a GPU target a softmax row's max and sum of exp come from one sumexp accumulator (online
+// softmax): one reduction loop, not two; the CPU keeps its two passes.
+TEST(Lower, OnlineSoftmaxOnGpuTargets) {
+  Graph g("sm");
+  Builder b(g);
+  Var x = b.wrap(g.add_input("x", F({7, 33})));
+  Var m = b.op(Op::Amax, {x}, {{"dim", IntList{1}}, {"keepdim", true}}, "m");
+  Var e = b.op(Op::Exp, {b.sub(x, m)}, {}, "e");
+  Var s = b.op(Op::Sum, {e}, {{"dim", IntList{1}}, {"keepdim", true}}, "s");
+  g.set_outputs({b.div(e, s)});
+  std::vector<std::string> names;
+  for (Node* n : g.nodes()) names.push_back(n->name());
+  auto plan = plan_of(g, {{fusion::KernelKind::Reduction, names}});
+  std::string gpu = body_of(lower(g, plan, cuda_target()).kernels.at(0)), cpu = body_of(lower(g, plan).kernels.at(0));
+  EXPECT_TRUE(has(gpu, "acc m_acc: f32 = sumexp.identity")) << gpu;
+  EXPECT_TRUE(has(gpu, "reduces %m %s (online)")) << gpu;
+  EXPECT_FALSE(has(gpu, "reduces %s\n")) << gpu;
+  EXPECT_TRUE(has(gpu, "select(eq(m_acc_max, -inf), nan, m_acc)")) << gpu;  // a row of -inf alone gives NaN
+  EXPECT_TRUE(has(cpu, "reduces %m") && has(cpu, "reduces %s")) << cpu;
+  EXPECT_FALSE(has(cpu, "sumexp")) << cpu;
+}
+
+// A column sum with too few columns to fill a GPU is two kernels there: partials over chunks of
+// rows (one thread per column and chunk, walking its rows in order) and an ordered combine.
+TEST(Lower, SplitColumnReductionOnGpuTargets) {
+  Graph g("colsum");
+  Builder b(g);
+  Var x = b.wrap(g.add_input("x", F({4096, 40})));
+  g.set_outputs({b.op(Op::Sum, {x}, {{"dim", IntList{0}}}, "s")});
+  auto plan = plan_of(g, {{fusion::KernelKind::Reduction, {"s"}}});
+  LoweredGraph gpu = lower(g, plan, cuda_target());
+  ASSERT_EQ(gpu.kernels.size(), 2u) << print_schedule(gpu);
+  std::string partials = body_of(gpu.kernels[0]), combine = body_of(gpu.kernels[1]);
+  EXPECT_TRUE(has(partials, "ordered for r in 0..16 {  # reduces a chunk of %s")) << partials;
+  EXPECT_TRUE(has(partials, "parallel for q in 0..10240 {")) << partials;
+  EXPECT_TRUE(has(combine, "ordered for j in 0..256 {  # combines the partials in chunk order")) << combine;
+  EXPECT_EQ(lower(g, plan).kernels.size(), 1u);  // the CPU's column tiles
+}
+
 TEST(Lower, OpsWithoutLoweringAreErrorsNamingTheNode) {
   Graph g("bad");
   Builder b(g);

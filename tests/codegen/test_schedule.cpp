@@ -1,0 +1,141 @@
+// The schedule step (codegen/schedule.h) on hand-built kernels: which map each loop gets on the
+// CPU and on a GPU by row length, the combines it inserts; and verify(Kernel) rejecting kernels
+// that would race or use what they never declared.
+#include <gtest/gtest.h>
+
+#include "codegen/kernel_ir.h"
+#include "codegen/schedule.h"
+#include "ir/error.h"
+#include "tests/support/support.h"
+
+namespace kiln::codegen {
+namespace {
+
+using kiln::testing::has;
+
+Buffer buf(const std::string& name, int64_t numel, BufferRole role) {
+  Buffer b;
+  b.name = name;
+  b.numel = numel;
+  b.role = role;
+  return b;
+}
+
+// out[row] = sum over r of in[row * len + r], rows x len.
+Kernel row_sum(int64_t rows, int64_t len) {
+  Kernel k;
+  k.name = "k0";
+  k.buffers = {buf("b0", rows, BufferRole::Output), buf("b1", rows * len, BufferRole::Input)};
+  ExprPtr row = var("row", 0, rows - 1), r = var("r", 0, len - 1);
+  k.body = block({for_loop("row", rows, LoopKind::Parallel,
+                           {decl_acc("acc", DType::F32, CombineOp::Sum),
+                            for_loop("r", len, LoopKind::Reduction,
+                                     {accumulate("acc", CombineOp::Sum, load("b1", DType::F32, add(mul(row, imm(len)), r)))}),
+                            store("b0", row, value_var("acc", DType::F32))})});
+  return k;
+}
+
+Kernel pointwise(int64_t n) {
+  Kernel k;
+  k.name = "k0";
+  k.buffers = {buf("b0", n, BufferRole::Output), buf("b1", n, BufferRole::Input)};
+  ExprPtr i = var("i", 0, n - 1);
+  k.body = block({for_loop("i", n, LoopKind::Parallel, {store("b0", i, call("exp", DType::F32, {load("b1", DType::F32, i)}))})});
+  return k;
+}
+
+std::string scheduled(Kernel k, const Target& t) {
+  schedule(k, t);
+  return print_kernel(k);
+}
+
+TEST(Schedule, PointwiseIsAGridStrideLoopOnAGpuAndChunksOnTheCpu) {
+  std::string gpu = scheduled(pointwise(1 << 20), cuda_target());
+  EXPECT_TRUE(has(gpu, "parallel for i in 0..1048576 @gpu_grid_stride")) << gpu;
+  EXPECT_TRUE(has(gpu, "launch grid 1056 x block 256")) << gpu;
+  EXPECT_TRUE(has(gpu, "i32 indices")) << gpu;
+  std::string cpu = scheduled(pointwise(1 << 20), cpu_target());
+  EXPECT_TRUE(has(cpu, "@cpu_threads(grain 32768)")) << cpu;
+  EXPECT_TRUE(has(scheduled(pointwise(100), cpu_target()), "@cpu_vector"));
+}
+
+TEST(Schedule, RowReductionsMapByRowLength) {
+  // Short rows: a thread walks each.
+  std::string t = scheduled(row_sum(4096, 8), cuda_target());
+  EXPECT_TRUE(has(t, "parallel for row in 0..4096 @gpu_grid_stride")) << t;
+  EXPECT_TRUE(has(t, "reduction for r in 0..8 @serial")) << t;
+  EXPECT_FALSE(has(t, "combine")) << t;
+  // Medium rows: a warp each, lanes combine through shuffles.
+  std::string w = scheduled(row_sum(4096, 500), cuda_target());
+  EXPECT_TRUE(has(w, "@gpu_warps") && has(w, "@gpu_lanes") && has(w, "combine acc <sum> across warp")) << w;
+  // Long rows: a block each, threads combine through shared memory.
+  std::string b = scheduled(row_sum(64, 5000), cuda_target());
+  EXPECT_TRUE(has(b, "@gpu_blocks") && has(b, "@gpu_threads") && has(b, "combine acc <sum> across block")) << b;
+  EXPECT_TRUE(has(b, "block 512")) << b;
+  // The CPU: rows to the pool, each row's loop plain.
+  std::string c = scheduled(row_sum(64, 5000), cpu_target());
+  EXPECT_TRUE(has(c, "@cpu_threads") && has(c, "reduction for r in 0..5000 @serial")) << c;
+}
+
+TEST(Schedule, HugeTensorsKeep64BitIndices) {
+  Kernel k = pointwise(int64_t(3) << 30);
+  schedule(k, cuda_target());
+  EXPECT_EQ(k.index_bits, 64);
+  Kernel s = pointwise(1000);
+  schedule(s, cuda_target());
+  EXPECT_EQ(s.index_bits, 32);
+}
+
+std::string verify_error(const Kernel& k) {
+  try {
+    verify(k);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(VerifyKernel, RejectsRacesAndUndeclaredNames) {
+  EXPECT_EQ(verify_error(row_sum(8, 8)), "");
+  // An accumulator declared outside a parallel loop, accumulated in it: a race.
+  Kernel race = row_sum(8, 8);
+  race.body = block({decl_acc("acc", DType::F32, CombineOp::Sum),
+                     for_loop("r", 8, LoopKind::Parallel, {accumulate("acc", CombineOp::Sum, load("b1", DType::F32, var("r", 0, 7)))})});
+  EXPECT_TRUE(has(verify_error(race), "accumulator 'acc' declared outside a parallel loop")) << verify_error(race);
+  // A variable nobody declared.
+  Kernel undeclared = pointwise(8);
+  undeclared.body = block({store("b0", var("q", 0, 7), imm(DType::F32, 1))});
+  EXPECT_TRUE(has(verify_error(undeclared), "undeclared variable 'q'"));
+  // A store to an input.
+  Kernel to_input = pointwise(8);
+  to_input.body = block({store("b1", imm(0), imm(DType::F32, 1))});
+  EXPECT_TRUE(has(verify_error(to_input), "store to input buffer 'b1'"));
+  // Threads outside a block loop; a combine inside a thread loop; an ordered loop on threads.
+  Kernel k = row_sum(64, 5000);
+  schedule(k, cuda_target());
+  auto with_top_map = [&](LoopMap m) {
+    Kernel c = k;
+    c.body = block({with_map(c.body->body[0], m)});
+    return c;
+  };
+  EXPECT_TRUE(has(verify_error(with_top_map(LoopMap::GpuThreads)), "outside a block-mapped loop"));
+  Kernel combine_inside = row_sum(64, 64);
+  combine_inside.body = block({with_map(for_loop("row", 64, LoopKind::Parallel,
+                                                 {decl_acc("acc", DType::F32, CombineOp::Sum),
+                                                  with_map(for_loop("r", 64, LoopKind::Reduction,
+                                                                    {combine_across("acc", DType::F32, CombineOp::Sum, LoopMap::GpuThreads)}),
+                                                           LoopMap::GpuThreads)}),
+                                        LoopMap::GpuBlocks)});
+  EXPECT_TRUE(has(verify_error(combine_inside), "inside a thread-mapped loop")) << verify_error(combine_inside);
+  Kernel ordered = pointwise(8);
+  ordered.body = block({with_map(for_loop("i", 8, LoopKind::Ordered, {store("b0", var("i", 0, 7), imm(DType::F32, 1))}),
+                                 LoopMap::GpuGridStride)});
+  EXPECT_TRUE(has(verify_error(ordered), "an ordered loop spread over GPU threads"));
+  // A float atomic add is refused (not deterministic run to run).
+  Kernel atomic = pointwise(8);
+  atomic.body = block({atomic_add("b0", imm(0), imm(DType::F32, 1))});
+  EXPECT_TRUE(has(verify_error(atomic), "atomic add of a float"));
+}
+
+}  // namespace
+}  // namespace kiln::codegen
