@@ -12,6 +12,9 @@
 #include "ir/npy.h"
 #include "ir/parser.h"
 #include "tests/support/cli_fixture.h"
+#if KILN_HAVE_CUDA
+#include "backend/cuda_backend.h"
+#endif
 
 namespace {
 
@@ -186,3 +189,53 @@ TEST_F(CliCompile, OutOfRangeGatherIndexNamesTheKernel) {
 }
 
 }  // namespace
+
+// ---- --device cuda: compiling needs NVRTC only, so these run on machines with no GPU.
+#if KILN_HAVE_CUDA
+namespace {
+bool cuda_device_here() {
+  std::string why;
+  return kiln::backend::cuda_device_present(&why);
+}
+}  // namespace
+
+TEST_F(CliCompile, CudaCompileWithoutAGpuWritesSourcePtxAndCubin) {
+  write("mlp.kir", kMlp);
+  Result r = kiln("compile mlp.kir --device cuda --arch sm_80 --dump out");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "graph mlp (cuda sm_80):")) << r.out;
+  EXPECT_TRUE(has(r.out, "nvrtc ")) << r.out;
+  EXPECT_TRUE(has(r.out, "wrote passes/, decomposed.kir, fused.kir, fused.dot, kernels.txt, kernels.cu, kernels.ptx, kernels.cubin")) << r.out;
+  std::string cu = kiln::testing::read_text(path("out/kernels.cu"));
+  EXPECT_FALSE(has(cu, "#include")) << "generated CUDA C includes nothing";
+  EXPECT_TRUE(has(cu, "extern \"C\" __global__")) << cu.substr(0, 400);
+  EXPECT_TRUE(has(kiln::testing::read_text(path("out/kernels.ptx")), ".target sm_80"));
+  EXPECT_TRUE(fs::exists(path("out/cubin/k0.cubin")) && fs::file_size(path("out/cubin/k0.cubin")) > 0);
+  std::string kir = kiln::testing::read_text(path("out/kernels.txt"));
+  EXPECT_TRUE(has(kir, "@gpu_") && has(kir, "launch grid")) << kir;
+  EXPECT_FALSE(has(kir, "@cpu_")) << kir;
+  r = kiln("compile mlp.kir --device cuda --arch compute_90");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "--arch 'compute_90'")) << r.err;
+}
+
+TEST_F(CliCompile, CudaRunWithoutAGpuSaysSoAndExits1) {
+  if (cuda_device_here()) GTEST_SKIP() << "a CUDA device is present: --device cuda runs";
+  write("sm.kir", kSoftmax);
+  Result r = kiln("run sm.kir --device cuda --check");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "no CUDA device is present")) << r.err;
+  EXPECT_EQ(count(r.err, "\n"), 1) << r.err;
+}
+
+TEST_F(CliCompile, CudaRunCheckPassesOnAGpu) {
+  if (!cuda_device_here()) GTEST_SKIP() << "no CUDA device here";
+  for (auto [file, text, outputs] : {std::tuple{"sm.kir", kSoftmax, 1}, std::tuple{"mlp.kir", kMlp, 1},
+                                     std::tuple{"views.kir", kViews, 2}, std::tuple{"g.kir", kGather, 1}}) {
+    write(file, text);
+    Result r = kiln(std::string("run ") + file + " --device cuda --check --seed 5");
+    EXPECT_EQ(r.rc, 0) << file << "\n" << r.out << r.err;
+    EXPECT_EQ(count(r.out, ": PASS"), outputs) << file << "\n" << r.out;
+  }
+}
+#endif
