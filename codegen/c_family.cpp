@@ -147,7 +147,8 @@ std::string identity(CombineOp op, DType t, const CDialect& d) {
     case CombineOp::Max:
     case CombineOp::Argmax: return fl ? float_literal(-INFINITY, t, d) : int_literal(INT64_MIN, d);
     case CombineOp::Min: return fl ? float_literal(INFINITY, t, d) : int_literal(INT64_MAX, d);
-    case CombineOp::SumExp: return float_literal(0, t, d);
+    case CombineOp::SumExp:
+    case CombineOp::Welford: return float_literal(0, t, d);
   }
   return "0";
 }
@@ -247,6 +248,8 @@ void CEmitter::stmt(const StmtPtr& s, int ind) {
       if (s->combine == CombineOp::Argmax) line(ind, fmt::format("int64_t {}_idx = 0;", s->name));
       if (s->combine == CombineOp::SumExp)
         line(ind, fmt::format("{} {}_max = {};", c_value_type(s->dtype), s->name, float_literal(-INFINITY, s->dtype, d_)));
+      if (s->combine == CombineOp::Welford)
+        line(ind, fmt::format("{0} {1}_mean = {2}, {1}_n = {2};", c_value_type(s->dtype), s->name, float_literal(0, s->dtype, d_)));
       if (keyed(*s, d_)) {
         line(ind, fmt::format("bool {}_nan = false;", s->name));
         line(ind, fmt::format("{0} {1}_key = kiln_order_key({1});", key_type(s->dtype), s->name));
@@ -283,6 +286,10 @@ void CEmitter::stmt(const StmtPtr& s, int ind) {
         case CombineOp::SumExp:
           KILN_INTERNAL_ASSERT(fl, "online softmax statistics are of floats");
           line(ind, fmt::format("kiln_sumexp_step({0}, {0}_max, {1});", s->name, v));
+          return;
+        case CombineOp::Welford:
+          KILN_INTERNAL_ASSERT(fl, "Welford statistics are of floats");
+          line(ind, fmt::format("kiln_welford_step({0}, {0}_mean, {0}_n, {1});", s->name, v));
           return;
         case CombineOp::Argmax: {
           line(ind, "{");

@@ -33,6 +33,10 @@ std::map<std::string, std::string> scratch_arrays(const Kernel& k) {
     out[scratch_of(s.dtype)] = std::string(c_value_type(s.dtype));
     if (s.combine == CombineOp::Argmax) out["kiln_smem_idx"] = "int64_t";
     if (s.combine == CombineOp::SumExp) out[scratch_of(s.dtype) + "_max"] = std::string(c_value_type(s.dtype));
+    if (s.combine == CombineOp::Welford) {
+      out[scratch_of(s.dtype) + "_mean"] = std::string(c_value_type(s.dtype));
+      out[scratch_of(s.dtype) + "_n"] = std::string(c_value_type(s.dtype));
+    }
   });
   return out;
 }
@@ -272,6 +276,12 @@ class CudaEmitter : public CEmitter {
     if (s->combine == CombineOp::Argmax) {
       if (block) line(ind, fmt::format("kiln_block_pair({0}, {0}_idx, {1}, kiln_smem_idx, kiln_argmax_merge_op());", a, scratch_of(s->dtype)));
       else line(ind, fmt::format("kiln_warp_pair({0}, {0}_idx, kiln_argmax_merge_op());", a));
+      return;
+    }
+    if (s->combine == CombineOp::Welford) {
+      std::string sc = scratch_of(s->dtype);
+      if (block) line(ind, fmt::format("kiln_block_triple({0}, {0}_mean, {0}_n, {1}, {1}_mean, {1}_n, kiln_welford_merge_op());", a, sc));
+      else line(ind, fmt::format("kiln_warp_triple({0}, {0}_mean, {0}_n, kiln_welford_merge_op());", a));
       return;
     }
     if (s->combine == CombineOp::SumExp) {

@@ -186,6 +186,53 @@ template <class A, class B, class Merge> KILN_FN void kiln_block_pair(A& a, B& b
   a = sa[32];
   b = sb[32];
 }
+// Triples (a, b, c), as pairs: Welford's (m2, mean, n).
+template <class T, class Merge> KILN_FN void kiln_warp_triple_tree(T& a, T& b, T& c, int n, Merge merge) {
+  const int lane = threadIdx.x & 31;
+  for (int o = 16; o > 0; o >>= 1) {
+    T a2 = __shfl_down_sync(0xffffffffu, a, o), b2 = __shfl_down_sync(0xffffffffu, b, o), c2 = __shfl_down_sync(0xffffffffu, c, o);
+    if (lane + o < n) merge(a, b, c, a2, b2, c2);
+  }
+}
+template <class T, class Merge> KILN_FN void kiln_warp_triple(T& a, T& b, T& c, Merge merge) {
+  kiln_warp_triple_tree(a, b, c, 32, merge);
+  a = __shfl_sync(0xffffffffu, a, 0);
+  b = __shfl_sync(0xffffffffu, b, 0);
+  c = __shfl_sync(0xffffffffu, c, 0);
+}
+// `sa`, `sb`, `sc` are __shared__ T[33] each.
+template <class T, class Merge> KILN_FN void kiln_block_triple(T& a, T& b, T& c, T* sa, T* sb, T* sc, Merge merge) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+  kiln_warp_triple_tree(a, b, c, 32, merge);
+  if (lane == 0) {
+    sa[warp] = a;
+    sb[warp] = b;
+    sc[warp] = c;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    if (lane < warps) {
+      a = sa[lane];
+      b = sb[lane];
+      c = sc[lane];
+    }
+    kiln_warp_triple_tree(a, b, c, warps, merge);
+    if (lane == 0) {
+      sa[32] = a;
+      sb[32] = b;
+      sc[32] = c;
+    }
+  }
+  __syncthreads();
+  a = sa[32];
+  b = sb[32];
+  c = sc[32];
+}
+struct kiln_welford_merge_op {
+  template <class T> __device__ void operator()(T& m2, T& mean, T& n, T m2b, T meanb, T nb) const {
+    kiln_welford_merge(m2, mean, n, m2b, meanb, nb);
+  }
+};
 struct kiln_argmax_merge_op {
   template <class T> __device__ void operator()(T& v, int64_t& i, T w, int64_t j) const { kiln_argmax_merge(v, i, w, j); }
 };

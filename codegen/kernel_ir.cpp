@@ -70,6 +70,7 @@ std::string_view combine_op_name(CombineOp c) {
     case CombineOp::Min: return "min";
     case CombineOp::Argmax: return "argmax";
     case CombineOp::SumExp: return "sumexp";
+    case CombineOp::Welford: return "welford";
   }
   return "?";
 }

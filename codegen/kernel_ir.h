@@ -97,8 +97,10 @@ enum class LoopMap : uint8_t {
 bool is_gpu_map(LoopMap m);
 // SumExp is online softmax's accumulator (Milakov & Gimelshein): the running max `<name>_max`
 // and the sum of exp(x - max) `<name>`, rescaled whenever the max grows, so one pass over a
-// row gives both.
-enum class CombineOp : uint8_t { Sum, Prod, Max, Min, Argmax, SumExp };
+// row gives both. Welford is the mean and variance's accumulator (Welford; Chan et al. to
+// merge): the count `<name>_n`, the running mean `<name>_mean` and the sum of squared
+// deviations from it `<name>` (M2), so one pass gives both statistics of a layer norm.
+enum class CombineOp : uint8_t { Sum, Prod, Max, Min, Argmax, SumExp, Welford };
 std::string_view loop_kind_name(LoopKind k);
 std::string_view loop_map_name(LoopMap m);
 std::string_view combine_op_name(CombineOp c);
@@ -145,7 +147,7 @@ using StmtPtr = std::shared_ptr<const Stmt>;
 // One statement. For: name (loop var), extent, loop, map, grain, body, comment (the graph
 // nodes it computes). Let: name, dtype, exprs {value}. Store: name (buffer), exprs {index,
 // value}. DeclAcc: name, dtype, combine (starts at the combine op's identity; argmax also
-// declares `<name>_idx`, sumexp `<name>_max`). Accumulate: name, combine, exprs {value} (argmax: {value,
+// declares `<name>_idx`, sumexp `<name>_max`, welford `<name>_mean` and `<name>_n`). Accumulate: name, combine, exprs {value} (argmax: {value,
 // position}). Block: body.
 // GPU only (the CUDA schedule inserts them): CombineAcross: name (an accumulator), combine,
 // dtype, map (GpuThreads: across the block, through shared memory; GpuLanes: across the

@@ -26,6 +26,38 @@ const Node* online_softmax_sum(const Node* mx, const std::vector<const Node*>& r
   return nullptr;
 }
 
+const Node* strip_views(const Node* m) {
+  while (!m->is_input() && (m->op() == Op::Reshape || m->op() == Op::Unsqueeze || m->op() == Op::Expand)) m = m->input(0).node;
+  return m;
+}
+
+// The variance pair of `s1` = sum(x) (Welford): a reduction s2 = sum((x - mean)^2) of the group
+// one level deeper, with mean = s1 / N (N the reduced count, a full node) re-broadcast through
+// views and x the very value s1 reads — a layer norm's statistics. Welford's accumulator gives
+// the mean and s2 in one pass. Returns {s2, the mean's div node}, or nulls.
+std::pair<const Node*, const Node*> welford_partner(const Node* s1, const std::vector<const Node*>& reductions,
+                                                    std::map<const Node*, int>& level, int64_t count) {
+  if (s1->op() != Op::Sum || !is_floating(s1->meta().dtype) || s1->meta().dtype != s1->input(0).meta().dtype) return {};
+  for (const Node* s2 : reductions) {
+    if (s2->op() != Op::Sum || level[s2] != level[s1] + 1 || s2->meta().dtype != s1->meta().dtype) continue;
+    const Node* q = s2->input(0).node;
+    if (q->is_input()) continue;
+    bool squares = q->op() == Op::Square || (q->op() == Op::Mul && q->input(0) == q->input(1));
+    if (!squares) continue;
+    const Node* d = q->input(0).node;
+    if (d->is_input() || d->op() != Op::Sub || d->input(0) != s1->input(0)) continue;
+    const Node* mean = strip_views(d->input(1).node);
+    if (mean->is_input() || mean->op() != Op::Div || strip_views(mean->input(0).node) != s1) continue;
+    const Node* n = mean->input(1).node;
+    if (n->is_input() || n->op() != Op::Full) continue;
+    const AttrValue* fv = n->attrs().find("fill_value");
+    double v = !fv ? -1 : std::holds_alternative<int64_t>(*fv) ? static_cast<double>(std::get<int64_t>(*fv)) : std::get<double>(*fv);
+    if (v != static_cast<double>(count) || count == 0) continue;
+    return {s2, mean};
+  }
+  return {};
+}
+
 }  // namespace
 
 void GraphLowering::lower_reduction(const FusionGroup& grp) {
@@ -80,14 +112,25 @@ void GraphLowering::lower_reduction(const FusionGroup& grp) {
   auto full_index = [&]() { return merge_index(red, kept_idx, red_idx); };
   // Online softmax (Target::online_softmax): amax(x) and the sum of exp(x - max) that
   // follows it come from one accumulator, in one pass over the row.
+  // Welford (Target::welford): a sum, and the sum of squared deviations from its mean, one pass.
   std::map<const Node*, const Node*> online;  // amax -> its sum
-  std::set<const Node*> done;                 // sums computed with their amax
+  std::map<const Node*, std::pair<const Node*, const Node*>> welford;  // sum -> {sum of squares, mean}
+  std::set<const Node*> done;                 // sums computed with their partner
   if (target_.online_softmax)
     for (const Node* n : reductions)
-      if (const Node* s = online_softmax_sum(n, reductions, level); s && !done.count(s)) {
+      if (const Node* s = online_softmax_sum(n, reductions, level); s && !done.count(s) && !done.count(n)) {
         online[n] = s;
         done.insert(s);
       }
+  if (target_.welford)
+    for (const Node* n : reductions)
+      if (auto w = welford_partner(n, reductions, level, nred); w.first && !done.count(w.first) && !done.count(n) && !online.count(n)) {
+        welford[n] = w;
+        done.insert(w.first);
+      }
+  auto combine_for = [&](const Node* n) {
+    return online.count(n) ? CombineOp::SumExp : welford.count(n) ? CombineOp::Welford : combine_of(n);
+  };
   for (int lvl = 1; lvl <= levels; ++lvl) {
     std::vector<const Node*> here;
     for (const Node* n : reductions)
@@ -101,10 +144,8 @@ void GraphLowering::lower_reduction(const FusionGroup& grp) {
       acc[n] = a;
       bool arith = n->op() == Op::Sum || n->op() == Op::Prod;
       acc_type[n] = arith ? acc_dtype(n->meta().dtype) : compute_dtype(n->input(0).meta().dtype);
-      kb.emit(decl_acc(a, acc_type[n], online.count(n) ? CombineOp::SumExp : combine_of(n)));
-      kb.define(a);
-      kb.define(a + "_idx");
-      kb.define(a + "_max");
+      kb.emit(decl_acc(a, acc_type[n], combine_for(n)));
+      for (const char* part : {"", "_idx", "_max", "_mean", "_n"}) kb.define(a + part);
     }
     kb.push_scope(&body, {"r"});
     std::string names;
@@ -112,8 +153,10 @@ void GraphLowering::lower_reduction(const FusionGroup& grp) {
       ExprPtr x = kb.value_at(n->input(0), full_index());
       if (n->op() == Op::Sum || n->op() == Op::Prod) x = cast(n->meta().dtype, x);
       x = cast(acc_type[n], x);
-      kb.emit(accumulate(acc[n], online.count(n) ? CombineOp::SumExp : combine_of(n), x, n->op() == Op::Argmax ? r : nullptr));
-      names += " %" + n->name() + (online.count(n) ? " %" + online[n]->name() + " (online)" : "");
+      kb.emit(accumulate(acc[n], combine_for(n), x, n->op() == Op::Argmax ? r : nullptr));
+      names += " %" + n->name() + (online.count(n)    ? " %" + online[n]->name() + " (online)"
+                                   : welford.count(n) ? " %" + welford[n].first->name() + " (welford)"
+                                                      : "");
     }
     kb.pop_scope();
     kb.emit(for_loop("r", nred, LoopKind::Reduction, std::move(body), "reduces" + names));
@@ -122,6 +165,7 @@ void GraphLowering::lower_reduction(const FusionGroup& grp) {
       DType at = acc_type[n];
       ExprPtr v = n->op() == Op::Argmax ? value_var(acc[n] + "_idx", DType::I64)
                   : online.count(n)     ? value_var(acc[n] + "_max", at)
+                  : welford.count(n)    ? call("mul", at, {value_var(acc[n] + "_mean", at), imm(at, static_cast<double>(nred))})
                                         : value_var(acc[n], at);
       kb.emit(let(fin, cast(n->meta().dtype, v)));
       kb.define(fin);
@@ -133,6 +177,18 @@ void GraphLowering::lower_reduction(const FusionGroup& grp) {
         kb.emit(let(sfin, cast(s->meta().dtype, select(all_neg_inf, imm(at, NAN), value_var(acc[n], at)))));
         kb.define(sfin);
         kb.set_reduced(s, value_var(sfin, s->meta().dtype));
+      }
+      if (welford.count(n)) {
+        // The mean is Welford's own (not the sum it was scaled back to, divided again); the sum
+        // of squared deviations is its M2.
+        auto [s2, mean] = welford[n];
+        std::string mfin = kb.fresh(mean->name()), qfin = kb.fresh(s2->name());
+        kb.emit(let(mfin, cast(mean->meta().dtype, value_var(acc[n] + "_mean", at))));
+        kb.emit(let(qfin, cast(s2->meta().dtype, value_var(acc[n], at))));
+        kb.define(mfin);
+        kb.define(qfin);
+        kb.set_reduced(mean, value_var(mfin, mean->meta().dtype));
+        kb.set_reduced(s2, value_var(qfin, s2->meta().dtype));
       }
     }
   }
@@ -236,7 +292,8 @@ bool GraphLowering::lower_column_reduction(const FusionGroup& grp, const std::ve
               case CombineOp::Max: id = fl ? -INFINITY : static_cast<double>(INT64_MIN); break;
               case CombineOp::Min: id = fl ? INFINITY : static_cast<double>(INT64_MAX); break;
               case CombineOp::Argmax:
-            case CombineOp::SumExp: break;
+            case CombineOp::SumExp:
+            case CombineOp::Welford: break;
             }
             ExprPtr init = imm(at, id);
             if (!fl) {  // exactly INT64_MIN / INT64_MAX (a double cannot hold INT64_MAX)

@@ -166,6 +166,28 @@ template <class T> KILN_FN void kiln_sumexp_step(T& s, T& m, T x) {
     s += kiln_exp(x - m);  // +inf after +inf: NaN, as the two-pass form
   }
 }
+// Welford's running statistics of the values seen: n of them, their mean, and m2 the sum of
+// their squared deviations from it.
+template <class T> KILN_FN void kiln_welford_step(T& m2, T& mean, T& n, T x) {
+  n += T(1);
+  const T d = x - mean;
+  mean += d / n;
+  m2 += d * (x - mean);
+}
+// Merges the statistics (m2b, meanb, nb) of other values into (m2, mean, n) (Chan et al.).
+template <class T> KILN_FN void kiln_welford_merge(T& m2, T& mean, T& n, T m2b, T meanb, T nb) {
+  if (nb == T(0)) return;
+  if (n == T(0)) {
+    m2 = m2b;
+    mean = meanb;
+    n = nb;
+    return;
+  }
+  const T total = n + nb, d = meanb - mean, w = nb / total;
+  mean += d * w;
+  m2 += m2b + d * d * n * w;
+  n = total;
+}
 // Merges the statistics (s2, m2) of other elements into (s, m).
 template <class T> KILN_FN void kiln_sumexp_merge(T& s, T& m, T s2, T m2) {
   if (m != m || m2 != m2) {

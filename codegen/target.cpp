@@ -14,6 +14,7 @@ Target cuda_target(const std::string& arch, int num_sms) {
   t.buffer_alignment = 256;
   t.matmul_epilogues = true;
   t.online_softmax = true;
+  t.welford = true;
   // One thread per column of a tile: a tile is a block of threads reading consecutive
   // columns (coalesced); enough tiles to give every multiprocessor a few blocks.
   t.column_tile_max = 256;

@@ -39,6 +39,9 @@ struct Target {
   // Online softmax: a softmax's max and sum of exp in one pass over the row (a GPU's rows
   // re-read from cache cost more than the rescaling; the CPU's vectorized exp would run twice).
   bool online_softmax = false;
+  // Welford: a mean and the sum of squared deviations from it (a layer norm's statistics) in
+  // one pass over the row, for the same reason.
+  bool welford = false;
 
   // ---- the CPU schedule
   int64_t parallel_work = 32768;  // element-iterations below which a loop stays on the calling thread

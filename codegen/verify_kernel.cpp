@@ -103,6 +103,8 @@ class KernelVerifier {
         scopes_.back().insert(s->name);
         scopes_.back().insert(s->name + "_idx");
         scopes_.back().insert(s->name + "_max");
+        scopes_.back().insert(s->name + "_mean");
+        scopes_.back().insert(s->name + "_n");
         accs_[s->name] = s;
         return;
       case StmtKind::Accumulate: {

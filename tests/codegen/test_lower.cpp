@@ -10,6 +10,7 @@
 #include "codegen/lower.h"
 #include "codegen/schedule.h"
 #include "ir/builder.h"
+#include "passes/pass_manager.h"
 #include "tests/support/support.h"
 
 namespace kiln::codegen {
@@ -46,6 +47,12 @@ fusion::FusionPlan plan_of(const Graph& g, std::vector<std::pair<fusion::KernelK
 }
 
 std::string body_of(const Kernel& k) { return print_stmt(k.body); }
+
+int occurrences(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
 
 TEST(Lower, PointwiseChainWithBroadcastIsOneLoop) {
   // 7x33 is small: the dims merge into one contiguous loop (no thread handoff).
@@ -234,6 +241,26 @@ TEST(Lower, OnlineSoftmaxOnGpuTargets) {
   EXPECT_TRUE(has(gpu, "select(eq(m_acc_max, -inf), nan, m_acc)")) << gpu;  // a row of -inf alone gives NaN
   EXPECT_TRUE(has(cpu, "reduces %m") && has(cpu, "reduces %s")) << cpu;
   EXPECT_FALSE(has(cpu, "sumexp")) << cpu;
+}
+
+// On a GPU target a layer norm's mean and sum of squared deviations come from one Welford
+// accumulator: one reduction loop instead of two; the CPU keeps two.
+TEST(Lower, WelfordStatisticsOnGpuTargets) {
+  Graph g("ln");
+  Builder b(g);
+  Var x = b.wrap(g.add_input("x", F({5, 64})));
+  g.set_outputs({b.op(Op::LayerNorm, {x}, {{"normalized_shape", IntList{64}}, {"eps", 1e-5}}, "y")});
+  Graph d = g.clone();
+  PassOptions po;
+  run_pipeline(d, {"decompose", "canonicalize", "cse", "dce"}, po);
+  std::vector<std::string> names;
+  for (Node* n : d.nodes()) names.push_back(n->name());
+  auto plan = plan_of(d, {{fusion::KernelKind::Reduction, names}});
+  std::string gpu = body_of(lower(d, plan, cuda_target()).kernels.at(0)), cpu = body_of(lower(d, plan).kernels.at(0));
+  EXPECT_TRUE(has(gpu, "welford.identity") && has(gpu, "(welford)")) << gpu;
+  EXPECT_EQ(occurrences(gpu, "reduction for r"), 1) << gpu;
+  EXPECT_EQ(occurrences(cpu, "reduction for r"), 2) << cpu;
+  EXPECT_FALSE(has(cpu, "welford")) << cpu;
 }
 
 // A column sum with too few columns to fill a GPU is two kernels there: partials over chunks of
