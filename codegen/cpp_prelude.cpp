@@ -59,6 +59,10 @@ static inline void kiln_parallel(int64_t n, int64_t grain, F f) {
 // libm's f32 exp/log/tanh are calls that keep loops scalar: the inline polynomials vectorize.
 #define KILN_F32_LIBM_TRANSCENDENTALS 0
 
+// 1/x (the GPU's prelude uses its hardware reciprocal).
+KILN_FN float kiln_rcp(float x) { return 1.0f / x; }
+KILN_FN double kiln_rcp(double x) { return 1.0 / x; }
+
 // ---- f16 (round to nearest even, as ir/half.h). With F16C (-march=native on x86) clang's
 // storage-only __fp16 converts in hardware and vectorizes; elsewhere, bit arithmetic.
 #if defined(__F16C__)

@@ -39,6 +39,11 @@ typedef unsigned long long uint64_t;
 // CUDA's expf/logf/log1pf/tanhf are accurate (a few ulp) and fast: no polynomials here.
 #define KILN_F32_LIBM_TRANSCENDENTALS 1
 
+// 1/x correctly rounded: the hardware's reciprocal with a Newton step, a few instructions where
+// a division takes a dozen and a slow path (Welford's running mean divides per element).
+KILN_FN float kiln_rcp(float x) { return __frcp_rn(x); }
+KILN_FN double kiln_rcp(double x) { return __drcp_rn(x); }
+
 // ---- f16: the hardware's conversions (round to nearest even, as ir/half.h; a NaN stays a
 // NaN, though its payload may differ from the CPU's)
 KILN_FN float kiln_h2f(uint16_t h) {

@@ -171,7 +171,7 @@ template <class T> KILN_FN void kiln_sumexp_step(T& s, T& m, T x) {
 template <class T> KILN_FN void kiln_welford_step(T& m2, T& mean, T& n, T x) {
   n += T(1);
   const T d = x - mean;
-  mean += d / n;
+  mean += d * kiln_rcp(n);
   m2 += d * (x - mean);
 }
 // Merges the statistics (m2b, meanb, nb) of other values into (m2, mean, n) (Chan et al.).

@@ -31,9 +31,9 @@ namespace kiln::codegen {
 // Every prelude function generated code may call, on either target: those of
 // codegen/pointwise_exprs.def and those the emitters print (conversions, accumulator steps,
 // index checks). Both preludes define each (tests/codegen/test_prelude_math.cpp checks it);
-// the first three are the targets' own (see above), the rest are prelude_math()'s.
-inline constexpr std::array<std::string_view, 39> kPreludeMathFunctions = {
-    "kiln_h2f",        "kiln_f2h",         "kiln_report_index_error",
+// the first four are the targets' own (see above), the rest are prelude_math()'s.
+inline constexpr std::array<std::string_view, 40> kPreludeMathFunctions = {
+    "kiln_h2f",        "kiln_f2h",         "kiln_report_index_error", "kiln_rcp",
     "kiln_bf2f",       "kiln_f2bf",        "kiln_round_f16",   "kiln_round_bf16",
     "kiln_f2i64",      "kiln_f2i32",
     "kiln_wrap_add",   "kiln_wrap_sub",    "kiln_wrap_mul",    "kiln_ipow",
