@@ -116,13 +116,14 @@ void GraphLowering::lower_reduction(const FusionGroup& grp) {
   std::map<const Node*, const Node*> online;  // amax -> its sum
   std::map<const Node*, std::pair<const Node*, const Node*>> welford;  // sum -> {sum of squares, mean}
   std::set<const Node*> done;                 // sums computed with their partner
-  if (target_.online_softmax)
+  bool one_pass = nred >= target_.one_pass_min_row;
+  if (target_.online_softmax && one_pass)
     for (const Node* n : reductions)
       if (const Node* s = online_softmax_sum(n, reductions, level); s && !done.count(s) && !done.count(n)) {
         online[n] = s;
         done.insert(s);
       }
-  if (target_.welford)
+  if (target_.welford && one_pass)
     for (const Node* n : reductions)
       if (auto w = welford_partner(n, reductions, level, nred); w.first && !done.count(w.first) && !done.count(n) && !online.count(n)) {
         welford[n] = w;

@@ -36,12 +36,16 @@ struct Target {
   // GEMM itself (cuBLASLt) instead of a kernel of their own. OpenBLAS has none.
   bool matmul_epilogues = false;
 
-  // Online softmax: a softmax's max and sum of exp in one pass over the row (a GPU's rows
-  // re-read from cache cost more than the rescaling; the CPU's vectorized exp would run twice).
+  // Online softmax: a softmax's max and sum of exp in one pass over the row. Welford: a mean
+  // and the sum of squared deviations from it (a layer norm's statistics) in one pass. Both
+  // trade a pass over the row for more arithmetic per element, which pays only where the row
+  // no longer comes back from cache: rows of at least `one_pass_min_row` elements. Measured on
+  // an H100 (bench/NOTES.md): softmax rows of 1024 run 6% slower online, cross-entropy rows of
+  // 32000 15% faster; Welford on layer-norm rows of 4096 ran 6% slower. The CPU keeps two
+  // passes (its vectorized exp would run twice).
   bool online_softmax = false;
-  // Welford: a mean and the sum of squared deviations from it (a layer norm's statistics) in
-  // one pass over the row, for the same reason.
   bool welford = false;
+  int64_t one_pass_min_row = 8192;
 
   // ---- the CPU schedule
   int64_t parallel_work = 32768;  // element-iterations below which a loop stays on the calling thread

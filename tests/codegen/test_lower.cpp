@@ -221,8 +221,8 @@ TEST(Lower, MatmulEpiloguesFoldOnTargetsThatHaveThem) {
   EXPECT_EQ(lowered("relu", true, cuda_target()).first.steps.at(0).matmul.epilogue, MatmulEpilogue::None);
 }
 
-// On a GPU target a softmax row's max and sum of exp come from one sumexp accumulator (online
-// softmax): one reduction loop, not two; the CPU keeps its two passes.
+// On a GPU target a long softmax row's max and sum of exp come from one sumexp accumulator
+// (online softmax): one reduction loop, not two; short rows and the CPU keep two passes.
 TEST(Lower, OnlineSoftmaxOnGpuTargets) {
   Graph g("sm");
   Builder b(g);
@@ -234,7 +234,11 @@ TEST(Lower, OnlineSoftmaxOnGpuTargets) {
   std::vector<std::string> names;
   for (Node* n : g.nodes()) names.push_back(n->name());
   auto plan = plan_of(g, {{fusion::KernelKind::Reduction, names}});
-  std::string gpu = body_of(lower(g, plan, cuda_target()).kernels.at(0)), cpu = body_of(lower(g, plan).kernels.at(0));
+  Target t = cuda_target();
+  t.one_pass_min_row = 16;  // these rows are short; the default keeps two passes for them
+  std::string gpu = body_of(lower(g, plan, t).kernels.at(0)), cpu = body_of(lower(g, plan).kernels.at(0));
+  std::string gpu_short = body_of(lower(g, plan, cuda_target()).kernels.at(0));
+  EXPECT_FALSE(has(gpu_short, "sumexp")) << gpu_short;
   EXPECT_TRUE(has(gpu, "acc m_acc: f32 = sumexp.identity")) << gpu;
   EXPECT_TRUE(has(gpu, "reduces %m %s (online)")) << gpu;
   EXPECT_FALSE(has(gpu, "reduces %s\n")) << gpu;
@@ -243,8 +247,8 @@ TEST(Lower, OnlineSoftmaxOnGpuTargets) {
   EXPECT_FALSE(has(cpu, "sumexp")) << cpu;
 }
 
-// On a GPU target a layer norm's mean and sum of squared deviations come from one Welford
-// accumulator: one reduction loop instead of two; the CPU keeps two.
+// On a GPU target a long layer-norm row's mean and sum of squared deviations come from one
+// Welford accumulator: one reduction loop instead of two; short rows and the CPU keep two.
 TEST(Lower, WelfordStatisticsOnGpuTargets) {
   Graph g("ln");
   Builder b(g);
@@ -256,7 +260,10 @@ TEST(Lower, WelfordStatisticsOnGpuTargets) {
   std::vector<std::string> names;
   for (Node* n : d.nodes()) names.push_back(n->name());
   auto plan = plan_of(d, {{fusion::KernelKind::Reduction, names}});
-  std::string gpu = body_of(lower(d, plan, cuda_target()).kernels.at(0)), cpu = body_of(lower(d, plan).kernels.at(0));
+  Target t = cuda_target();
+  t.one_pass_min_row = 16;
+  std::string gpu = body_of(lower(d, plan, t).kernels.at(0)), cpu = body_of(lower(d, plan).kernels.at(0));
+  EXPECT_FALSE(has(body_of(lower(d, plan, cuda_target()).kernels.at(0)), "welford"));  // short rows: two passes
   EXPECT_TRUE(has(gpu, "welford.identity") && has(gpu, "(welford)")) << gpu;
   EXPECT_EQ(occurrences(gpu, "reduction for r"), 1) << gpu;
   EXPECT_EQ(occurrences(cpu, "reduction for r"), 2) << cpu;
