@@ -207,6 +207,10 @@ std::vector<cu::DeviceTensor> CudaProgram::run_device(const ExecutableState& s, 
       fail("input {} (%{}) of graph {}: strides {} on the device, the graph declares {} (copy it to that layout first)", gb.input_index,
            s.input_names[gb.input_index], s.graph_name, shape_str(t.meta().strides), shape_str(gb.meta.strides));
     ptr[b] = t.data();
+    // Kernels read and write 16 bytes at a time where they can (codegen/cuda_emitter.h).
+    if (reinterpret_cast<uintptr_t>(ptr[b]) % 16 != 0)
+      fail("input {} (%{}) of graph {} starts {} bytes past a 16-byte boundary (a view at an element offset): pass a copy",
+           gb.input_index, s.input_names[gb.input_index], s.graph_name, reinterpret_cast<uintptr_t>(ptr[b]) % 16);
   }
   cu::DeviceBuffer arena = cu::device_alloc(static_cast<size_t>(s.arena_bytes), device);
   for (size_t b = 0; b < lg.buffers.size(); ++b)

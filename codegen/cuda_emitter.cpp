@@ -173,6 +173,120 @@ bool uses_var(const StmtPtr& s, const std::string& v) {
   return used;
 }
 
+// ---- 16-byte vectors in a thread's or lane's share of a row
+//
+// A loop `for (r = tid; r < E; r += T)` over a row whose every load and store is at
+// `base + r`, with base a multiple of W (row * 1024, 0): each thread takes W consecutive
+// elements per iteration instead (one 16-byte access per buffer), the body runs once per
+// element. Accumulations keep their order within each thread, so results stay deterministic
+// for a launch configuration. Loads under a select, gathers and loops inside stay scalar.
+
+// `index` as base + v with base a sum of multiples of `w`; the base, or null.
+ExprPtr aligned_base(const ExprPtr& index, const std::string& v, int w) {
+  if (is_var(index, v)) return imm(0);
+  if (index->kind != ExprKind::Add) return nullptr;
+  const ExprPtr *var_side = nullptr, *rest = nullptr;
+  if (is_var(index->args[1], v)) var_side = &index->args[1], rest = &index->args[0];
+  else if (is_var(index->args[0], v)) var_side = &index->args[0], rest = &index->args[1];
+  if (!var_side) return nullptr;
+  bool ok = true, uses_v = false;
+  std::function<void(const ExprPtr&)> terms = [&](const ExprPtr& e) {
+    if (e->kind == ExprKind::Add) {
+      terms(e->args[0]);
+      terms(e->args[1]);
+    } else if (e->kind == ExprKind::IntImm) {
+      ok = ok && e->i % w == 0;
+    } else if (e->kind == ExprKind::Mul && e->args[1]->kind == ExprKind::IntImm) {
+      ok = ok && e->args[1]->i % w == 0;
+    } else if (e->kind == ExprKind::Mul && e->args[0]->kind == ExprKind::IntImm) {
+      ok = ok && e->args[0]->i % w == 0;
+    } else {
+      ok = false;
+    }
+    visit(e, [&](const Expr& x) { uses_v = uses_v || (x.kind == ExprKind::Var && x.name == v); });
+  };
+  terms(*rest);
+  return ok && !uses_v ? *rest : nullptr;
+}
+
+// Elements per vector for a row loop (see above), or 0; `bases` gets each buffer's base.
+int row_vector_width(const Kernel& k, const StmtPtr& loop, std::map<std::string, ExprPtr>& bases) {
+  if (loop->map != LoopMap::GpuThreads && loop->map != LoopMap::GpuLanes) return 0;
+  const std::string& v = loop->name;
+  int widest = 0;
+  bool ok = true;
+  std::vector<std::pair<std::string, ExprPtr>> accesses;  // buffer, index
+  std::set<std::string> loaded, stored;
+  std::function<void(const ExprPtr&, bool)> expr = [&](const ExprPtr& e, bool guarded) {
+    if (e->kind == ExprKind::Load) {
+      const Buffer* b = k.find_buffer(e->name);
+      if (b && b->role == BufferRole::Constant) return;
+      bool uses_v = false;
+      visit(e->args[0], [&](const Expr& x) { uses_v = uses_v || (x.kind == ExprKind::Var && x.name == v); });
+      if (!uses_v) return expr(e->args[0], guarded);  // the same element every iteration
+      ok = ok && !guarded && b;
+      if (b) widest = std::max(widest, element_bytes(b->dtype)), ok = ok && element_bytes(b->dtype) != 0;
+      accesses.emplace_back(e->name, e->args[0]);
+      loaded.insert(e->name);
+      return;
+    }
+    for (size_t i = 0; i < e->args.size(); ++i) expr(e->args[i], guarded || (e->kind == ExprKind::Select && i > 0));
+  };
+  for (auto& s : loop->body) {
+    switch (s->kind) {
+      case StmtKind::Let: expr(s->exprs[0], false); break;
+      case StmtKind::Accumulate:
+        for (auto& e : s->exprs) expr(e, false);
+        if (s->combine == CombineOp::Argmax) ok = false;  // the position is the scalar index
+        break;
+      case StmtKind::Store: {
+        const Buffer* b = k.find_buffer(s->name);
+        ok = ok && b && element_bytes(b->dtype) != 0;
+        if (b) widest = std::max(widest, element_bytes(b->dtype));
+        accesses.emplace_back(s->name, s->exprs[0]);
+        stored.insert(s->name);
+        expr(s->exprs[1], false);
+        break;
+      }
+      default: ok = false;
+    }
+  }
+  for (auto& b : loaded) ok = ok && !stored.count(b);
+  if (!ok || widest == 0 || accesses.empty()) return 0;
+  int w = 16 / widest;
+  if (loop->extent % w != 0) return 0;
+  for (auto& [b, index] : accesses) {
+    ExprPtr base = aligned_base(index, v, w);
+    if (!base) return 0;
+    auto it = bases.find(b);
+    if (it != bases.end() && print_expr(it->second) != print_expr(base)) return 0;  // one form per buffer
+    bases[b] = base;
+  }
+  return w;
+}
+
+// The body for element j of a row vector: accesses at base + v read/write `b_v.v[j]`.
+StmtPtr row_vector_element(const StmtPtr& s, const std::map<std::string, ExprPtr>& bases, const std::string& v, int j) {
+  auto lane = [&](const ExprPtr& e) {
+    return rewrite(e, [&](const ExprPtr& x) {
+      if (x->kind != ExprKind::Load || !bases.count(x->name)) return x;
+      bool uses_v = false;
+      visit(x->args[0], [&](const Expr& y) { uses_v = uses_v || (y.kind == ExprKind::Var && y.name == v); });
+      return uses_v ? load(x->name + "_v.v", x->dtype, imm(j)) : x;
+    });
+  };
+  switch (s->kind) {
+    case StmtKind::Let: return let(s->name, lane(s->exprs[0]));
+    case StmtKind::Accumulate: {
+      auto c = std::make_shared<Stmt>(*s);
+      for (auto& e : c->exprs) e = lane(e);
+      return c;
+    }
+    case StmtKind::Store: return store(s->name + "_v.v", imm(j), lane(s->exprs[1]));
+    default: KILN_INTERNAL_ASSERT(false, "a vectorized row loop holds lets, accumulations and stores"); return s;
+  }
+}
+
 // ---- the emitter
 
 // Who runs a statement: every thread for itself (inside a grid-stride, thread or lane loop),
@@ -213,8 +327,51 @@ class CudaEmitter : public CEmitter {
                        I, v, start, int_literal(extent, d_));
   }
 
+  // A thread's or lane's share of a row, W elements per iteration (row_vector_width).
+  void row_vectorized(const StmtPtr& s, int w, const std::map<std::string, ExprPtr>& bases, int ind) {
+    std::string_view I = d_.index_type;
+    const std::string& v = s->name;
+    std::string q = v + "_vec";
+    bool lanes = s->map == LoopMap::GpuLanes;
+    if (!s->comment.empty()) line(ind, "// " + s->comment);
+    line(ind, fmt::format("// {} consecutive elements per {} per iteration: one 16-byte access per buffer", w, lanes ? "lane" : "thread"));
+    line(ind, fmt::format("for ({0} {1} = {2}; {1} < {3}; {1} += {4}) {{", I, q, lanes ? "threadIdx.x % 32" : "threadIdx.x",
+                          int_literal(s->extent / w, d_), lanes ? "32" : "blockDim.x"));
+    runs_.push_back(Runs::Thread);
+    std::set<std::string> stored;
+    for (auto& st : s->body)
+      if (st->kind == StmtKind::Store) stored.insert(st->name);
+    auto vec_type = [&](const std::string& b) { return fmt::format("kiln_vec<{}, {}>", c_storage_type(k_.find_buffer(b)->dtype), w); };
+    for (auto& [b, base] : bases) {
+      std::string at = fmt::format("({}) / {} + {}", expr(base), w, q);
+      if (base->kind == ExprKind::IntImm && base->i == 0) at = q;
+      if (stored.count(b)) line(ind + 1, fmt::format("{} {}_v;", vec_type(b), b));
+      else line(ind + 1, fmt::format("const {0} {1}_v = ((const {0}*){1})[{2}];", vec_type(b), b, at));
+    }
+    for (int j = 0; j < w; ++j) {
+      std::vector<StmtPtr> el;
+      for (auto& st : s->body) el.push_back(row_vector_element(st, bases, v, j));
+      StmtPtr blk = block(std::move(el));
+      line(ind + 1, "{");
+      if (uses_var(blk, v)) line(ind + 2, fmt::format("const {} {} = {} * {} + {};", I, v, q, w, j));
+      stmt(blk, ind + 2);
+      line(ind + 1, "}");
+    }
+    for (auto& [b, base] : bases)
+      if (stored.count(b)) {
+        std::string at = base->kind == ExprKind::IntImm && base->i == 0 ? q : fmt::format("({}) / {} + {}", expr(base), w, q);
+        line(ind + 1, fmt::format("(({}*){})[{}] = {}_v;", vec_type(b), b, at, b));
+      }
+    runs_.pop_back();
+    line(ind, "}");
+  }
+
   void loop(const StmtPtr& s, int ind) override {
     KILN_INTERNAL_ASSERT(s->map != LoopMap::Unmapped, "the kernel was scheduled (codegen/schedule.h) before the CUDA emitter ran");
+    {
+      std::map<std::string, ExprPtr> bases;
+      if (int w = row_vector_width(k_, s, bases); w > 0) return row_vectorized(s, w, bases, ind);
+    }
     KILN_INTERNAL_ASSERT(s->map == LoopMap::Serial || is_gpu_map(s->map), "the CUDA emitter is given a GPU kernel, not a CPU-mapped one");
     if (!s->comment.empty()) line(ind, "// " + s->comment);
     std::string_view I = d_.index_type;

@@ -159,9 +159,44 @@ Kernel atomics_kernel() {
                 block({hist, phases}), 256);
 }
 
+// A warp per row of `len` f32: a sum, then y = x - mean with the row's weight w[r], stored.
+Kernel row_kernel(int64_t len) {
+  ExprPtr row = var("row", 0, 63), r = var("r", 0, len - 1);
+  ExprPtr at = add(mul(row, imm(len)), r);
+  StmtPtr reduce = with_map(for_loop("r", len, LoopKind::Reduction, {accumulate("s_acc", CombineOp::Sum, f32("b1", at))}), LoopMap::GpuLanes);
+  StmtPtr write = with_map(
+      for_loop("r", len, LoopKind::Parallel,
+               {let("y", call("mul", DType::F32, {call("sub", DType::F32, {f32("b1", at), value_var("s", DType::F32)}), f32("b2", r)})),
+                store("b0", at, value_var("y", DType::F32))}),
+      LoopMap::GpuLanes);
+  StmtPtr rows = with_map(for_loop("row", 64, LoopKind::Parallel,
+                                   {decl_acc("s_acc", DType::F32, CombineOp::Sum), reduce,
+                                    combine_across("s_acc", DType::F32, CombineOp::Sum, LoopMap::GpuLanes),
+                                    let("s", value_var("s_acc", DType::F32)), write}),
+                          LoopMap::GpuWarps);
+  return kernel(fmt::format("row{}", len), {buf("b0", DType::F32, BufferRole::Output, 64 * len), buf("b1", DType::F32, BufferRole::Input, 64 * len),
+                                             buf("b2", DType::F32, BufferRole::Input, len)},
+                rows, 256);
+}
+
 std::vector<Kernel> all_kernels() {
   return {pointwise_kernel(), iota_kernel(), gather_kernel(), block_reduction_kernel(), all_combines_kernel(LoopMap::GpuWarps, LoopMap::GpuLanes),
-          all_combines_kernel(LoopMap::GpuBlocks, LoopMap::GpuThreads), scalar_kernel(), atomics_kernel()};
+          all_combines_kernel(LoopMap::GpuBlocks, LoopMap::GpuThreads), scalar_kernel(), atomics_kernel(), row_kernel(1024), row_kernel(1022)};
+}
+
+// A lane's share of a row whose accesses are at row * len + r (len a multiple of 4) or at r:
+// four consecutive elements per iteration, one 16-byte access per buffer; a row of 1022 stays
+// scalar (its rows start off a 16-byte boundary).
+TEST(CudaEmitter, RowLoopsUse16ByteVectorsWhenEveryRowIsAligned) {
+  std::string k = emit_cuda_kernel(row_kernel(1024));
+  EXPECT_TRUE(has(k, "for (int r_vec = threadIdx.x % 32; r_vec < 256; r_vec += 32) {")) << k;
+  EXPECT_TRUE(has(k, "const kiln_vec<float, 4> b1_v = ((const kiln_vec<float, 4>*)b1)[(row * 1024) / 4 + r_vec];")) << k;
+  EXPECT_TRUE(has(k, "const kiln_vec<float, 4> b2_v = ((const kiln_vec<float, 4>*)b2)[r_vec];")) << k;
+  EXPECT_TRUE(has(k, "s_acc += b1_v.v[3];")) << k;
+  EXPECT_TRUE(has(k, "((kiln_vec<float, 4>*)b0)[(row * 1024) / 4 + r_vec] = b0_v;")) << k;
+  std::string odd = emit_cuda_kernel(row_kernel(1022));
+  EXPECT_FALSE(has(odd, "r_vec")) << odd;
+  EXPECT_TRUE(has(odd, "for (int r = threadIdx.x % 32; r < 1022; r += 32) {")) << odd;
 }
 
 TEST(CudaEmitter, ModuleHasNoIncludesAndOneSignaturePerKernel) {
