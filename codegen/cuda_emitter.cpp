@@ -179,7 +179,10 @@ bool uses_var(const StmtPtr& s, const std::string& v) {
 // `base + r`, with base a multiple of W (row * 1024, 0): each thread takes W consecutive
 // elements per iteration instead (one 16-byte access per buffer), the body runs once per
 // element. Accumulations keep their order within each thread, so results stay deterministic
-// for a launch configuration. Loads under a select, gathers and loops inside stay scalar.
+// for a launch configuration. Loads under a select, gathers and loops inside stay scalar, and
+// so does a loop touching memory that another loop of the kernel also touches (temp buffers,
+// outputs read back): vectorizing one loop but not the other would hand an element to a
+// different thread between them, a race with no barrier.
 
 // `index` as base + v with base a sum of multiples of `w`; the base, or null.
 ExprPtr aligned_base(const ExprPtr& index, const std::string& v, int w) {
@@ -252,6 +255,18 @@ int row_vector_width(const Kernel& k, const StmtPtr& loop, std::map<std::string,
     }
   }
   for (auto& b : loaded) ok = ok && !stored.count(b);
+  // Only read-only inputs and outputs the kernel never reads back keep one owner per element.
+  std::set<std::string> loaded_anywhere;
+  visit(k.body, [&](const Stmt& st) {
+    for (auto& e : st.exprs)
+      visit(e, [&](const Expr& x) {
+        if (x.kind == ExprKind::Load) loaded_anywhere.insert(x.name);
+      });
+  });
+  for (auto& [b, index] : accesses) {
+    const Buffer* buf = k.find_buffer(b);
+    ok = ok && buf && buf->role != BufferRole::Temp && !(buf->role == BufferRole::Output && loaded_anywhere.count(b));
+  }
   if (!ok || widest == 0 || accesses.empty()) return 0;
   int w = 16 / widest;
   if (loop->extent % w != 0) return 0;

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "codegen/cpp_emitter.h"
+#include "codegen/cuda_emitter.h"
 #include "codegen/lower.h"
 #include "codegen/schedule.h"
 #include "ir/builder.h"
@@ -285,6 +286,24 @@ TEST(Lower, SplitColumnReductionOnGpuTargets) {
   EXPECT_TRUE(has(partials, "parallel for q in 0..10240 {")) << partials;
   EXPECT_TRUE(has(combine, "ordered for j in 0..256 {  # combines the partials in chunk order")) << combine;
   EXPECT_EQ(lower(g, plan).kernels.size(), 1u);  // the CPU's column tiles
+}
+
+// A column tile's accumulators live in a temp buffer that three loops of the kernel touch
+// (start, accumulate, finish): each column must stay with one thread in all three, so none of
+// them is vectorized (a 16-byte start loop would hand columns to other threads than the
+// accumulating loop's: a race with no barrier, seen on an H100 as wrong sums).
+TEST(Lower, GpuColumnTilesKeepOneThreadPerColumn) {
+  Graph g("col");
+  Builder b(g);
+  Var x = b.wrap(g.add_input("x", F({5, 1000})));
+  g.set_outputs({b.op(Op::Sum, {x}, {{"dim", IntList{0}}}, "s"), b.op(Op::Amax, {x}, {{"dim", IntList{0}}}, "m")});
+  auto plan = plan_of(g, {{fusion::KernelKind::Reduction, {"s", "m"}}});
+  LoweredGraph lg = lower(g, plan, cuda_target());
+  schedule(lg, cuda_target());
+  ASSERT_EQ(lg.kernels.size(), 1u);
+  std::string k = emit_cuda_kernel(lg.kernels[0]);
+  EXPECT_FALSE(has(k, "_vec")) << k;
+  EXPECT_EQ(occurrences(k, "for (int col = threadIdx.x; col < 40; col += blockDim.x) {"), 3) << k;
 }
 
 TEST(Lower, OpsWithoutLoweringAreErrorsNamingTheNode) {
