@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "codegen/cuda_emitter.h"
 #include "ir/error.h"
 
 namespace kiln::codegen {
@@ -190,14 +191,12 @@ void schedule_cuda(Kernel& k, const Target& t) {
     bool warp = lv.reduction && lv.longest <= t.warp_row_max;
     LoopMap outer = warp ? LoopMap::GpuWarps : LoopMap::GpuBlocks;
     LoopMap inner = warp ? LoopMap::GpuLanes : LoopMap::GpuThreads;
-    bool combines = false;
     StmtPtr mapped = map_loops(s, [&](const Stmt& l, std::vector<StmtPtr>& after) {
       if (!is_leaf(l) || l.loop == LoopKind::Ordered) return LoopMap::Serial;
       if (l.loop == LoopKind::Reduction)
         for (auto& [acc, st] : accumulated_in(l)) {
           DType dt = types.count(acc) ? types[acc] : st->dtype;
           after.push_back(combine_across(acc, dt, st->combine, inner));
-          combines = true;
         }
       return inner;
     });
@@ -210,10 +209,10 @@ void schedule_cuda(Kernel& k, const Target& t) {
       launch.block = std::min<int64_t>(cap, std::max<int64_t>(32, round_up(lv.longest, 32)));
       launch.grid = grid_of(1, s->extent);
     }
-    if (combines) launch.shared_bytes = 2 * 8 * (launch.block / t.warp_size);  // a (value, index) slot per warp
   }
   k.body = block(std::move(out));
   k.launch = launch;
+  k.launch.shared_bytes = cuda_shared_bytes(k);  // the scratch the emitter declares for block combines
   // 32-bit indices when every buffer and loop (and a grid-stride step past the end) fits.
   int64_t biggest = 0;
   for (const Buffer& b : k.buffers) biggest = std::max(biggest, b.numel);
