@@ -188,6 +188,12 @@ TEST_F(Cli, DemoWritesItsStages) {
   EXPECT_TRUE(fs::exists(path("demo/00_traced.kir")));
   EXPECT_TRUE(fs::exists(path("demo/01_canonicalize.kir")));
   EXPECT_TRUE(fs::exists(path("demo/graph.dot")));
+#if KILN_HAVE_CUDA
+  // Compiled for CUDA too (NVRTC needs no GPU): the CUDA C and its CUBINs are written.
+  EXPECT_TRUE(has(r.out, "== compiled for CUDA")) << r.out;
+  EXPECT_TRUE(fs::exists(path("demo/cuda/kernels.cu")));
+  EXPECT_TRUE(fs::exists(path("demo/cuda/cubin/k0.cubin")));
+#endif
   // Every stage is a valid .kir file.
   for (auto& e : fs::directory_iterator(path("demo"))) {
     if (e.path().extension() == ".kir") {

@@ -12,6 +12,9 @@
 #include <numeric>
 
 #include "backend/compile.h"
+#if KILN_HAVE_CUDA
+#include "backend/cuda_backend.h"
+#endif
 #include "frontend/nn/minigpt.h"
 #include "frontend/optim.h"
 #include "runtime/cpu/jit.h"
@@ -105,6 +108,31 @@ void compile_for_cpu(const Graph& g, const std::vector<HostTensor>& inputs, cons
              max_abs_diff(logits, expected), compiled_ms, interpreted_ms);
 }
 
+// Compiles the forward graph for CUDA (NVRTC: no GPU needed), writing the stages, the CUDA C,
+// PTX and CUBINs to out/cuda/; runs and checks it where there is a GPU.
+void compile_for_cuda(const Graph& g, const std::vector<HostTensor>& inputs, const HostTensor& expected, const fs::path& out) {
+#if KILN_HAVE_CUDA
+  backend::CompileOptions opts;
+  opts.device = Device::cuda(0);
+  opts.dump_dir = (out / "cuda").string();
+  backend::CompiledGraph compiled = backend::compile(g, opts);
+  fmt::print("== compiled for CUDA (the same driver; CUDA C through NVRTC, matmuls through cuBLASLt; stages in {})\n{}",
+             opts.dump_dir, compiled.report.str());
+  std::string why;
+  if (!backend::cuda_device_present(&why)) {
+    fmt::print("  not run: {}\n", why);
+    return;
+  }
+  compiled.run(inputs);  // the first run loads the CUBINs
+  HostTensor logits;
+  double ms = ms_of([&] { logits = compiled.run(inputs).at(0); });
+  fmt::print("  max |cuda - interpreter| = {:.3g}; one run: {:.2f} ms with host copies\n", max_abs_diff(logits, expected), ms);
+#else
+  (void)g, (void)inputs, (void)expected, (void)out;
+  fmt::print("== CUDA: this build has no CUDA backend (no CUDA toolkit was found when it was built)\n");
+#endif
+}
+
 // A training step (forward, backward, AdamW) is one graph; it runs compiled when the CPU
 // backend is built, else on the interpreter.
 void train_a_few_steps(const nn::MiniGPT& model, const HostTensor& ids, uint64_t seed, const fs::path& out) {
@@ -177,8 +205,9 @@ void add_demo_command(CLI::App& app) {
     print_top_tokens(logits);
     if (runtime::cpu::jit_available()) compile_for_cpu(optimized, inputs, logits, out);
     else fmt::print("== the CPU backend is not built (no LLVM): skipping compilation\n");
+    compile_for_cuda(optimized, inputs, logits, out);
     train_a_few_steps(model, ids, o->seed, out);
-    fmt::print("== wrote the stages to {}/ (00_traced.kir ... , graph.dot{}, cpu/, train_step.kir)\n", o->out,
+    fmt::print("== wrote the stages to {}/ (00_traced.kir ... , graph.dot{}, cpu/, cuda/, train_step.kir)\n", o->out,
                find_dot_program() ? ", graph.svg" : "");
   });
 }
