@@ -21,7 +21,8 @@ std::string resolve_refs(const std::string& text, const std::function<int(int)>&
     }
     size_t end = text.find('\x02', i);
     KILN_INTERNAL_ASSERT(end != std::string::npos, "a draft reference is closed");
-    out += fmt::format("k{}", final_id(std::stoi(text.substr(i + 1, end - i - 1))));
+    int id = final_id(std::stoi(text.substr(i + 1, end - i - 1)));
+    out += id < 0 ? std::string("(a group a recompute left empty)") : fmt::format("k{}", id);
     i = end;
   }
   return out;
@@ -60,6 +61,31 @@ void Drafts::merge(int into, int from) {
   src.nodes.clear();
   src.alive = false;
   parent_[from] = into;
+}
+
+int Drafts::split(int d, const std::vector<Node*>& part) {
+  d = find(d);
+  int nd = static_cast<int>(drafts_.size());
+  drafts_.push_back(Draft{part, true});
+  parent_.push_back(nd);
+  auto& rest = drafts_[d].nodes;
+  for (Node* n : part) {
+    auto it = std::find(rest.begin(), rest.end(), n);
+    KILN_INTERNAL_ASSERT(it != rest.end(), "a split part holds only nodes of its draft");
+    rest.erase(it);
+    draft_of_[n] = nd;
+  }
+  KILN_INTERNAL_ASSERT(!rest.empty() && !part.empty(), "a split leaves two non-empty drafts");
+  return nd;
+}
+
+void Drafts::remove(Node* n) {
+  int d = group(n);
+  KILN_INTERNAL_ASSERT(d >= 0, "a removed node is placed");
+  auto& ns = drafts_[d].nodes;
+  ns.erase(std::find(ns.begin(), ns.end(), n));
+  draft_of_.erase(n);
+  if (ns.empty()) drafts_[d].alive = false;
 }
 
 int Drafts::find(int d) const {
@@ -173,6 +199,22 @@ std::optional<int> Drafts::path_through_other(int a, int b) const {
     }
   }
   return std::nullopt;
+}
+
+std::vector<int> Drafts::downstream(int d) const {
+  d = find(d);
+  std::vector<int> out, stack{d};
+  std::set<int> seen{d};
+  while (!stack.empty()) {
+    int x = stack.back();
+    stack.pop_back();
+    for (int c : consumers(x))
+      if (seen.insert(c).second) {
+        out.push_back(c);
+        stack.push_back(c);
+      }
+  }
+  return out;
 }
 
 int Drafts::first_position(int d) const {

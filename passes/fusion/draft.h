@@ -14,7 +14,8 @@
 namespace kiln::fusion {
 
 // A reference to a draft inside a decision's text, written with its final id ("k3") once
-// groups are numbered: drafts merge and are renumbered after the text is written.
+// groups are numbered: drafts merge and are renumbered after the text is written. A final
+// id below 0 stands for a draft that was left empty.
 std::string ref(int draft);
 std::string resolve_refs(const std::string& text, const std::function<int(int)>& final_id);
 
@@ -27,6 +28,9 @@ class Drafts {
   void add_to(int d, Node* n);                   // n joins draft d
   void add_copy(int d, Node* copy, const Node* original);  // a copy ordered as its original
   void merge(int into, int from);                // `from` joins `into`
+  // Moves `part` (some of d's nodes) into a new draft, which it returns; merge(d, new) undoes it.
+  int split(int d, const std::vector<Node*>& part);
+  void remove(Node* n);                          // n leaves its draft (about to be erased)
   int find(int d) const;                         // the draft d was merged into
   int group(const Node* n) const;                // n's draft, -1 while n is not placed
 
@@ -48,6 +52,8 @@ class Drafts {
   // A draft other than a and b on a path from a to b, if one exists (merging a and b would
   // then close a cycle in the group graph).
   std::optional<int> path_through_other(int a, int b) const;
+  // The drafts that read d's results, directly or through others.
+  std::vector<int> downstream(int d) const;
   // The live drafts in an order they can run in (producers first; ties by program order).
   std::vector<int> execution_order() const;
 

@@ -10,7 +10,9 @@
 #include <algorithm>
 #include <optional>
 #include <queue>
+#include <functional>
 #include <set>
+#include <unordered_set>
 
 #include "ir/error.h"
 #include "ir/log.h"
@@ -42,15 +44,21 @@ class Fuser {
       if (!is_primitive(n->op()))
         fail("fusion needs primitive ops, but {} is not one; run the decompose pass first", node_str(n));
     for (size_t i = 0; i < nodes.size(); ++i) drafts_.set_position(nodes[i], static_cast<int>(i));
+    // Creation ops are listed first: placing the others may erase nodes (a recompute).
+    std::vector<Node*> creations;
+    for (Node* n : nodes)
+      if (is_creation(*n)) creations.push_back(n);
     for (Node* n : nodes)
       if (!is_creation(*n)) place(n);
-    for (Node* n : nodes)
-      if (is_creation(*n)) place_creation(n);
+    for (Node* n : creations) place_creation(n);
     return finish();
   }
 
  private:
-  void note(int draft, std::string text) { notes_.emplace_back(draft, std::move(text)); }
+  // A decision about `subject` (when given) follows it if its group is later split.
+  void note(int draft, std::string text, const Node* subject = nullptr) {
+    notes_.push_back({draft, std::move(text), subject});
+  }
 
   // One node: a draft of its own, then the merges it may make.
   void place(Node* n) {
@@ -63,7 +71,17 @@ class Fuser {
     if (is_alias_view(*n) && producer_drafts(n).empty())
       note(d, fmt::format("{} is an alias of %{}: no kernel, readers index through it", node_str(n),
                           n->input(0).name()));
-    for (int p : producer_drafts(n)) {
+    // Producers are re-read after each merge: a split (unblock_by_splitting) makes a new one.
+    std::vector<int> handled;
+    for (;;) {
+      int p = -1;
+      for (int q : producer_drafts(n))
+        if (std::find(handled.begin(), handled.end(), q) == handled.end()) {
+          p = q;
+          break;
+        }
+      if (p < 0) break;
+      handled.push_back(p);
       int mine = drafts_.find(d);
       if (p == mine) continue;
       if (drafts_.is_alias(p)) {
@@ -85,8 +103,9 @@ class Fuser {
       std::string why = vertical_why(n, p);
       if (drafts_.nodes(mine).size() > 1)
         why = fmt::format("its producer group {} comes along: {}", op_list(drafts_.nodes_in_order(p)), why);
-      try_merge(p, mine, n, why);
+      merge_vertical(p, mine, n, why);
     }
+    if (!blas_operand) recompute_cheap_inputs(n, d);
     if (opt_.horizontal && !blas_operand) horizontal(n, d);
   }
 
@@ -134,13 +153,196 @@ class Fuser {
     }
   }
 
+  void merge_vertical(int p, int mine, Node* n, const std::string& why) {
+    if (try_merge(p, mine, n, why, /*log_refusal=*/false)) return;
+    if (opt_.recompute && unblock_by_splitting(p, mine, n) && try_merge(p, drafts_.find(mine), n, why, /*log_refusal=*/false)) return;
+    note(mine, fmt::format("refused: {} with {}: {}", node_str(n), ref(p), refusal(p, mine).value_or("?")), n);
+  }
+
+  // n's group b may not join its producer group a when a path a -> X -> b would become a
+  // cycle. Where X lies on that path only in part -- b needs some of X's nodes, and those do
+  // not wait on a -- X is split in two, so that the needed part runs before a and the rest
+  // after it. Cross-entropy's backward is the case: the row kernel over the logits writes the
+  // gradient only if the scale (the count of counted rows) is not in the same kernel as the
+  // loss's sum, which waits on the row kernel. Undone when the path does not go away.
+  bool unblock_by_splitting(int a, int b, Node* n) {
+    a = drafts_.find(a);
+    b = drafts_.find(b);
+    if (!drafts_.path_through_other(a, b)) return false;
+    std::unordered_set<const Node*> upstream = upstream_of(drafts_.nodes(b));
+    std::vector<std::pair<int, int>> splits;  // (the rest, the part split off)
+    for (int x : drafts_.downstream(a)) {
+      if (x == b || drafts_.has_extern(x) || drafts_.is_alias(x)) continue;
+      std::vector<Node*> part, rest;
+      for (Node* m : drafts_.nodes(x)) (upstream.count(m) ? part : rest).push_back(m);
+      if (part.empty() || rest.empty() || !valid_alone(part) || !valid_alone(rest)) continue;
+      // Only a small part (a count, a scale) is worth a kernel of its own: one that reads or
+      // writes a tensor half the size of a's space or more would be a pass over memory.
+      if (largest_tensor(part) * 2 > space_numel(a)) continue;
+      bool waits_on_a = false;
+      for (const Node* m : upstream_of(part)) waits_on_a |= drafts_.group(m) == a;
+      if (waits_on_a) continue;
+      splits.push_back({x, drafts_.split(x, part)});
+    }
+    if (!splits.empty() && !drafts_.path_through_other(a, b) && !drafts_.path_through_other(b, a)) {
+      for (auto [x, part] : splits) {
+        const auto& moved = drafts_.nodes(part);
+        for (Note& nt : notes_)
+          if (nt.subject && std::find(moved.begin(), moved.end(), nt.subject) != moved.end()) nt.draft = part;
+      }
+      for (auto [x, part] : splits)
+        note(part, fmt::format("{} split off {}: {} reads only these of its nodes, and they do not wait on {}",
+                               op_list(drafts_.nodes_in_order(part)), ref(x), node_str(n), ref(a)));
+      return true;
+    }
+    for (auto [x, part] : splits) drafts_.merge(x, part);
+    return false;
+  }
+
+  static int64_t largest_tensor(const std::vector<Node*>& nodes) {
+    int64_t most = 0;
+    for (const Node* m : nodes) {
+      for (Value v : m->inputs()) most = std::max(most, v.meta().numel());
+      for (int i = 0; i < m->num_results(); ++i) most = std::max(most, m->meta(i).numel());
+    }
+    return most;
+  }
+
+  // The number of elements a draft's loops run over: its reductions' input, else its largest result.
+  int64_t space_numel(int d) const {
+    auto reds = drafts_.reductions(d);
+    if (!reds.empty()) return reds.front()->input(0).meta().numel();
+    int64_t most = 0;
+    for (const Node* m : drafts_.nodes(d))
+      for (int i = 0; i < m->num_results(); ++i) most = std::max(most, m->meta(i).numel());
+    return most;
+  }
+
+  // Every node the given nodes read, directly or not.
+  static std::unordered_set<const Node*> upstream_of(const std::vector<Node*>& nodes) {
+    std::unordered_set<const Node*> seen;
+    std::vector<const Node*> stack(nodes.begin(), nodes.end());
+    while (!stack.empty()) {
+      const Node* m = stack.back();
+      stack.pop_back();
+      for (Value v : m->inputs())
+        if (seen.insert(v.node).second) stack.push_back(v.node);
+    }
+    return seen;
+  }
+
+  // Whether these nodes could be a group by themselves: reductions over the same rows and
+  // everything else in those rows, or, with no reduction, one space.
+  static bool valid_alone(const std::vector<Node*>& nodes) {
+    const Node* red = nullptr;
+    for (const Node* m : nodes)
+      if (m->category() == OpCategory::Reduction) {
+        red = m;
+        break;
+      }
+    std::optional<Shape> space;
+    for (const Node* m : nodes) {
+      if (is_creation(*m) || is_alias_view(*m)) continue;
+      if (red && m->category() == OpCategory::Reduction) {
+        if (m->input(0).meta().shape != red->input(0).meta().shape || reduced_dims(*m) != reduced_dims(*red)) return false;
+        continue;
+      }
+      for (int i = 0; i < m->num_results(); ++i) {
+        const Shape& sh = m->meta(i).shape;
+        if (red) {
+          const Shape& s = red->input(0).meta().shape;
+          std::vector<int64_t> r = reduced_dims(*red);
+          if (sh != s && sh != keepdim_shape(s, r) && sh != removed_shape(s, r)) return false;
+        } else if (!space) {
+          space = sh;
+        } else if (sh != *space) {
+          return false;
+        }
+      }
+    }
+    return true;
+  }
+
+  // A value computed from the graph's inputs alone by a few cheap ops (a mask, a cast, an
+  // index), which n reads from a group it did not join, is recomputed in n's group: reading
+  // the inputs again costs no more than reading the materialized value, the producer may not
+  // have to write it, and n's group does not wait on a kernel for it (which could keep a
+  // consumer of n's group out of that kernel: cross-entropy's non-ignored count).
+  void recompute_cheap_inputs(Node* n, int d) {
+    if (!opt_.vertical || !opt_.recompute || is_alias_view(*n)) return;
+    for (size_t i = 0; i < n->inputs().size(); ++i) {
+      Value v = n->input(static_cast<int>(i));
+      int p = drafts_.group(v.node), mine = drafts_.find(d);
+      if (p < 0 || p == mine || drafts_.is_alias(p) || drafts_.has_extern(p)) continue;
+      std::vector<Node*> cone;
+      if (!cheap_input_cone(v.node, cone)) continue;
+      if (drafts_.nodes(mine).size() + cone.size() > static_cast<size_t>(opt_.max_group_nodes)) continue;
+      // The copies must live in n's loops: in a reduction, in its rows; in a pointwise loop,
+      // in its space (a broadcast copy there would keep a later reduction from absorbing
+      // the loop). A scalar chain (AdamW's bias corrections) read by a reduction over other
+      // rows is read, not recomputed.
+      std::vector<Node*> together = drafts_.nodes(mine);
+      together.insert(together.end(), cone.begin(), cone.end());
+      bool fits = drafts_.reductions(mine).empty()
+                      ? std::all_of(cone.begin(), cone.end(),
+                                    [&](const Node* c) { return is_alias_view(*c) || c->meta().shape == n->meta().shape; })
+                      : valid_alone(together);
+      if (!fits) continue;
+      std::unordered_map<const Node*, Node*> copy_of;
+      std::vector<Node*> copies;
+      for (Node* c : cone) {
+        std::vector<Value> ins;
+        for (Value u : c->inputs()) {
+          auto it = copy_of.find(u.node);
+          ins.push_back(it == copy_of.end() ? u : Value{it->second, u.index});
+        }
+        Node* copy = g_.add_node(c->op(), std::move(ins), c->attrs(), c->name());
+        copy_of[c] = copy;
+        copies.push_back(copy);
+        drafts_.add_copy(mine, copy, c);
+      }
+      n->set_input(static_cast<int>(i), Value{copy_of.at(v.node), v.index});
+      note(mine, fmt::format("{} recomputes %{} from the graph's inputs ({}) instead of reading it from {}, which it "
+                             "did not join",
+                             node_str(n), v.name(), op_list(copies), ref(p)),
+           n);
+      // Originals nothing reads any more leave their group and the graph.
+      for (auto it = cone.rbegin(); it != cone.rend(); ++it) {
+        Node* c = *it;
+        bool used = c->has_uses();
+        for (int r = 0; r < c->num_results(); ++r) used |= drafts_.is_graph_output(c->result(r));
+        if (used) continue;
+        drafts_.remove(c);
+        g_.erase(c);
+      }
+    }
+  }
+
+  // The nodes between the graph's inputs (and creation ops) and `root`, producers first, when
+  // they are few cheap pointwise ops or views; false otherwise.
+  static bool cheap_input_cone(Node* root, std::vector<Node*>& cone) {
+    constexpr size_t kMaxRecomputed = 4;
+    std::unordered_set<const Node*> seen;
+    std::function<bool(Node*)> visit = [&](Node* m) {
+      if (m->is_input() || is_creation(*m)) return true;
+      if (!seen.insert(m).second) return true;
+      if (m->category() != OpCategory::Pointwise && !is_alias_view(*m)) return false;
+      if (seen.size() > kMaxRecomputed) return false;
+      for (Value u : m->inputs())
+        if (!visit(u.node)) return false;
+      cone.push_back(m);
+      return true;
+    };
+    return visit(root);
+  }
+
   bool try_merge(int into, int from, Node* n, const std::string& why, bool log_refusal = true) {
     if (auto why_not = refusal(into, from)) {
-      if (log_refusal) note(from, fmt::format("refused: {} with {}: {}", node_str(n), ref(into), *why_not));
+      if (log_refusal) note(from, fmt::format("refused: {} with {}: {}", node_str(n), ref(into), *why_not), n);
       return false;
     }
     drafts_.merge(into, from);
-    note(into, fmt::format("{} joins {} ({})", node_str(n), ref(into), why));
+    note(into, fmt::format("{} joins {} ({})", node_str(n), ref(into), why), n);
     return true;
   }
 
@@ -263,7 +465,12 @@ class Fuser {
   Graph& g_;
   const FusionOptions& opt_;
   Drafts drafts_;
-  std::vector<std::pair<int, std::string>> notes_;  // (draft, text with draft references)
+  struct Note {
+    int draft;
+    std::string text;  // with draft references
+    const Node* subject;
+  };
+  std::vector<Note> notes_;
 };
 
 KernelKind kind_of(const std::vector<Node*>& nodes) {
@@ -296,9 +503,13 @@ FusionPlan Fuser::finish() {
     node_order.insert(node_order.end(), grp.nodes.begin(), grp.nodes.end());
     plan.groups.push_back(std::move(grp));
   }
-  for (auto& [d, text] : notes_) {
-    int id = final_id.at(drafts_.find(d));
-    plan.groups[id].reasons.push_back(resolve_refs(text, [&](int draft) { return final_id.at(drafts_.find(draft)); }));
+  for (auto& [d, text, subject] : notes_) {
+    auto it = final_id.find(drafts_.find(d));
+    if (it == final_id.end()) continue;  // a group a recompute left empty
+    plan.groups[it->second].reasons.push_back(resolve_refs(text, [&](int draft) {
+      auto f = final_id.find(drafts_.find(draft));
+      return f == final_id.end() ? -1 : f->second;
+    }));
   }
 
   if (node_order != g_.nodes()) {

@@ -17,8 +17,13 @@
 //   several groups, or only by matmuls (BLAS takes transposed operands), stays an Alias;
 // - a matmul is an extern kernel (BLAS); pointwise consumers after it (bias, activation)
 //   form the epilogue kernel that follows it;
-// - nothing is duplicated: a reduction or matmul belongs to exactly one group, and a
-//   value computed in one group and read by another is materialized once.
+// - nothing is duplicated, with one exception: a reduction or matmul belongs to exactly one
+//   group, and a value computed in one group and read by another is materialized once;
+//   but a value of the graph's inputs alone, made by a few cheap pointwise ops (a mask, a
+//   cast), is recomputed by a group that reads it from a group it cannot join;
+// - a merge refused because another group sits on a path between the two (a cycle) splits
+//   that group when only part of it is on the path (cross-entropy: the count of counted
+//   rows runs before the row kernel, so the row kernel writes the logits' gradient).
 // Groups never form a cycle: the group graph stays acyclic and groups are numbered in an
 // order in which they can run.
 //
@@ -63,6 +68,9 @@ struct FusionOptions {
   bool vertical = true;
   bool horizontal = true;
   bool reductions = true;   // fuse producers/consumers into reductions
+  // Recompute a few cheap ops of the graph's inputs in a group that reads them from another
+  // (instead of waiting on that group for a materialized value).
+  bool recompute = true;
   // Caps how many nodes one group may hold (a guard against huge kernels).
   int max_group_nodes = 128;
 };

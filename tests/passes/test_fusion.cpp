@@ -229,13 +229,68 @@ graph ce(%z: f32[8,10], %t: i64[8,1], %gl: f32[]) {
 
 TEST(Fusion, CrossEntropyForwardAndBackward) {
   Fused f = fuse_text(kCrossEntropy);
-  // The rows' kernel, the backward's kernel, and the scalar loss reduction over rows.
-  EXPECT_LE(f.plan.num_kernels(), 3) << f.dump();
-  EXPECT_TRUE(f.together({"m", "lp", "picked", "masked", "p", "hot", "d"})) << f.dump();
-  EXPECT_TRUE(f.together({"total", "cnt", "loss"})) << f.dump();
+  // Three kernels, one pass over the logits: the count of counted rows and the gradient's
+  // scale first, then the rows' kernel, which writes the loss terms and the gradient itself,
+  // then the scalar loss.
+  EXPECT_EQ(f.plan.num_kernels(), 3) << f.dump();
+  EXPECT_TRUE(f.together({"cnt", "scale"})) << f.dump();
+  EXPECT_TRUE(f.together({"m", "lp", "picked", "masked", "p", "hot", "d", "wrow", "dz"})) << f.dump();
+  EXPECT_TRUE(f.together({"total", "loss"})) << f.dump();
+  EXPECT_LT(f.of("cnt").id, f.of("dz").id);
+  EXPECT_LT(f.of("dz").id, f.of("loss").id);
   EXPECT_EQ(f.of("total").reduce_dims, (std::vector<int64_t>{0, 1}));
+  // Nothing of the gradient's size leaves the rows' kernel but the gradient.
+  for (const Value& v : f.of("dz").outputs) {
+    if (v.meta().numel() == 80) {
+      EXPECT_EQ(v.name(), "dz") << f.dump();
+    }
+  }
   // %ar is inlined where it is read, never a kernel of its own.
   EXPECT_EQ(f.of("ar").id, f.of("hot").id);
+  // The decisions that made it so are in the log.
+  bool split = false, recomputed = false;
+  for (const auto& grp : f.plan.groups)
+    for (const auto& r : grp.reasons) {
+      split |= has(r, "split off") && has(r, "do not wait on k1");
+      recomputed |= has(r, "recomputes %vf from the graph's inputs");
+    }
+  EXPECT_TRUE(split) << f.dump();
+  EXPECT_TRUE(recomputed) << f.dump();
+}
+
+TEST(Fusion, CheapValueOfTheInputsIsRecomputedNotRead) {
+  // %mf is made from %t alone: the sum over everything recomputes it rather than wait on the
+  // rows' kernel for it, and nothing materializes it.
+  Fused f = fuse_text(R"(
+graph mask(%x: f32[8,64], %t: i64[8,64]) {
+  %zero = full(size=[], fill_value=0, dtype=i64) : i64[]
+  %mask = gt(%t, %zero) : bool[8,64]
+  %mf = to(%mask, dtype=f32) : f32[8,64]
+  %a = mul(%x, %mf) : f32[8,64]
+  %s1 = sum(%a, dim=[1]) : f32[8]
+  %s0 = sum(%mf) : f32[]
+  return (%s1, %s0)
+})");
+  EXPECT_EQ(f.plan.num_kernels(), 2) << f.dump();
+  for (const auto& grp : f.plan.groups) EXPECT_EQ(grp.outputs.size(), 1u) << f.dump();
+  EXPECT_TRUE(plan_buffers(f.g, f.plan).buffers.empty()) << f.dump();
+}
+
+TEST(Fusion, BroadcastValueOfTheInputsIsReadNotRecomputed) {
+  // %mf [64] is broadcast into the [8,64] loop: a copy there would keep the row sum from
+  // absorbing that loop, so it is read from the kernel that makes it.
+  Fused f = fuse_text(R"(
+graph mask(%x: f32[8,64], %t: i64[64]) {
+  %zero = full(size=[], fill_value=0, dtype=i64) : i64[]
+  %mask = gt(%t, %zero) : bool[64]
+  %mf = to(%mask, dtype=f32) : f32[64]
+  %s0 = sum(%mf) : f32[]
+  %a = mul(%x, %mf) : f32[8,64]
+  %s1 = sum(%a, dim=[1]) : f32[8]
+  return (%s1, %s0)
+})");
+  EXPECT_EQ(f.plan.num_kernels(), 2) << f.dump();
+  EXPECT_TRUE(f.together({"a", "s1"})) << f.dump();
 }
 
 TEST(Fusion, ChainOfTenPointwiseOpsIsOneKernel) {
@@ -366,9 +421,14 @@ graph lin(%x: f32[8,32], %w: f32[16,32]) {
 }
 
 TEST(Fusion, AValueReadByTwoGroupsIsMaterializedOnce) {
+  // Five ops are more than a group recomputes (four): %a is made once and read once.
   Fused f = fuse_text(R"(
 graph shared(%x: f32[8,64]) {
-  %a = exp(%x) : f32[8,64]
+  %a1 = exp(%x) : f32[8,64]
+  %a2 = neg(%a1) : f32[8,64]
+  %a3 = tanh(%a2) : f32[8,64]
+  %a4 = abs(%a3) : f32[8,64]
+  %a = sqrt(%a4) : f32[8,64]
   %s0 = sum(%a, dim=[0]) : f32[64]
   %s1 = sum(%a, dim=[1]) : f32[8]
   return (%s0, %s1)
@@ -384,6 +444,19 @@ graph shared(%x: f32[8,64]) {
   BufferPlan mem = plan_buffers(f.g, f.plan);
   ASSERT_EQ(mem.buffers.size(), 1u);
   EXPECT_EQ(mem.buffers[0].bytes, 8 * 64 * 4);
+}
+
+TEST(Fusion, ShortChainOfTheInputsReadByTwoGroupsIsRecomputedInEach) {
+  Fused f = fuse_text(R"(
+graph shared(%x: f32[8,64]) {
+  %a = exp(%x) : f32[8,64]
+  %s0 = sum(%a, dim=[0]) : f32[64]
+  %s1 = sum(%a, dim=[1]) : f32[8]
+  return (%s0, %s1)
+})");
+  EXPECT_EQ(f.plan.num_kernels(), 2) << f.dump();
+  for (const auto& grp : f.plan.groups) EXPECT_EQ(grp.outputs.size(), 1u) << f.dump();
+  EXPECT_TRUE(plan_buffers(f.g, f.plan).buffers.empty()) << f.dump();
 }
 
 TEST(Fusion, DiamondThatWouldCycleIsRefused) {
@@ -443,7 +516,7 @@ graph sm(%x: f32[8,64]) {
 TEST(Fusion, FusedPrintParsesBackToTheSameGraph) {
   Fused f = fuse_text(kCrossEntropy);
   std::string text = f.dump();
-  EXPECT_TRUE(has(text, "# kernel k0 (reduction): rows [8,10] over [1] [amax, sub")) << text;
+  EXPECT_TRUE(has(text, "# kernel k1 (reduction): rows [8,10] over [1] [amax, sub")) << text;
   Graph back = parse_graph(text);
   EXPECT_EQ(print_graph(back), print_graph(f.g));
 }
