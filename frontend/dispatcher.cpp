@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "frontend/cpu_kernel.h"
+#include "frontend/cuda_kernel.h"
 #include "frontend/trace_context.h"
 #include "ir/error.h"
 
@@ -15,6 +16,7 @@ namespace kiln {
 std::string_view dispatch_key_name(DispatchKey k) {
   switch (k) {
     case DispatchKey::CPU: return "CPU";
+    case DispatchKey::CUDA: return "CUDA";
     case DispatchKey::Tracing: return "Tracing";
   }
   return "?";
@@ -45,6 +47,7 @@ std::array<KernelEntry, kNumDispatchKeys>& kernel_table() {
   static std::array<KernelEntry, kNumDispatchKeys> table = [] {
     std::array<KernelEntry, kNumDispatchKeys> t;
     t[static_cast<int>(DispatchKey::CPU)] = {cpu_kernel, "cpu reference kernel"};
+    t[static_cast<int>(DispatchKey::CUDA)] = {cuda_kernel, "cuda kernel (the op compiled for the GPU)"};
     t[static_cast<int>(DispatchKey::Tracing)] = {TraceContext::tracing_kernel, "tracing kernel"};
     return t;
   }();

@@ -4,8 +4,9 @@
 // keys plus `Tracing` while a trace is active on this thread (so creation ops with no inputs
 // are recorded too) -- and runs the kernel registered for the highest-priority key:
 //   Tracing -> record a node into the graph being built (frontend/trace_context.h)
+//   CUDA    -> compile the op for the tensors' GPU and run it there (frontend/cuda_kernel.h)
 //   CPU     -> run the op's reference kernel eagerly (frontend/cpu_kernel.h)
-// New backends and features (CUDA, Autograd) are new keys plus register_kernel().
+// New features (Autograd, Autocast) are new keys plus register_kernel().
 // With KILN_SHOW_DISPATCH_TRACE=1 each decision is printed to stderr as one line:
 //   [dispatch] add keys={Tracing,CPU} -> tracing kernel (%add_3 : f32[8,64])
 #include <cstdint>
@@ -22,8 +23,8 @@
 namespace kiln {
 
 // In increasing priority: a later key's kernel runs first.
-enum class DispatchKey : uint8_t { CPU, Tracing };
-inline constexpr int kNumDispatchKeys = 2;
+enum class DispatchKey : uint8_t { CPU, CUDA, Tracing };
+inline constexpr int kNumDispatchKeys = 3;
 std::string_view dispatch_key_name(DispatchKey k);
 
 class DispatchKeySet {

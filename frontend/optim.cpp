@@ -1,5 +1,7 @@
 #include "frontend/optim.h"
 
+#include "frontend/device.h"
+
 #include <algorithm>
 #include <unordered_map>
 
@@ -240,15 +242,67 @@ Trainer::Trainer(nn::Module& module, const ScalarFn& loss_fn, const std::vector<
     trained_.push_back(it->second);
     values.push_back(loss.parameters[i]);
   }
+  device_ = trained_.empty() ? Device::cpu() : trained_.front().device();
+  for (const Tensor& p : trained_)
+    if (p.device() != device_)
+      fail("Trainer: parameter '{}' is on {} and '{}' on {}: move the module with module.to(device)", p.name(),
+           p.device().str(), trained_.front().name(), device_.str());
   state_ = step_.init(values);
+  if (device_.kind == Device::Kind::CPU) return;
+  if (executor_)
+    fail("Trainer: the parameters are on {}; an Executor runs host tensors. Leave it out: the step is compiled "
+         "for {}",
+         device_.str(), device_.str());
+  backend::CompileOptions options;
+  options.device = device_;
+  compiled_ = std::make_shared<const backend::Executable>(backend::compile(step_.graph, options).executable);
+  for (const HostTensor& s : state_.state) device_state_.push_back(Tensor(s).to(device_));
+  state_.state.clear();  // the optimizer state lives on the device from now on
+  state_.params.clear();
 }
 
 double Trainer::step(const std::vector<Tensor>& batch) {
+  if (compiled_) return step_on_device(batch);
   std::vector<HostTensor> data;
   for (const Tensor& t : batch) data.push_back(t.data());
   double loss = kiln::train_step(step_, state_, data, executor_);
   for (size_t i = 0; i < trained_.size(); ++i) trained_[i].impl()->data = state_.params[i];
   return loss;
+}
+
+double Trainer::step_on_device(const std::vector<Tensor>& batch) {
+  if (batch.size() != static_cast<size_t>(step_.num_batch))
+    fail("train step '{}' takes {} batch tensors, got {}", step_.graph.name(), step_.num_batch, batch.size());
+  std::vector<Tensor> inputs = trained_;
+  inputs.insert(inputs.end(), device_state_.begin(), device_state_.end());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (batch[i].device() != device_)
+      fail("Trainer: batch tensor {} ({}) is on {}, the parameters on {}: move it with .to({}) (or .cuda())", i,
+           batch[i].str(), batch[i].device().str(), device_.str(), device_.str());
+    inputs.push_back(batch[i]);
+  }
+  inputs.push_back(Tensor(HostTensor::scalar(DType::F32, static_cast<double>(device_steps_ + 1))).to(device_));
+  std::vector<Tensor> outs = run(*compiled_, inputs);
+  KILN_INTERNAL_ASSERT(outs.size() == static_cast<size_t>(1 + step_.num_params + step_.num_state),
+                       "a train step returns the loss, the new parameters and the new state");
+  // The new values replace the old in the module's own tensors: no copy.
+  for (size_t i = 0; i < trained_.size(); ++i) {
+    TensorImpl* impl = trained_[i].impl();
+    impl->meta = outs[1 + i].meta();
+    impl->device_data = outs[1 + i].impl()->device_data;
+  }
+  device_state_.assign(outs.begin() + 1 + step_.num_params, outs.end());
+  ++device_steps_;
+  return outs[0].item();
+}
+
+TrainState Trainer::state() const {
+  if (!compiled_) return state_;
+  TrainState out;
+  for (const Tensor& p : trained_) out.params.push_back(p.host_data());
+  for (const Tensor& s : device_state_) out.state.push_back(s.host_data());
+  out.step = device_steps_;
+  return out;
 }
 
 }  // namespace kiln

@@ -24,6 +24,7 @@
 #include <variant>
 #include <vector>
 
+#include "backend/compile.h"
 #include "frontend/autograd.h"
 #include "frontend/nn/module.h"
 #include "frontend/trace.h"
@@ -86,6 +87,14 @@ std::vector<double> train(const TrainStep& ts, TrainState& state, const std::vec
 // Trains a module's parameters: traces `loss_fn` once on the example batch (which fixes the
 // batch's shapes), builds the train step, and after each step writes the new parameter values
 // into the module's parameter tensors (which alias the module's own, as in PyTorch).
+//
+// Where the parameters live decides where the step runs:
+// - on the CPU, through `executor` (the reference interpreter when empty; pass a compiled
+//   executor for speed);
+// - on a GPU (after module.cuda()), the step is compiled for that GPU, the optimizer state is
+//   made there, and every step runs on device memory: the batch must be on the GPU too, the
+//   new parameters replace the old in the module's tensors without a copy, and only the step
+//   number (4 bytes) goes over and the loss (4 bytes) comes back.
 class Trainer {
  public:
   Trainer(nn::Module& module, const ScalarFn& loss_fn, const std::vector<Tensor>& example_batch,
@@ -94,13 +103,22 @@ class Trainer {
   double step(const std::vector<Tensor>& batch);
 
   const TrainStep& train_step() const { return step_; }
-  const TrainState& state() const { return state_; }
+  // Parameters, optimizer state and the step count (host copies where they live on a GPU).
+  TrainState state() const;
+  const Device& device() const { return device_; }
 
  private:
+  double step_on_device(const std::vector<Tensor>& batch);
+
   std::vector<Tensor> trained_;  // the module's parameter tensors, in the train step's order
   TrainStep step_;
-  TrainState state_;
+  TrainState state_;             // on the CPU
   Executor executor_;
+  Device device_;
+  // On a GPU: the compiled step and the optimizer state in device memory.
+  std::shared_ptr<const backend::Executable> compiled_;
+  std::vector<Tensor> device_state_;
+  int64_t device_steps_ = 0;
 };
 
 }  // namespace kiln

@@ -29,13 +29,15 @@ const HostTensor& Tensor::data() const {
   const TensorImpl& impl = checked(impl_);
   if (impl.trace_id != 0)
     fail("tensor {} is being traced and has no values; data() works on eager tensors only", str());
+  if (impl.device_data)
+    fail("tensor {} is on {}: data() gives host memory; copy it with .cpu() (or host_data()) first", str(),
+         impl.meta.device.str());
   return impl.data;
 }
 
 double Tensor::item() const {
-  const HostTensor& d = data();
-  if (d.numel() != 1) fail("item() needs a tensor with one element, got shape {}", shape_str(d.shape()));
-  return d.get(0);
+  if (numel() != 1) fail("item() needs a tensor with one element, got shape {}", shape_str(shape()));
+  return host_data().get(0);
 }
 
 const std::string& Tensor::name() const { return checked(impl_).name; }
@@ -48,10 +50,7 @@ Tensor& Tensor::set_name(std::string name) {
 
 DispatchKeySet Tensor::key_set() const {
   const TensorImpl& impl = checked(impl_);
-  // Only the CPU backend exists so far; a CUDA key goes here when the CUDA runtime lands.
-  if (impl.meta.device.kind != Device::Kind::CPU)
-    fail("tensor {} is on {}, which has no dispatch key yet", str(), impl.meta.device.str());
-  DispatchKeySet keys = DispatchKey::CPU;
+  DispatchKeySet keys = impl.meta.device.kind == Device::Kind::CUDA ? DispatchKey::CUDA : DispatchKey::CPU;
   if (impl.trace_id != 0) keys |= DispatchKey::Tracing;
   return keys;
 }

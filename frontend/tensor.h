@@ -1,7 +1,9 @@
 #pragma once
 // kiln::Tensor: the user-facing tensor handle of the builder API. A Tensor is a shared handle
 // (copies alias, as in PyTorch) to a TensorImpl that holds the tensor's type and either
-//   - concrete data (a HostTensor: the eager CPU path), or
+//   - concrete data in host memory (a HostTensor: the eager CPU path),
+//   - concrete data in device memory (a runtime::cuda::DeviceTensor, after .to(Device::cuda())
+//     or .cuda(): ops on it compile and run on that GPU, frontend/cuda_kernel.h), or
 //   - a traced Value (a node result in the graph being recorded by kiln::trace).
 // Every op on Tensors goes through the dispatcher (frontend/dispatcher.h), which picks the
 // eager or the tracing kernel from the kinds of its inputs.
@@ -17,12 +19,16 @@
 #include "ir/tensor_meta.h"
 
 namespace kiln {
+namespace runtime::cuda {
+class DeviceTensor;
+}
 
 class DispatchKeySet;
 
 struct TensorImpl {
-  TensorMeta meta;
-  HostTensor data;         // defined for eager tensors
+  TensorMeta meta;         // meta.device says where the data is
+  HostTensor data;         // defined for eager tensors on the CPU
+  std::shared_ptr<runtime::cuda::DeviceTensor> device_data;  // defined for eager tensors on a GPU
   Value value;             // set for traced tensors
   uint64_t trace_id = 0;   // which trace `value` belongs to (0: not traced)
   std::string name;        // parameters: their module path, e.g. "blocks.0.attn.qkv.weight"
@@ -43,12 +49,26 @@ class Tensor {
   int64_t numel() const { return meta().numel(); }
 
   bool is_traced() const { return defined() && impl_->trace_id != 0; }
-  // The concrete values of an eager tensor; kiln::Error for a traced tensor (it has none).
+  // The concrete values of an eager tensor on the CPU; kiln::Error for a traced tensor (it has
+  // none) or one on a GPU (move it with .cpu() first, as PyTorch's .numpy() asks).
   const HostTensor& data() const;
-  // The single value of a one-element eager tensor.
+  // The values of an eager tensor wherever it is: a copy from the GPU for a device tensor.
+  HostTensor host_data() const;
+  // The single value of a one-element eager tensor (copied back from a GPU, as PyTorch's item()).
   double item() const;
-  std::vector<double> to_doubles() const { return data().to_doubles(); }
-  std::vector<int64_t> to_ints() const { return data().to_ints(); }
+  std::vector<double> to_doubles() const { return host_data().to_doubles(); }
+  std::vector<int64_t> to_ints() const { return host_data().to_ints(); }
+
+  // ---- devices (frontend/device.cpp), as PyTorch's: model.cuda(), x.to(device)
+  const Device& device() const { return meta().device; }
+  bool is_cuda() const { return device().kind == Device::Kind::CUDA; }
+  // The tensor on `device`: itself when it is there already, else a copy (host <-> device,
+  // contiguous). kiln::Error for a traced tensor, a build without CUDA, or no such GPU.
+  Tensor to(Device device) const;
+  Tensor cuda(int index = 0) const { return to(Device::cuda(index)); }
+  Tensor cpu() const { return to(Device::cpu()); }
+  // The device memory of an eager tensor on a GPU; kiln::Error otherwise.
+  const runtime::cuda::DeviceTensor& device_data() const;
 
   const std::string& name() const;
   Tensor& set_name(std::string name);

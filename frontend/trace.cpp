@@ -36,7 +36,7 @@ TracedGraph trace(const TraceFn& fn, const std::vector<Tensor>& example_inputs, 
   // Tracing builds the graph through Graph::add_node, so this only guards the frontend itself.
   verify_or_throw(ctx.graph(), "kiln::trace");
   return TracedGraph{std::move(ctx.graph()), ctx.take_parameters(), ctx.take_parameter_names(),
-                     ctx.take_parameter_paths()};
+                     ctx.take_parameter_paths(), ctx.take_parameter_tensors()};
 }
 
 TracedGraph trace(const TraceFn1& fn, const Tensor& example_input, const std::string& name) {

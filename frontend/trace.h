@@ -25,6 +25,10 @@ struct TracedGraph {
   std::vector<HostTensor> parameters;        // values of the lifted inputs, in graph order
   std::vector<std::string> parameter_names;  // their graph input names ("blocks_0_attn_qkv_weight")
   std::vector<std::string> parameter_paths;  // the tensors' own names ("blocks.0.attn.qkv.weight"; "" if none)
+  // The lifted Tensors themselves (aliases of the module's parameters), where they live: a
+  // Trainer of parameters on a GPU runs on their device memory. (`parameters` holds host values;
+  // for a tensor on a GPU, a copy made once, at trace time.)
+  std::vector<Tensor> parameter_tensors;
 
   // Every graph input in order: the given values for the example inputs, then the parameters.
   std::vector<HostTensor> graph_inputs(const std::vector<HostTensor>& inputs) const;

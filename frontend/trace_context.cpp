@@ -11,6 +11,10 @@ namespace {
 thread_local TraceContext* g_current = nullptr;
 std::atomic<uint64_t> g_next_trace_id{1};
 
+// A graph input's type: the tensor's dtype and shape, contiguous, with no device (graphs are
+// device-neutral; compiling one for a device places it).
+TensorMeta graph_meta(const TensorMeta& m) { return TensorMeta(m.dtype, m.shape); }
+
 std::string shapes_str(std::span<const Value> values) {
   std::string out;
   for (const Value& v : values) out += (out.empty() ? "" : ", ") + v.meta().str();
@@ -39,7 +43,7 @@ ActiveTrace::ActiveTrace(TraceContext& ctx) {
 ActiveTrace::~ActiveTrace() { g_current = nullptr; }
 
 Tensor TraceContext::add_input(const Tensor& example, const std::string& name) {
-  Value v = graph_.add_input(graph_.fresh_name(name), example.meta().contiguous());
+  Value v = graph_.add_input(graph_.fresh_name(name), graph_meta(example.meta()));
   auto impl = std::make_shared<TensorImpl>();
   impl->meta = v.meta();
   impl->value = v;
@@ -59,10 +63,11 @@ Value TraceContext::value_of(const Tensor& t) {
   if (auto it = lifted_.find(impl); it != lifted_.end()) return it->second;
   // A concrete tensor the function uses: lift it into a graph input and keep its value.
   std::string base = impl->name.empty() ? "const" : sanitize_value_name(impl->name);
-  Value v = graph_.add_input(graph_.fresh_name(base), impl->data.meta().contiguous());
+  Value v = graph_.add_input(graph_.fresh_name(base), graph_meta(impl->meta));
   lifted_[impl] = v;
   keep_alive_.push_back(t.impl_ptr());
-  params_.push_back(impl->data.contiguous());
+  params_.push_back(impl->device_data ? t.host_data() : impl->data.contiguous());
+  param_tensors_.push_back(t);
   param_names_.push_back(v.name());
   param_paths_.push_back(impl->name);
   return v;

@@ -39,6 +39,7 @@ class TraceContext {
   std::vector<HostTensor> take_parameters() { return std::move(params_); }
   std::vector<std::string> take_parameter_names() { return std::move(param_names_); }
   std::vector<std::string> take_parameter_paths() { return std::move(param_paths_); }
+  std::vector<Tensor> take_parameter_tensors() { return std::move(param_tensors_); }
 
   // The Tracing key's kernel: records one node (shape errors name the op, the node and the
   // input shapes) and returns traced tensors for its results.
@@ -54,6 +55,7 @@ class TraceContext {
   std::vector<HostTensor> params_;
   std::vector<std::string> param_names_;
   std::vector<std::string> param_paths_;
+  std::vector<Tensor> param_tensors_;
 };
 
 // Makes a TraceContext the current one for its lifetime (kiln::Error if one is active).

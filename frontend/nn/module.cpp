@@ -59,4 +59,16 @@ int64_t Module::num_parameters() const {
   return n;
 }
 
+Module& Module::to(Device device) {
+  for (auto& [path, p] : named_parameters()) {
+    if (p.device() == device) continue;
+    Tensor moved = p.to(device);
+    TensorImpl* impl = p.impl();
+    impl->meta = moved.meta();
+    impl->data = moved.impl()->data;
+    impl->device_data = moved.impl()->device_data;
+  }
+  return *this;
+}
+
 }  // namespace kiln::nn

@@ -37,6 +37,13 @@ class Module {
   int64_t num_parameters() const;
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const { return children_; }
 
+  // Moves every parameter to `device` in place, as PyTorch's module.to(): the Tensors the
+  // module (and whoever holds its parameters) see now live there. One copy per parameter,
+  // none after: graphs then run on the parameters' device memory.
+  Module& to(Device device);
+  Module& cuda(int index = 0) { return to(Device::cuda(index)); }
+  Module& cpu() { return to(Device::cpu()); }
+
  protected:
   Tensor register_parameter(const std::string& name, Tensor value);
   template <typename M>

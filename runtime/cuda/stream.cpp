@@ -1,6 +1,7 @@
 // Streams, events, copies, memset.
 #include "runtime/cuda/stream.h"
 
+#include <atomic>
 #include <utility>
 
 #include "ir/error.h"
@@ -77,14 +78,39 @@ float elapsed_ms(Event& start, Event& end) {
   return ms;
 }
 
+namespace {
+struct TransferCounters {
+  std::atomic<int64_t> h2d_bytes{0}, h2d_copies{0}, d2h_bytes{0}, d2h_copies{0};
+};
+TransferCounters& counters() {
+  static TransferCounters c;
+  return c;
+}
+void count_h2d(size_t bytes) {
+  counters().h2d_bytes += static_cast<int64_t>(bytes);
+  ++counters().h2d_copies;
+}
+void count_d2h(size_t bytes) {
+  counters().d2h_bytes += static_cast<int64_t>(bytes);
+  ++counters().d2h_copies;
+}
+}  // namespace
+
+TransferStats transfer_stats() {
+  auto& c = counters();
+  return {c.h2d_bytes.load(), c.h2d_copies.load(), c.d2h_bytes.load(), c.d2h_copies.load()};
+}
+
 void copy_host_to_device(void* dst, const void* src, size_t bytes, int device) {
   if (bytes == 0) return;
+  count_h2d(bytes);
   ScopedContext ctx(device);
   check(api().cuMemcpyHtoD(device_ptr(dst), src, bytes), fmt::format("cuMemcpyHtoD ({} bytes)", bytes));
 }
 
 void copy_device_to_host(void* dst, const void* src, size_t bytes, int device) {
   if (bytes == 0) return;
+  count_d2h(bytes);
   ScopedContext ctx(device);
   check(api().cuMemcpyDtoH(dst, device_ptr(src), bytes), fmt::format("cuMemcpyDtoH ({} bytes)", bytes));
 }
@@ -97,6 +123,7 @@ void copy_device_to_device(void* dst, const void* src, size_t bytes, int device)
 
 void copy_host_to_device_async(void* dst, const void* src, size_t bytes, Stream& stream) {
   if (bytes == 0) return;
+  count_h2d(bytes);
   ScopedContext ctx(stream.device());
   check(api().cuMemcpyHtoDAsync(device_ptr(dst), src, bytes, stream.raw()),
         fmt::format("cuMemcpyHtoDAsync ({} bytes)", bytes));
@@ -104,6 +131,7 @@ void copy_host_to_device_async(void* dst, const void* src, size_t bytes, Stream&
 
 void copy_device_to_host_async(void* dst, const void* src, size_t bytes, Stream& stream) {
   if (bytes == 0) return;
+  count_d2h(bytes);
   ScopedContext ctx(stream.device());
   check(api().cuMemcpyDtoHAsync(dst, device_ptr(src), bytes, stream.raw()),
         fmt::format("cuMemcpyDtoHAsync ({} bytes)", bytes));

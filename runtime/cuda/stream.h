@@ -68,6 +68,17 @@ void copy_device_to_device(void* dst, const void* src, size_t bytes, int device 
 void copy_host_to_device_async(void* dst, const void* src, size_t bytes, Stream& stream);
 void copy_device_to_host_async(void* dst, const void* src, size_t bytes, Stream& stream);
 void copy_device_to_device_async(void* dst, const void* src, size_t bytes, Stream& stream);
+
+// Bytes and copies between host and device since the process started (every device, sync and
+// async): how a test or a user sees that a loop keeps its tensors on the device.
+struct TransferStats {
+  int64_t host_to_device_bytes = 0;
+  int64_t host_to_device_copies = 0;
+  int64_t device_to_host_bytes = 0;
+  int64_t device_to_host_copies = 0;
+};
+TransferStats transfer_stats();
+
 // Sets `bytes` bytes at `dst` to `value`, queued on the stream.
 void memset_async(void* dst, unsigned char value, size_t bytes, Stream& stream);
 
