@@ -29,7 +29,7 @@ fi
 for step in "${steps[@]}"; do
   case "$step" in
     tests)
-      for t in runtime codegen backend; do
+      for t in runtime codegen backend frontend; do
         t1=$(date +%s)
         ./build-gpu/tests/kiln_tests_$t --gtest_brief=1 > "$OUT/tests_$t.log" 2>&1
         r=$?
@@ -41,9 +41,10 @@ for step in "${steps[@]}"; do
       # Every CUDA backend test, and the runtime's GPU tests but the two that provoke errors on
       # purpose (an illegal address, an impossible allocation).
       for tool in memcheck racecheck synccheck; do
-        for t in backend runtime; do
+        for t in backend runtime frontend; do
           filter="${KILN_SANITIZE_FILTER:-*/cuda:BackendCuda.*}"
           [[ $t == runtime ]] && filter="CudaGpu.*:CublasLt.*:-*IllegalAddress*:*OutOfMemory*"
+          [[ $t == frontend ]] && filter="Device.*"
           t1=$(date +%s)
           compute-sanitizer --tool "$tool" --error-exitcode 99 \
             ./build-gpu/tests/kiln_tests_$t --gtest_brief=1 --gtest_filter="$filter" > "$OUT/sanitize_${tool}_$t.log" 2>&1
