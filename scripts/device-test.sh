@@ -3,6 +3,7 @@
 # with the LLVM path off and runs the CUDA tests, then (optionally) compute-sanitizer and the
 # CLI. Logs go to $OUT (the device tool brings them back), a summary table is printed last.
 #   scripts/device-test.sh [tests|sanitize|cli|bench]...   (default: tests cli)
+# KILN_SANITIZE_TOOLS="memcheck racecheck" picks the compute-sanitizer tools (default: all three).
 # Needs .devdeps/include (scripts/device-deps.sh, run on a Debian machine, carried along).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -40,7 +41,7 @@ for step in "${steps[@]}"; do
     sanitize)
       # Every CUDA backend test, and the runtime's GPU tests but the two that provoke errors on
       # purpose (an illegal address, an impossible allocation).
-      for tool in memcheck racecheck synccheck; do
+      for tool in ${KILN_SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
         for t in backend runtime frontend; do
           filter="${KILN_SANITIZE_FILTER:-*/cuda:BackendCuda.*}"
           [[ $t == runtime ]] && filter="CudaGpu.*:CublasLt.*:-*IllegalAddress*:*OutOfMemory*"
