@@ -39,12 +39,13 @@ for step in "${steps[@]}"; do
       done
       ;;
     sanitize)
-      # Every CUDA backend test, and the runtime's GPU tests but the two that provoke errors on
-      # purpose (an illegal address, an impossible allocation).
+      # Every CUDA backend test, the frontend's device tests, and the runtime's GPU tests but the
+      # three that provoke errors on purpose (an illegal address, an impossible allocation, a
+      # missing kernel name and a bad launch, which the sanitizer reports as API errors).
       for tool in ${KILN_SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
         for t in backend runtime frontend; do
           filter="${KILN_SANITIZE_FILTER:-*/cuda:BackendCuda.*}"
-          [[ $t == runtime ]] && filter="CudaGpu.*:CublasLt.*:-*IllegalAddress*:*OutOfMemory*"
+          [[ $t == runtime ]] && filter="CudaGpu.*:CublasLt.*:-*IllegalAddress*:*OutOfMemory*:*LaunchACompiledKernel*"
           [[ $t == frontend ]] && filter="Device.*"
           t1=$(date +%s)
           compute-sanitizer --tool "$tool" --error-exitcode 99 \
