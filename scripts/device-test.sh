@@ -51,7 +51,7 @@ for step in "${steps[@]}"; do
           compute-sanitizer --tool "$tool" --error-exitcode 99 \
             ./build-gpu/tests/kiln_tests_$t --gtest_brief=1 --gtest_filter="$filter" > "$OUT/sanitize_${tool}_$t.log" 2>&1
           r=$?
-          summary+=("compute-sanitizer $tool $t: rc=$r $(( $(date +%s) - t1 )) s: $(grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED)' "$OUT/sanitize_${tool}_$t.log" | tr '\n' ' ')")
+          summary+=("compute-sanitizer $tool $t: rc=$r $(( $(date +%s) - t1 )) s: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^\[  (PASSED|FAILED)' "$OUT/sanitize_${tool}_$t.log" | tr '\n' ' ')")
         done
       done
       ;;
