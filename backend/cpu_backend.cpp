@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <mutex>
+#include <new>
 
 #include "backend/backend.h"
 #include "backend/compile.h"
@@ -39,10 +42,64 @@ void run_matmul(const MatmulCall& mm, const void* a, const void* b, void* c) {
 
 using KernelFn = void (*)(void* const* buffers, const int64_t* scalars);
 
+// The intermediates' memory of one run. Allocated once and kept by the program: a fresh arena
+// per run cost a zero-fill (or the kernel's page faults, which zero too) over all of it, more
+// than the kernels themselves for memory-bound graphs. A new arena is filled once with 0xFF
+// bytes (NaN in every float type, -1 in every integer type), so that a kernel that read an
+// intermediate before writing it would show in every test instead of reading zeros by luck.
+class ArenaPool {
+  struct AlignedDelete {
+    void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t{64}); }
+  };
+  using Block = std::unique_ptr<std::byte[], AlignedDelete>;
+
+ public:
+  explicit ArenaPool(int64_t bytes) : bytes_(bytes) {}
+  // An arena for one run, returned to the pool when the run ends.
+  class Lease {
+   public:
+    Lease(ArenaPool* pool, Block block) : pool_(pool), block_(std::move(block)) {}
+    Lease(Lease&&) = default;
+    Lease& operator=(Lease&&) = delete;
+    ~Lease() {
+      if (block_) pool_->give_back(std::move(block_));
+    }
+    std::byte* data() const { return block_.get(); }
+
+   private:
+    ArenaPool* pool_;
+    Block block_;
+  };
+  Lease take() {
+    {
+      std::lock_guard lock(mu_);
+      if (!free_.empty()) {
+        Block b = std::move(free_.back());
+        free_.pop_back();
+        return Lease(this, std::move(b));
+      }
+    }
+    size_t bytes = static_cast<size_t>(std::max<int64_t>(bytes_, 1));
+    Block block(static_cast<std::byte*>(::operator new[](bytes, std::align_val_t{64})));
+    std::memset(block.get(), 0xFF, bytes);
+    return Lease(this, std::move(block));
+  }
+
+ private:
+  void give_back(Block block) {
+    std::lock_guard lock(mu_);
+    free_.push_back(std::move(block));
+  }
+  int64_t bytes_;
+  std::mutex mu_;
+  std::vector<Block> free_;  // one per run that was in flight at once
+};
+
 class CpuProgram final : public Program {
  public:
   std::shared_ptr<runtime::cpu::CompiledModule> module;
   std::vector<KernelFn> kernels;  // per lowered kernel
+  std::unique_ptr<ArenaPool> arenas;
 
   std::vector<HostTensor> run(const ExecutableState& s, std::span<const HostTensor> inputs) const override;
 };
@@ -51,9 +108,8 @@ std::vector<HostTensor> CpuProgram::run(const ExecutableState& s, std::span<cons
   const codegen::LoweredGraph& lg = s.lowered;
   std::vector<void*> ptr(lg.buffers.size(), nullptr);
   std::vector<HostTensor> keep;  // relaid-out inputs
-  std::vector<std::byte> arena_storage(static_cast<size_t>(s.arena_bytes + 64));
-  auto base = reinterpret_cast<uintptr_t>(arena_storage.data());
-  std::byte* arena = arena_storage.data() + ((64 - base % 64) % 64);
+  ArenaPool::Lease lease = arenas->take();
+  std::byte* arena = lease.data();
   std::vector<HostTensor> outputs(lg.outputs.size());
   for (size_t o = 0; o < lg.outputs.size(); ++o) {
     int b = lg.outputs[o];
@@ -61,7 +117,8 @@ std::vector<HostTensor> CpuProgram::run(const ExecutableState& s, std::span<cons
       outputs[o] = outputs[std::find(lg.outputs.begin(), lg.outputs.end(), b) - lg.outputs.begin()];
       continue;
     }
-    outputs[o] = HostTensor::empty(lg.buffers[b].meta.contiguous());
+    // Every element of an output is written by its kernel: no zero-fill.
+    outputs[o] = HostTensor::uninitialized(lg.buffers[b].meta.contiguous());
     ptr[b] = outputs[o].data();
   }
   for (size_t b = 0; b < lg.buffers.size(); ++b) {
@@ -115,6 +172,7 @@ class CpuBackend final : public Backend {
   std::shared_ptr<const Program> compile(const ExecutableState& state, const CompileOptions& options,
                                          CompileReport& report) const override {
     auto p = std::make_shared<CpuProgram>();
+    p->arenas = std::make_unique<ArenaPool>(state.arena_bytes);
     if (!state.lowered.kernels.empty()) {
       p->module = runtime::cpu::compile(state.source, options.jit);
       report.jit = p->module->stats();

@@ -16,6 +16,11 @@ class HostTensor {
   HostTensor() = default;
   // A new contiguous tensor (zero-filled) with meta's dtype, shape and device.
   static HostTensor empty(const TensorMeta& meta);
+  // The same, its values left as the allocator gives them: for a result every element of
+  // which is about to be written (compiled graphs' outputs), where zero-filling would be a
+  // pass over memory for nothing.
+  static HostTensor uninitialized(const TensorMeta& meta);
+  static constexpr size_t kStorageAlignment = 64;  // bytes
   static HostTensor empty(DType dt, const Shape& shape) { return empty(TensorMeta(dt, shape)); }
   // From values given in row-major order, converted to `dt`.
   static HostTensor from_doubles(DType dt, const Shape& shape, std::span<const double> values);
@@ -58,7 +63,7 @@ class HostTensor {
 
  private:
   TensorMeta meta_;
-  std::shared_ptr<std::vector<std::byte>> storage_;
+  std::shared_ptr<std::byte[]> storage_;
   int64_t offset_ = 0;
 };
 

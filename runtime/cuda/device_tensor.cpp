@@ -48,12 +48,12 @@ void* DeviceTensor::data() const {
 HostTensor DeviceTensor::to_host() const {
   TensorMeta host_meta(meta_.dtype, meta_.shape, Device::cpu());
   if (is_contiguous()) {
-    HostTensor out = HostTensor::empty(host_meta);
+    HostTensor out = HostTensor::uninitialized(host_meta);
     copy_device_to_host(out.data(), data(), static_cast<size_t>(out.nbytes()), device());
     return out;
   }
   int64_t extent = storage_extent(meta_);
-  HostTensor span = HostTensor::empty(TensorMeta(meta_.dtype, {extent}));
+  HostTensor span = HostTensor::uninitialized(TensorMeta(meta_.dtype, {extent}));
   copy_device_to_host(span.data(), data(), static_cast<size_t>(span.nbytes()), device());
   return span.view(TensorMeta(meta_.dtype, meta_.shape, meta_.strides, Device::cpu()), 0).contiguous();
 }
