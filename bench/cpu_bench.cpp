@@ -1,32 +1,47 @@
-// kiln's CPU benchmark: the workloads of the CPU backend issue, each compiled by the CPU
-// backend (decompose -> fuse -> C++ -> clang+ORC) and timed, with
-//   - kernels per workload (the fusion result),
-//   - GB/s from the minimum memory traffic (every input read once, every output written
-//     once) and that as a fraction of a memcpy measured on the same machine (read + write),
-//   - cold compile time (empty kernel cache: clang runs) and warm compile time (the kernel
-//     cache on disk holds the objects; this process's in-memory cache cleared first).
-// Prints a table last. Usage: kiln_bench_cpu [--quick]  (KILN_NUM_THREADS sets the threads)
+// kiln's CPU benchmark: the workloads of the side-by-side comparison with PyTorch
+// (bench/harness.h: the GPU rows with their first dimension divided by 8), each compiled by the
+// CPU backend (decompose -> fuse -> C++ -> clang+ORC, matmuls through OpenBLAS) and timed, with
+//   - kernels and BLAS calls per workload (the fusion result),
+//   - GB/s from the minimum memory traffic (every input read once, every output written once)
+//     and that as a fraction of a copy measured in the same run with all of kiln's threads
+//     (read + write; the one-thread memcpy is printed beside it, not used),
+//   - cold compile time (an empty kernel cache: clang runs) and warm compile time (objects from
+//     the disk cache; this process's in-memory cache cleared first),
+//   - a check against the reference interpreter on a smaller shape of the same workload.
+// Each timed call is Executable::run on host tensors (outputs allocated per call, the arena
+// reused), median of the calls after one warm-up call. Prints a table last.
+//
+// Usage: kiln_bench_cpu [--quick] [--json FILE] [--only ID,ID] [--no-block] [--no-check]
+// KILN_NUM_THREADS sets the threads (bench/compare_cpu.sh runs it at 1, 2, 4, 8 and 16).
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <functional>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "backend/compile.h"
+#include "bench/harness.h"
 #include "bench/workloads.h"
 #include "runtime/cpu/jit.h"
+#include "runtime/cpu/thread_pool.h"
 
 namespace {
 
 using namespace kiln;
-using Clock = std::chrono::steady_clock;
+using bench::Clock;
+using bench::ms_since;
+using bench::Row;
 
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+struct Options {
+  bool quick = false, no_block = false, check = true;
+  std::string json;
+  std::vector<std::string> only;
+};
 
 // Median of `reps` timed calls after one warm-up call.
 double median_ms(const std::function<void()>& fn, int reps) {
@@ -37,105 +52,148 @@ double median_ms(const std::function<void()>& fn, int reps) {
     fn();
     t.push_back(ms_since(t0));
   }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return bench::median(t);
 }
 
-// memcpy GB/s counting bytes read plus bytes written, on a buffer far larger than the caches.
-double memcpy_gbps(int reps) {
-  const size_t bytes = size_t{256} << 20;
-  std::vector<char> a(bytes, 1), b(bytes, 2);
-  double ms = median_ms([&] { std::memcpy(b.data(), a.data(), bytes); }, reps);
+// Copy GB/s counting bytes read plus bytes written, 512 MiB each way (far larger than the
+// caches), split over `threads` threads of kiln's pool in 1 MiB chunks (1: one memcpy).
+double copy_gbps(int reps, bool all_threads) {
+  const size_t bytes = size_t{512} << 20, chunk = size_t{1} << 20;
+  std::unique_ptr<char[]> a(new char[bytes]), b(new char[bytes]);
+  // Touch both with the pool (first touch decides where pages live).
+  runtime::cpu::parallel_for(static_cast<int64_t>(bytes / chunk), 1, [&](int64_t lo, int64_t hi) {
+    std::memset(a.get() + lo * chunk, 1, static_cast<size_t>(hi - lo) * chunk);
+    std::memset(b.get() + lo * chunk, 2, static_cast<size_t>(hi - lo) * chunk);
+  });
+  double ms = median_ms(
+      [&] {
+        if (!all_threads) {
+          std::memcpy(b.get(), a.get(), bytes);
+          return;
+        }
+        runtime::cpu::parallel_for(static_cast<int64_t>(bytes / chunk), 1, [&](int64_t lo, int64_t hi) {
+          std::memcpy(b.get() + lo * chunk, a.get() + lo * chunk, static_cast<size_t>(hi - lo) * chunk);
+        });
+      },
+      reps);
   return 2.0 * static_cast<double>(bytes) / (ms * 1e6);
 }
 
-struct Workload {
-  std::string name;
-  Graph graph;
-  bool bandwidth = true;  // false: report ms and GFLOP/s-free (matmul-bound training step)
-};
-
-struct Row {
-  std::string name;
-  int kernels = 0, blas = 0;
-  double run_ms = 0, gbps = 0, frac = 0, cold_ms = 0, warm_ms = 0;
-  bool bandwidth = true;
-};
-
-using bench::traffic_bytes;
-using bench::inputs_for;
-
-std::vector<Workload> workloads(bool quick) {
-  const int64_t rows = quick ? 1024 : 8192, cols = 1024, n = quick ? (1 << 22) : (1 << 24);
-  std::vector<Workload> w;
-  w.push_back({"pointwise chain (8 ops)", bench::pointwise_chain(n)});
-  w.push_back({"row softmax", bench::row_softmax(rows, cols)});
-  Graph ln = bench::layer_norm_forward(rows, cols);
-  w.push_back({"layer-norm backward", bench::backward_of(ln)});
-  w.insert(w.end() - 1, Workload{"layer-norm forward", std::move(ln)});
-  w.push_back({"cross-entropy fwd+bwd", bench::joint_of(bench::cross_entropy_loss(rows, cols), {"logits"})});
-
-  // The MLP training step: forward, backward and an AdamW update in one graph.
-  bench::TrainStepWorkload step = bench::gelu_mlp_train_step(256, 1024, quick ? 64 : 512);
-  w.push_back({"MLP training step (AdamW)", std::move(step.step.graph), false});
-  return w;
+std::string cpu_model() {
+  std::ifstream f("/proc/cpuinfo");
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown CPU";
 }
 
-Row measure(Workload& w, const std::string& cache_dir, double memcpy, int reps) {
-  Row r{w.name};
+Row measure(const bench::Workload& w, const Options& opt, const std::string& cache, double copy, int reps) {
+  Row r;
+  r.id = w.id;
+  r.name = w.name;
   r.bandwidth = w.bandwidth;
-  backend::CpuCompileOptions opts;
-  setenv("KILN_CACHE_DIR", cache_dir.c_str(), 1);
-  runtime::cpu::clear_in_memory_cache();
-  auto t0 = Clock::now();
-  backend::CompiledGraph cold = backend::compile_cpu(w.graph, opts);
-  r.cold_ms = ms_since(t0);
-  runtime::cpu::clear_in_memory_cache();
-  t0 = Clock::now();
-  backend::CompiledGraph warm = backend::compile_cpu(w.graph, opts);
-  r.warm_ms = ms_since(t0);
-  r.kernels = warm.report.kernels;
-  r.blas = warm.report.blas_calls;
-  std::vector<HostTensor> ins = inputs_for(w.graph);
-  r.run_ms = median_ms([&] { warm.run(ins); }, reps);
-  r.gbps = static_cast<double>(traffic_bytes(w.graph)) / (r.run_ms * 1e6);
-  r.frac = r.gbps / memcpy;
+  try {
+    bench::Case full = w.build(false);
+    r.traffic = bench::traffic_bytes(full.graph);
+    backend::CompileOptions co;
+    std::filesystem::remove_all(cache);  // cold: clang compiles every kernel
+    runtime::cpu::clear_in_memory_cache();
+    auto t0 = Clock::now();
+    backend::CompiledGraph cold = backend::compile_cpu(full.graph, co);
+    r.cold_ms = ms_since(t0);
+    r.compiler = cold.report.compiler;
+    runtime::cpu::clear_in_memory_cache();  // warm: objects from the disk cache
+    t0 = Clock::now();
+    backend::CompiledGraph warm = backend::compile_cpu(full.graph, co);
+    r.warm_ms = ms_since(t0);
+    r.kernels = warm.report.kernels;
+    r.blas = warm.report.blas_calls;
+    fmt::print("{}: compiled: {} kernels + {} BLAS, cold {:.1f} ms, warm {:.1f} ms\n", w.id, r.kernels, r.blas, r.cold_ms,
+               r.warm_ms);
+    std::fflush(stdout);
+    {
+      std::vector<HostTensor> ins = full.inputs();
+      r.run_ms = median_ms([&] { warm.run(ins); }, reps);
+    }
+    r.gbps = static_cast<double>(r.traffic) / (*r.run_ms * 1e6);
+    r.copy_frac = *r.gbps / copy;
+    fmt::print("{}: {:.3f} ms, {:.1f} MB moved at least, {:.1f} GB/s\n", w.id, *r.run_ms, r.traffic / 1e6, *r.gbps);
+    if (opt.check) {
+      bench::Case small = w.build(true);
+      std::vector<HostTensor> ins = small.inputs();
+      bench::check_row(r, small, ins, backend::compile_cpu(small.graph).run(ins), w.slack);
+      fmt::print("{}: check against the interpreter on a smaller shape: max rel err {:.3g}: {}\n", w.id, *r.max_rel, r.check);
+    }
+  } catch (const std::exception& e) {
+    r.check = "error";
+    r.error = e.what();
+    fmt::print("{}: error: {}\n", w.id, e.what());
+  }
+  std::fflush(stdout);
   return r;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = argc > 1 && std::string(argv[1]) == "--quick";
+  Options opt;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--quick") opt.quick = true;
+    else if (a == "--no-block") opt.no_block = true;
+    else if (a == "--no-check") opt.check = false;
+    else if (a == "--json" && i + 1 < argc) opt.json = argv[++i];
+    else if (a == "--only" && i + 1 < argc) opt.only = bench::split_commas(argv[++i]);
+    else {
+      fmt::print(stderr, "usage: kiln_bench_cpu [--quick] [--json FILE] [--only ID,ID] [--no-block] [--no-check]\n");
+      return 2;
+    }
+  }
   if (!runtime::cpu::jit_available()) {
     fmt::print("kiln was built without the LLVM CPU path: nothing to benchmark\n");
     return 0;
   }
-  int reps = quick ? 5 : 20;
-  std::string cache = (std::filesystem::temp_directory_path() / fmt::format("kiln-bench-cache-{}", ::getpid())).string();
-  std::filesystem::remove_all(cache);
+  const int reps = opt.quick ? 5 : 20;
+  std::string cache = (std::filesystem::temp_directory_path() / fmt::format("kiln-cpu-bench-cache-{}", ::getpid())).string();
+  setenv("KILN_CACHE_DIR", cache.c_str(), 1);
+  std::vector<Row> rows;
+  int status = 0;
+  const int threads = runtime::cpu::num_threads();
+  const std::string machine = cpu_model();
+  double copy = 0, copy1 = 0;
   try {
-    double memcpy = memcpy_gbps(reps);
-    fmt::print("memcpy: {:.1f} GB/s (read + write, 256 MiB)\n", memcpy);
-    std::vector<Row> rows;
-    for (Workload& w : workloads(quick)) {
-      rows.push_back(measure(w, cache, memcpy, reps));
-      const Row& r = rows.back();
-      fmt::print("{}: {:.3f} ms\n", r.name, r.run_ms);
+    copy = copy_gbps(opt.quick ? 3 : 10, true);
+    copy1 = copy_gbps(opt.quick ? 3 : 10, false);
+    fmt::print("machine: {}; {} threads; copy {:.1f} GB/s with {} threads, {:.1f} GB/s with one (read + write, 512 MiB)\n",
+               machine, threads, copy, threads, copy1);
+    // The first compile of the process (clang's start) is kept out of the rows.
+    {
+      auto t0 = Clock::now();
+      backend::compile_cpu(bench::row_softmax(1, 8));
+      fmt::print("first compile of the process (a tiny graph, clang start): {:.1f} ms\n", ms_since(t0));
     }
-    std::filesystem::remove_all(cache);
-    fmt::print("\n{:<28} {:>7} {:>4} {:>10} {:>8} {:>8} {:>10} {:>10}\n", "workload", "kernels", "blas", "run ms",
-               "GB/s", "memcpy", "cold ms", "warm ms");
-    for (const Row& r : rows) {
-      std::string gb = r.bandwidth ? fmt::format("{:.1f}", r.gbps) : "-";
-      std::string fr = r.bandwidth ? fmt::format("{:.0f}%", 100 * r.frac) : "-";
-      fmt::print("{:<28} {:>7} {:>4} {:>10.3f} {:>8} {:>8} {:>10.1f} {:>10.1f}\n", r.name, r.kernels, r.blas, r.run_ms, gb,
-                 fr, r.cold_ms, r.warm_ms);
+    for (const bench::Workload& w : bench::comparison_workloads(8)) {
+      if (!opt.only.empty() && std::find(opt.only.begin(), opt.only.end(), w.id) == opt.only.end()) continue;
+      if (opt.no_block && w.id == "gpt2_block") continue;
+      rows.push_back(measure(w, opt, cache, copy, reps));
+      if (rows.back().check == "error" || rows.back().check == "FAIL") status = 1;
     }
+    if (!opt.json.empty())
+      bench::write_json(opt.json,
+                        {{"tool", "kiln_bench_cpu"},
+                         {"device", machine},
+                         {"threads", threads},
+                         {"copy_gbps", copy},
+                         {"memcpy_one_thread_gbps", copy1},
+                         {"quick", opt.quick}},
+                        rows);
   } catch (const std::exception& e) {
     std::filesystem::remove_all(cache);
     fmt::print(stderr, "kiln_bench_cpu: {}\n", e.what());
     return 1;
   }
-  return 0;
+  std::filesystem::remove_all(cache);
+  fmt::print("\nmachine: {}; {} threads; copy {:.1f} GB/s with all of them (one thread: {:.1f}); {} timed runs, median\n",
+             machine, threads, copy, copy1, reps);
+  bench::print_table(rows);
+  return status;
 }

@@ -44,6 +44,7 @@
 
 #include "backend/compile.h"
 #include "backend/cuda_backend.h"
+#include "bench/harness.h"
 #include "bench/workloads.h"
 #include "ir/error.h"
 #include "ir/parser.h"
@@ -58,102 +59,12 @@ namespace {
 
 using namespace kiln;
 namespace cu = runtime::cuda;
-using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
-
-double median(std::vector<double> t) {
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
-// A workload at one size: its graph and, made only when it will run, its inputs.
-struct Case {
-  Graph graph;
-  std::function<std::vector<HostTensor>()> inputs;
-};
-
-struct Workload {
-  std::string id, name;
-  bool bandwidth = true;  // false: matmul-bound, no GB/s
-  double slack = 10;      // the check's tolerance: slack * (atol + rtol*|ref|) of the dtype
-  std::function<Case(bool small)> build;  // small: the shape of the interpreter check
-};
-
-Case plain(Graph g) {
-  auto shared = std::make_shared<Graph>(g.clone());
-  return {std::move(g), [shared] { return bench::inputs_for(*shared); }};
-}
-
-std::vector<Workload> workloads() {
-  std::vector<Workload> w;
-  // Small shapes: the first dim divided by 64 (the rows' length kept: the reductions are the same).
-  w.push_back({"pointwise", "pointwise gelu(x*w+b)*sigmoid(x) [16384,4096]", true, 10,
-               [](bool s) { return plain(bench::gelu_bias_sigmoid(s ? 256 : 16384, 4096)); }});
-  w.push_back({"softmax", "softmax [65536,1024]", true, 10, [](bool s) { return plain(bench::row_softmax(s ? 1024 : 65536, 1024)); }});
-  w.push_back({"layer_norm_fwd", "layer_norm fwd [16384,4096]", true, 50,
-               [](bool s) { return plain(bench::layer_norm_forward(s ? 256 : 16384, 4096)); }});
-  w.push_back({"layer_norm_bwd", "layer_norm bwd [16384,4096]", true, 50,
-               [](bool s) { return plain(bench::backward_of(bench::layer_norm_forward(s ? 256 : 16384, 4096))); }});
-  w.push_back({"cross_entropy", "cross_entropy fwd+bwd [4096,32000]", true, 10,
-               [](bool s) { return plain(bench::joint_of(bench::cross_entropy_loss(s ? 64 : 4096, 32000), {"logits"})); }});
-  w.push_back({"mlp_train_step", "MLP 64-256-600 train step AdamW, batch 65536", false, 100, [](bool s) {
-                 auto ts = std::make_shared<bench::TrainStepWorkload>(bench::relu_mlp_train_step(64, 256, 600, s ? 1024 : 65536));
-                 Graph g = ts->step.graph.clone();
-                 return Case{std::move(g), [ts] { return bench::train_step_inputs(*ts, 600); }};
-               }});
-  w.push_back({"gpt2_block", "GPT-2 block inference, batch 8, seq 1024", false, 100, [](bool s) {
-                 const int64_t batch = s ? 1 : 8, seq = s ? 128 : 1024;
-                 auto tg = std::make_shared<TracedGraph>(bench::gpt2_block(768, 12, batch, seq));
-                 Graph g = tg->graph.clone();
-                 return Case{std::move(g), [tg] {
-                               HostTensor x = random_tensor(tg->graph.inputs()[0]->meta(), 1);
-                               return tg->graph_inputs({x});
-                             }};
-               }});
-  return w;
-}
-
-struct Row {
-  std::string id, name;
-  bool bandwidth = true;
-  int kernels = 0, blas = 0;
-  int64_t traffic = 0;
-  std::optional<double> run_ms, gbps, copy_frac;
-  double cold_ms = 0, warm_ms = 0;
-  std::string compiler;  // the report's NVRTC line of the cold compile
-  std::optional<double> max_abs, max_rel;
-  std::string check = "skipped";  // pass, FAIL, skipped, error
-  std::string error;
-};
-
-struct Errors {
-  double abs = 0, rel = 0;
-  bool ok = true;
-};
-
-// Every output against the reference: max |got - want|, that over max |want| (per output, the
-// largest over outputs), and whether every element is within slack * (atol + rtol*|want|).
-Errors compare(const std::vector<HostTensor>& got, const std::vector<HostTensor>& want, double slack) {
-  Errors e;
-  if (got.size() != want.size()) fail("{} outputs, the reference has {}", got.size(), want.size());
-  for (size_t o = 0; o < got.size(); ++o) {
-    if (got[o].shape() != want[o].shape()) fail("output {}: shape {} vs the reference's {}", o, shape_str(got[o].shape()), shape_str(want[o].shape()));
-    backend::Tolerance tol = backend::tolerance_of(want[o].dtype());
-    double abs = 0, ref = 0;
-    for (int64_t i = 0; i < want[o].numel(); ++i) {
-      double g = got[o].get(i), w = want[o].get(i);
-      if (std::isnan(g) && std::isnan(w)) continue;
-      double d = std::isnan(g) || std::isnan(w) ? INFINITY : std::abs(g - w);
-      abs = std::max(abs, d);
-      ref = std::max(ref, std::abs(w));
-      if (!(d <= slack * (tol.atol + tol.rtol * std::abs(w)))) e.ok = false;
-    }
-    e.abs = std::max(e.abs, abs);
-    e.rel = std::max(e.rel, ref > 0 ? abs / ref : abs);
-  }
-  return e;
-}
+using bench::Case;
+using bench::Clock;
+using bench::median;
+using bench::ms_since;
+using bench::Row;
+using bench::Workload;
 
 std::vector<cu::DeviceTensor> to_device(const std::vector<HostTensor>& host) {
   std::vector<cu::DeviceTensor> d;
@@ -260,7 +171,7 @@ Row measure(const Workload& w, const Options& opt, bool device, double copy, int
       } else {
         got = backend::compile_cpu(small.graph).run(ins);
       }
-      Errors e = compare(got, want, w.slack);
+      bench::Errors e = bench::compare(got, want, w.slack);
       r.max_abs = e.abs;
       r.max_rel = e.rel;
       r.check = e.ok ? "pass" : "FAIL";
@@ -278,61 +189,6 @@ Row measure(const Workload& w, const Options& opt, bool device, double copy, int
   return r;
 }
 
-std::string json_str(const std::string& s) {
-  std::string o = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"': o += "\\\""; break;
-      case '\\': o += "\\\\"; break;
-      case '\n': o += "\\n"; break;
-      case '\t': o += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) o += fmt::format("\\u{:04x}", static_cast<int>(c));
-        else o += c;
-    }
-  }
-  return o + "\"";
-}
-
-std::string json_num(std::optional<double> v) {
-  if (!v || !std::isfinite(*v)) return "null";
-  return fmt::format("{:.6g}", *v);
-}
-
-void write_json(const std::string& path, const std::vector<Row>& rows, const std::string& device_name, const std::string& no_device,
-                std::optional<double> copy, std::optional<double> floor_ms, bool quick) {
-  std::ostringstream j;
-  j << "{\n  \"tool\": \"kiln_bench_cuda\",\n";
-  j << "  \"device\": " << (device_name.empty() ? "null" : json_str(device_name)) << ",\n";
-  j << "  \"no_device\": " << (no_device.empty() ? "null" : json_str(no_device)) << ",\n";
-  j << "  \"copy_gbps\": " << json_num(copy) << ",\n";
-  j << "  \"run_floor_ms\": " << json_num(floor_ms) << ",\n";
-  j << "  \"quick\": " << (quick ? "true" : "false") << ",\n  \"rows\": [\n";
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const Row& r = rows[i];
-    j << "    {\"id\": " << json_str(r.id) << ", \"name\": " << json_str(r.name) << ", \"kiln_ms\": " << json_num(r.run_ms)
-      << ", \"gbps\": " << json_num(r.bandwidth ? r.gbps : std::nullopt)
-      << ", \"copy_pct\": " << json_num(r.bandwidth && r.copy_frac ? std::optional<double>(100 * *r.copy_frac) : std::nullopt)
-      << ", \"traffic_bytes\": " << r.traffic << ", \"bandwidth_bound\": " << (r.bandwidth ? "true" : "false")
-      << ", \"kernels\": " << r.kernels << ", \"blas_calls\": " << r.blas << ", \"cold_compile_ms\": " << json_num(r.cold_ms)
-      << ", \"warm_compile_ms\": " << json_num(r.warm_ms) << ", \"max_abs_err\": " << json_num(r.max_abs)
-      << ", \"max_rel_err\": " << json_num(r.max_rel) << ", \"check\": " << json_str(r.check)
-      << ", \"error\": " << (r.error.empty() ? "null" : json_str(r.error)) << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
-  }
-  j << "  ]\n}\n";
-  std::ofstream f(path);
-  if (!f) fail("cannot write {}", path);
-  f << j.str();
-}
-
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string part; std::getline(ss, part, ',');)
-    if (!part.empty()) out.push_back(part);
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -344,7 +200,7 @@ int main(int argc, char** argv) {
     else if (a == "--cpu-check") opt.cpu_check = true;
     else if (a == "--json" && i + 1 < argc) opt.json = argv[++i];
     else if (a == "--dump" && i + 1 < argc) opt.dump = argv[++i];
-    else if (a == "--only" && i + 1 < argc) opt.only = split_commas(argv[++i]);
+    else if (a == "--only" && i + 1 < argc) opt.only = bench::split_commas(argv[++i]);
     else {
       fmt::print(stderr, "usage: kiln_bench_cuda [--quick] [--json FILE] [--dump DIR] [--only ID,ID] [--no-block] [--cpu-check]\n");
       return 2;
@@ -392,13 +248,23 @@ int main(int argc, char** argv) {
       }
     }
     std::fflush(stdout);
-    for (const Workload& w : workloads()) {
+    for (const Workload& w : bench::comparison_workloads(1)) {
       if (!opt.only.empty() && std::find(opt.only.begin(), opt.only.end(), w.id) == opt.only.end()) continue;
       if (opt.no_block && w.id == "gpt2_block") continue;
       rows.push_back(measure(w, opt, device, copy.value_or(0), reps));
       if (rows.back().check == "error" || rows.back().check == "FAIL") status = 1;
     }
-    if (!opt.json.empty()) write_json(opt.json, rows, device_name, device ? "" : why, copy, floor_ms, opt.quick);
+    if (!opt.json.empty()) {
+      auto num = [](std::optional<double> v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+      bench::write_json(opt.json,
+                        {{"tool", "kiln_bench_cuda"},
+                         {"device", device_name.empty() ? nlohmann::json(nullptr) : nlohmann::json(device_name)},
+                         {"no_device", device ? nlohmann::json(nullptr) : nlohmann::json(why)},
+                         {"copy_gbps", num(copy)},
+                         {"run_floor_ms", num(floor_ms)},
+                         {"quick", opt.quick}},
+                        rows);
+    }
   } catch (const std::exception& e) {
     std::filesystem::remove_all(cache);
     fmt::print(stderr, "kiln_bench_cuda: {}\n", e.what());
@@ -412,19 +278,6 @@ int main(int argc, char** argv) {
                device_name, *copy, *floor_ms, reps);
   else
     fmt::print("machine: no CUDA device ({}); compile only\n", why);
-  const std::string head = fmt::format("{:<46} | {:>9} | {:>6} | {:>9} | {:>12} | {:>16} | {:>16} | {:>12}", "workload", "kiln ms",
-                                       "GB/s", "% of copy", "kernels+BLAS", "cold compile ms", "warm compile ms", "max rel err");
-  fmt::print("{}\n{}\n", head, std::string(head.size(), '-'));
-  for (const Row& r : rows) {
-    auto opt_fmt = [](std::optional<double> v, const char* f) { return v ? fmt::format(fmt::runtime(f), *v) : std::string("-"); };
-    std::string ms = opt_fmt(r.run_ms, "{:.3f}");
-    std::string gb = r.bandwidth ? opt_fmt(r.gbps, "{:.0f}") : "-";
-    std::string fr = r.bandwidth && r.copy_frac ? fmt::format("{:.0f}%", 100 * *r.copy_frac) : "-";
-    std::string err = r.max_rel ? fmt::format("{:.2g} {}", *r.max_rel, r.check) : r.check;
-    fmt::print("{:<46} | {:>9} | {:>6} | {:>9} | {:>12} | {:>16.1f} | {:>16.1f} | {:>12}\n", r.name, ms, gb, fr,
-               fmt::format("{}+{}", r.kernels, r.blas), r.cold_ms, r.warm_ms, err);
-  }
-  for (const Row& r : rows)
-    if (!r.error.empty()) fmt::print("{}: error: {}\n", r.id, r.error);
+  bench::print_table(rows);
   return device ? status : 0;
 }

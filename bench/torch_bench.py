@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""PyTorch's side of kiln's CUDA comparison (bench/compare_cuda.sh): the workloads of
-bench/cuda_bench.cpp, same shapes, float32 with TF32 off, in PyTorch eager and torch.compile
-(default mode).
+"""PyTorch's side of kiln's comparisons (bench/compare_cuda.sh, bench/compare_cpu.sh): the
+workloads of bench/harness.cpp, same shapes, float32 with TF32 off, in PyTorch eager and
+torch.compile (default mode). On the CPU (--device cpu) the first dimension of every workload is
+divided by 8, as kiln_bench_cpu does, and both times are host-clock times.
 
 Each workload/mode is timed two ways, median of N calls after warm-up:
   ms       CUDA events around each call (device time; launches are asynchronous)
@@ -12,7 +13,8 @@ Inductor/Triton caches (a fresh TORCHINDUCTOR_CACHE_DIR; --keep-cache uses the u
 A tiny compile runs first so that Inductor's one-time start (imports, compile workers) is kept
 out of the rows, as kiln_bench_cuda keeps NVRTC's start out of its rows.
 
-Usage: python3 bench/torch_bench.py [--quick] [--json FILE] [--only ID,ID] [--no-block] [--keep-cache]
+Usage: python3 bench/torch_bench.py [--device cuda|cpu] [--threads N] [--quick] [--json FILE] [--only ID,ID]
+                                    [--no-block] [--keep-cache]
 """
 import argparse
 import json
@@ -26,6 +28,8 @@ import time
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="where to run (default cuda)")
+    p.add_argument("--threads", type=int, default=0, help="CPU: torch.set_num_threads (default: PyTorch's)")
     p.add_argument("--quick", action="store_true", help="fewer repetitions")
     p.add_argument("--json", metavar="FILE", help="write the rows as JSON")
     p.add_argument("--only", metavar="ID,ID", default="", help="run only these workload ids")
@@ -59,8 +63,17 @@ try:
 except Exception:  # older or newer PyTorch without the flag
     pass
 
-DEV = "cuda"
+DEV = ARGS.device
+CPU = DEV == "cpu"
+DIV = 8 if CPU else 1  # the CPU rows: the first dimension divided by 8
 F32 = 4
+if CPU and ARGS.threads > 0:
+    torch.set_num_threads(ARGS.threads)
+
+
+def sync():
+    if not CPU:
+        torch.cuda.synchronize()
 
 
 def uniform(*shape, requires_grad=False):
@@ -74,8 +87,11 @@ def median(xs):
 
 
 def time_events(fn, reps, warmup=2):
+    """CUDA events around each call (device time); on the CPU, the host clock."""
     for _ in range(warmup):
         fn()
+    if CPU:
+        return time_synced(fn, reps)
     torch.cuda.synchronize()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
@@ -88,20 +104,21 @@ def time_events(fn, reps, warmup=2):
 
 
 def time_synced(fn, reps):
-    torch.cuda.synchronize()
+    sync()
     ts = []
     for _ in range(reps):
         t0 = time.perf_counter()
         fn()
-        torch.cuda.synchronize()
+        sync()
         ts.append((time.perf_counter() - t0) * 1e3)
     return median(ts)
 
 
 def copy_gbps(reps):
-    n = 1 << 30
+    n = (1 << 29) if CPU else (1 << 30)  # the CPU: 512 MiB, as kiln_bench_cpu
     a = torch.ones(n, dtype=torch.uint8, device=DEV)
     b = torch.empty_like(a)
+    b.copy_(a)
     ms = time_events(lambda: b.copy_(a), reps, warmup=1)
     del a, b
     return 2.0 * n / (ms * 1e6)
@@ -115,7 +132,7 @@ def compile_fn(f):
 # compiles in mode "compile"; run() returns tensors compared between eager and compile.
 
 def wl_pointwise(mode):
-    x, w, b = uniform(16384, 4096), uniform(4096), uniform(4096)
+    x, w, b = uniform(16384 // DIV, 4096), uniform(4096), uniform(4096)
 
     def f(x, w, b):
         return F.gelu(x * w + b) * torch.sigmoid(x)
@@ -125,7 +142,7 @@ def wl_pointwise(mode):
 
 
 def wl_softmax(mode):
-    x = uniform(65536, 1024)
+    x = uniform(65536 // DIV, 1024)
 
     def f(x):
         return torch.softmax(x, dim=-1)
@@ -139,7 +156,7 @@ def _ln(x, w, b):
 
 
 def wl_layer_norm_fwd(mode):
-    x, w, b = uniform(16384, 4096), uniform(4096), uniform(4096)
+    x, w, b = uniform(16384 // DIV, 4096), uniform(4096), uniform(4096)
     g = compile_fn(_ln) if mode == "compile" else _ln
     return lambda: g(x, w, b)
 
@@ -147,8 +164,8 @@ def wl_layer_norm_fwd(mode):
 def wl_layer_norm_bwd(mode):
     # The backward alone: the forward runs once (compiled: AOTAutograd's forward graph), each
     # timed call runs the backward graph (dx, dw, db) again from the saved tensors.
-    x, w, b = uniform(16384, 4096, requires_grad=True), uniform(4096, requires_grad=True), uniform(4096, requires_grad=True)
-    gy = uniform(16384, 4096)
+    x, w, b = uniform(16384 // DIV, 4096, requires_grad=True), uniform(4096, requires_grad=True), uniform(4096, requires_grad=True)
+    gy = uniform(16384 // DIV, 4096)
 
     def ln(x, w, b):  # its own function: torch.compile caches per code object
         return F.layer_norm(x, (x.shape[-1],), w, b, 1e-5)
@@ -163,8 +180,8 @@ def wl_layer_norm_bwd(mode):
 
 
 def wl_cross_entropy(mode):
-    logits = uniform(4096, 32000, requires_grad=True)
-    targets = torch.randint(0, 32000, (4096,), device=DEV)
+    logits = uniform(4096 // DIV, 32000, requires_grad=True)
+    targets = torch.randint(0, 32000, (4096 // DIV,), device=DEV)
 
     def loss_fn(l, t):
         return F.cross_entropy(l, t)
@@ -184,8 +201,8 @@ def wl_mlp_train_step(mode):
     model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 600)).to(DEV)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2)
     torch.manual_seed(1)
-    x = torch.randn(65536, 64, device=DEV)
-    t = torch.randint(0, 600, (65536,), device=DEV)
+    x = torch.randn(65536 // DIV, 64, device=DEV)
+    t = torch.randint(0, 600, (65536 // DIV,), device=DEV)
 
     def loss_fn(x, t):
         return F.cross_entropy(model(x), t)
@@ -241,7 +258,7 @@ class Block(nn.Module):
 def wl_gpt2_block(mode):
     torch.manual_seed(0)
     block = Block(768, 12, 1024).to(DEV).eval()
-    x = uniform(8, 1024, 768)
+    x = uniform(max(8 // DIV, 1), 1024, 768)
     g = compile_fn(block) if mode == "compile" else block
 
     def run():
@@ -251,19 +268,19 @@ def wl_gpt2_block(mode):
     return run
 
 
-R, C = 16384, 4096
+R, C, SM, CE, MB, BB = 16384 // DIV, 4096, 65536 // DIV, 4096 // DIV, 65536 // DIV, max(8 // DIV, 1)
 WORKLOADS = [
     # id, name, builder, minimum traffic in bytes (inputs read once, outputs written once; None:
-    # matmul-bound), as kiln_bench_cuda counts it
-    ("pointwise", "pointwise gelu(x*w+b)*sigmoid(x) [16384,4096]", wl_pointwise, (2 * R * C + 2 * C) * F32),
-    ("softmax", "softmax [65536,1024]", wl_softmax, 2 * 65536 * 1024 * F32),
-    ("layer_norm_fwd", "layer_norm fwd [16384,4096]", wl_layer_norm_fwd, (2 * R * C + 2 * C) * F32),
+    # matmul-bound), as kiln's benchmarks count it; names as bench/harness.cpp gives them
+    ("pointwise", f"pointwise gelu(x*w+b)*sigmoid(x) [{R},4096]", wl_pointwise, (2 * R * C + 2 * C) * F32),
+    ("softmax", f"softmax [{SM},1024]", wl_softmax, 2 * SM * 1024 * F32),
+    ("layer_norm_fwd", f"layer_norm fwd [{R},4096]", wl_layer_norm_fwd, (2 * R * C + 2 * C) * F32),
     # reads x, dy, w, mean, rstd; writes dx, dw, db
-    ("layer_norm_bwd", "layer_norm bwd [16384,4096]", wl_layer_norm_bwd, (3 * R * C + 3 * C + 2 * R) * F32),
+    ("layer_norm_bwd", f"layer_norm bwd [{R},4096]", wl_layer_norm_bwd, (3 * R * C + 3 * C + 2 * R) * F32),
     # reads logits, targets; writes loss, dlogits
-    ("cross_entropy", "cross_entropy fwd+bwd [4096,32000]", wl_cross_entropy, 2 * 4096 * 32000 * F32 + 4096 * 8 + F32),
-    ("mlp_train_step", "MLP 64-256-600 train step AdamW, batch 65536", wl_mlp_train_step, None),
-    ("gpt2_block", "GPT-2 block inference, batch 8, seq 1024", wl_gpt2_block, None),
+    ("cross_entropy", f"cross_entropy fwd+bwd [{CE},32000]", wl_cross_entropy, 2 * CE * 32000 * F32 + CE * 8 + F32),
+    ("mlp_train_step", f"MLP 64-256-600 train step AdamW, batch {MB}", wl_mlp_train_step, None),
+    ("gpt2_block", f"GPT-2 block inference, batch {BB}, seq 1024", wl_gpt2_block, None),
 ]
 
 
@@ -292,12 +309,12 @@ def measure(wid, name, builder, traffic, reps, copy, do_compile):
     first = {}
     for mode in ["eager"] + (["compile"] if do_compile else []):
         try:
-            torch.cuda.synchronize()
+            sync()
             torch.manual_seed(0)  # the same inputs in both modes
             t0 = time.perf_counter()
             run = builder(mode)
             out = run()  # torch.compile compiles here (and at the first backward)
-            torch.cuda.synchronize()
+            sync()
             first_s = time.perf_counter() - t0
             first[mode] = [t.clone() for t in flat(out)]
             del out
@@ -315,14 +332,27 @@ def measure(wid, name, builder, traffic, reps, copy, do_compile):
             msg = f"{type(e).__name__}: {e}".splitlines()[0][:300]
             row[f"{mode}_error"] = msg
             print(f"{wid} {mode}: error: {msg}", flush=True)
-        torch.cuda.empty_cache()
+        if not CPU:
+            torch.cuda.empty_cache()
     if "compile_first_call_s" in row and "eager_ms" in row:
         row["compile_s"] = max(0.0, row["compile_first_call_s"] - row["eager_ms"] / 1e3)
     if "eager" in first and "compile" in first:
         row["max_rel_err"] = max_rel_err(first["compile"], first["eager"])
     first.clear()
-    torch.cuda.empty_cache()
+    if not CPU:
+        torch.cuda.empty_cache()
     return row
+
+
+def cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "cpu"
 
 
 def fmt(v, spec, dash="-"):
@@ -330,22 +360,23 @@ def fmt(v, spec, dash="-"):
 
 
 def main():
-    if not torch.cuda.is_available():
+    if not CPU and not torch.cuda.is_available():
         print("no CUDA device: torch.cuda.is_available() is False; nothing to run")
         return 0
-    reps = 5 if ARGS.quick else 30
+    reps = 5 if ARGS.quick else (20 if CPU else 30)
     only = [s for s in ARGS.only.split(",") if s]
     torch.zeros(1, device=DEV)  # CUDA context
-    name = torch.cuda.get_device_name(0)
-    copy = copy_gbps(5 if ARGS.quick else 20)
-    print(f"device: {name}; torch {torch.__version__}, CUDA {torch.version.cuda}; "
-          f"device-to-device copy {copy:.0f} GB/s (read + write, 1 GiB)", flush=True)
+    name = cpu_name() if CPU else torch.cuda.get_device_name(0)
+    copy = copy_gbps(5 if ARGS.quick else (10 if CPU else 20))
+    what = f"copy with {torch.get_num_threads()} threads" if CPU else "device-to-device copy"
+    print(f"device: {name}; torch {torch.__version__}, CUDA {torch.version.cuda}; {what} {copy:.0f} GB/s (read + write)",
+          flush=True)
     do_compile = not ARGS.no_compile
     warm_s = None
     if do_compile:
         t0 = time.perf_counter()
         compile_fn(lambda x: x * 2 + 1)(torch.ones(8, device=DEV))
-        torch.cuda.synchronize()
+        sync()
         warm_s = time.perf_counter() - t0
         print(f"first torch.compile of the process (tiny function, Inductor start): {warm_s:.2f} s", flush=True)
 
@@ -360,11 +391,13 @@ def main():
     if ARGS.json:
         with open(ARGS.json, "w") as f:
             json.dump({"tool": "torch_bench", "device": name, "torch": torch.__version__, "cuda": torch.version.cuda,
+                       "threads": torch.get_num_threads() if CPU else None,
                        "copy_gbps": copy, "first_compile_s": warm_s, "quick": ARGS.quick, "rows": rows}, f, indent=2)
 
     print()
-    print(f"machine: {name}; torch {torch.__version__}; device-to-device copy {copy:.0f} GB/s (read + write); "
-          f"{reps} timed runs, median (ms: CUDA events; sync: host clock + synchronize)")
+    clock = "host clock" if CPU else "CUDA events; sync: host clock + synchronize"
+    print(f"machine: {name}; torch {torch.__version__}; {what} {copy:.0f} GB/s (read + write); "
+          f"{reps} timed runs, median (ms: {clock})")
     head = (f"{'workload':<46} | {'mode':<7} | {'ms':>8} | {'sync ms':>8} | {'GB/s':>6} | {'% of copy':>9} | "
             f"{'kernels+BLAS':>12} | {'cold compile ms':>15} | {'warm compile ms':>15} | {'max rel err':>11}")
     print(head)

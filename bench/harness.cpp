@@ -1,0 +1,159 @@
+#include "bench/harness.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "backend/compile.h"
+#include "bench/workloads.h"
+#include "ir/error.h"
+#include "ir/reference/interpreter.h"
+
+namespace kiln::bench {
+
+namespace {
+
+Case plain(Graph g) {
+  auto shared = std::make_shared<Graph>(g.clone());
+  return {std::move(g), [shared] { return inputs_for(*shared); }};
+}
+
+}  // namespace
+
+std::vector<Workload> comparison_workloads(int64_t divisor) {
+  const int64_t d = std::max<int64_t>(divisor, 1);
+  const int64_t ln_rows = 16384 / d, sm_rows = 65536 / d, ce_rows = 4096 / d, batch = 65536 / d;
+  const int64_t block_batch = std::max<int64_t>(8 / d, 1);
+  std::vector<Workload> w;
+  // Small shapes for the interpreter check: the first dim divided by 64 more (rows kept whole).
+  auto small_rows = [](int64_t rows, int64_t floor) { return std::max<int64_t>(rows / 64, floor); };
+  w.push_back({"pointwise", fmt::format("pointwise gelu(x*w+b)*sigmoid(x) [{},4096]", ln_rows), true, 10,
+               [=](bool s) { return plain(gelu_bias_sigmoid(s ? small_rows(ln_rows, 4) : ln_rows, 4096)); }});
+  w.push_back({"softmax", fmt::format("softmax [{},1024]", sm_rows), true, 10,
+               [=](bool s) { return plain(row_softmax(s ? small_rows(sm_rows, 16) : sm_rows, 1024)); }});
+  w.push_back({"layer_norm_fwd", fmt::format("layer_norm fwd [{},4096]", ln_rows), true, 50,
+               [=](bool s) { return plain(layer_norm_forward(s ? small_rows(ln_rows, 4) : ln_rows, 4096)); }});
+  w.push_back({"layer_norm_bwd", fmt::format("layer_norm bwd [{},4096]", ln_rows), true, 50, [=](bool s) {
+                 return plain(backward_of(layer_norm_forward(s ? small_rows(ln_rows, 4) : ln_rows, 4096)));
+               }});
+  w.push_back({"cross_entropy", fmt::format("cross_entropy fwd+bwd [{},32000]", ce_rows), true, 10, [=](bool s) {
+                 return plain(joint_of(cross_entropy_loss(s ? small_rows(ce_rows, 4) : ce_rows, 32000), {"logits"}));
+               }});
+  w.push_back({"mlp_train_step", fmt::format("MLP 64-256-600 train step AdamW, batch {}", batch), false, 100, [=](bool s) {
+                 auto ts = std::make_shared<TrainStepWorkload>(relu_mlp_train_step(64, 256, 600, s ? 1024 : batch));
+                 Graph g = ts->step.graph.clone();
+                 return Case{std::move(g), [ts] { return train_step_inputs(*ts, 600); }};
+               }});
+  w.push_back({"gpt2_block", fmt::format("GPT-2 block inference, batch {}, seq 1024", block_batch), false, 100, [=](bool s) {
+                 const int64_t b = s ? 1 : block_batch, seq = s ? 128 : 1024;
+                 auto tg = std::make_shared<TracedGraph>(gpt2_block(768, 12, b, seq));
+                 Graph g = tg->graph.clone();
+                 return Case{std::move(g), [tg] {
+                               HostTensor x = random_tensor(tg->graph.inputs()[0]->meta(), 1);
+                               return tg->graph_inputs({x});
+                             }};
+               }});
+  return w;
+}
+
+Errors compare(const std::vector<HostTensor>& got, const std::vector<HostTensor>& want, double slack) {
+  Errors e;
+  if (got.size() != want.size()) fail("{} outputs, the reference has {}", got.size(), want.size());
+  for (size_t o = 0; o < got.size(); ++o) {
+    if (got[o].shape() != want[o].shape())
+      fail("output {}: shape {} vs the reference's {}", o, shape_str(got[o].shape()), shape_str(want[o].shape()));
+    backend::Tolerance tol = backend::tolerance_of(want[o].dtype());
+    double abs = 0, ref = 0;
+    for (int64_t i = 0; i < want[o].numel(); ++i) {
+      double g = got[o].get(i), w = want[o].get(i);
+      if (std::isnan(g) && std::isnan(w)) continue;
+      double d = std::isnan(g) || std::isnan(w) ? INFINITY : std::abs(g - w);
+      abs = std::max(abs, d);
+      ref = std::max(ref, std::abs(w));
+      if (!(d <= slack * (tol.atol + tol.rtol * std::abs(w)))) e.ok = false;
+    }
+    e.abs = std::max(e.abs, abs);
+    e.rel = std::max(e.rel, ref > 0 ? abs / ref : abs);
+  }
+  return e;
+}
+
+void check_row(Row& r, const Case& small, const std::vector<HostTensor>& inputs, const std::vector<HostTensor>& got,
+               double slack) {
+  std::vector<HostTensor> want = interpret(small.graph, inputs);
+  Errors e = compare(got, want, slack);
+  r.max_abs = e.abs;
+  r.max_rel = e.rel;
+  r.check = e.ok ? "pass" : "FAIL";
+}
+
+namespace {
+nlohmann::json opt(std::optional<double> v) {
+  return v && std::isfinite(*v) ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+}  // namespace
+
+void write_json(const std::string& path, nlohmann::json header, const std::vector<Row>& rows) {
+  nlohmann::json out = std::move(header);
+  out["rows"] = nlohmann::json::array();
+  for (const Row& r : rows) {
+    nlohmann::json pct = r.bandwidth && r.copy_frac ? nlohmann::json(100 * *r.copy_frac) : nlohmann::json(nullptr);
+    out["rows"].push_back({{"id", r.id},
+                           {"name", r.name},
+                           {"kiln_ms", opt(r.run_ms)},
+                           {"gbps", r.bandwidth ? opt(r.gbps) : nlohmann::json(nullptr)},
+                           {"copy_pct", pct},
+                           {"traffic_bytes", r.traffic},
+                           {"bandwidth_bound", r.bandwidth},
+                           {"kernels", r.kernels},
+                           {"blas_calls", r.blas},
+                           {"cold_compile_ms", r.cold_ms},
+                           {"warm_compile_ms", r.warm_ms},
+                           {"max_abs_err", opt(r.max_abs)},
+                           {"max_rel_err", opt(r.max_rel)},
+                           {"check", r.check},
+                           {"error", r.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.error)}});
+  }
+  std::ofstream f(path);
+  if (!f) fail("cannot write {}", path);
+  f << out.dump(2) << "\n";
+}
+
+void print_table(const std::vector<Row>& rows) {
+  const std::string head = fmt::format("{:<46} | {:>9} | {:>6} | {:>9} | {:>12} | {:>16} | {:>16} | {:>12}", "workload",
+                                       "kiln ms", "GB/s", "% of copy", "kernels+BLAS", "cold compile ms", "warm compile ms",
+                                       "max rel err");
+  fmt::print("{}\n{}\n", head, std::string(head.size(), '-'));
+  auto opt_fmt = [](std::optional<double> v, const char* f) { return v ? fmt::format(fmt::runtime(f), *v) : std::string("-"); };
+  for (const Row& r : rows) {
+    std::string ms = opt_fmt(r.run_ms, "{:.3f}");
+    std::string gb = r.bandwidth ? opt_fmt(r.gbps, "{:.0f}") : "-";
+    std::string fr = r.bandwidth && r.copy_frac ? fmt::format("{:.0f}%", 100 * *r.copy_frac) : "-";
+    std::string err = r.max_rel ? fmt::format("{:.2g} {}", *r.max_rel, r.check) : r.check;
+    fmt::print("{:<46} | {:>9} | {:>6} | {:>9} | {:>12} | {:>16.1f} | {:>16.1f} | {:>12}\n", r.name, ms, gb, fr,
+               fmt::format("{}+{}", r.kernels, r.blas), r.cold_ms, r.warm_ms, err);
+  }
+  for (const Row& r : rows)
+    if (!r.error.empty()) fmt::print("{}: error: {}\n", r.id, r.error);
+}
+
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+double median(std::vector<double> t) {
+  std::sort(t.begin(), t.end());
+  return t.empty() ? 0 : t[t.size() / 2];
+}
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string part; std::getline(ss, part, ',');)
+    if (!part.empty()) out.push_back(part);
+  return out;
+}
+
+}  // namespace kiln::bench

@@ -1,0 +1,79 @@
+#pragma once
+// What kiln's two benchmarks (cpu_bench.cpp, cuda_bench.cpp) share: the workload list of the
+// side-by-side comparison with PyTorch (issue 9's rows), the row they report per workload, the
+// check of compiled outputs against the reference interpreter, the JSON that bench/compare.py
+// reads, and the table printed last.
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ir/graph.h"
+#include "ir/host_tensor.h"
+
+namespace kiln::bench {
+
+// A workload at one size: its graph and, made only when it will run, its inputs.
+struct Case {
+  Graph graph;
+  std::function<std::vector<HostTensor>()> inputs;
+};
+
+struct Workload {
+  std::string id, name;   // id: as bench/torch_bench.py names it; name: with the shapes
+  bool bandwidth = true;  // false: matmul-bound, no GB/s
+  double slack = 10;      // the check's tolerance: slack * (atol + rtol*|ref|) of the dtype
+  std::function<Case(bool small)> build;  // small: a smaller shape of it, for the interpreter check
+};
+
+// The comparison's workloads with their first dimension divided by `divisor` (the GPU: 1, the
+// CPU: 8; the GPT-2 block's batch: 8 / divisor):
+//   pointwise gelu(x*w+b)*sigmoid(x) [16384,4096], softmax [65536,1024], layer_norm fwd and
+//   bwd [16384,4096], cross_entropy fwd+bwd [4096,32000], MLP 64-256-600 train step with AdamW
+//   at batch 65536, GPT-2 block inference at batch 8, seq 1024.
+std::vector<Workload> comparison_workloads(int64_t divisor);
+
+// One workload's figures.
+struct Row {
+  std::string id, name;
+  bool bandwidth = true;
+  int kernels = 0, blas = 0;
+  int64_t traffic = 0;  // bytes: every input read once, every output written once
+  std::optional<double> run_ms, gbps, copy_frac;
+  double cold_ms = 0, warm_ms = 0;
+  std::string compiler;  // the report's device-compiler line of the cold compile
+  std::optional<double> max_abs, max_rel;
+  std::string check = "skipped";  // pass, FAIL, skipped, error
+  std::string error;
+};
+
+struct Errors {
+  double abs = 0, rel = 0;
+  bool ok = true;
+};
+// Every output against the reference: max |got - want|, that over max |want| (per output, the
+// largest over outputs), and whether every element is within slack * (atol + rtol*|want|).
+Errors compare(const std::vector<HostTensor>& got, const std::vector<HostTensor>& want, double slack);
+// Runs the check: compiled outputs `got` of the small case against the interpreter's.
+void check_row(Row& r, const Case& small, const std::vector<HostTensor>& inputs, const std::vector<HostTensor>& got,
+               double slack);
+
+// Writes `header` (an object: "tool", the machine, the baseline) with "rows": one object per row
+// with the keys bench/compare.py reads (id, name, kiln_ms, gbps, copy_pct, kernels, blas_calls,
+// cold_compile_ms, warm_compile_ms, max_rel_err, check, error, ...).
+void write_json(const std::string& path, nlohmann::json header, const std::vector<Row>& rows);
+
+// The table printed last: workload, kiln ms, GB/s, % of copy, kernels+BLAS, cold and warm
+// compile ms, max rel err and check.
+void print_table(const std::vector<Row>& rows);
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0);
+double median(std::vector<double> t);
+std::vector<std::string> split_commas(const std::string& s);
+
+}  // namespace kiln::bench
