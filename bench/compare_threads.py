@@ -27,10 +27,13 @@ def main(argv):
     if len(args) < 3 or len(args) % 3:
         print(__doc__)
         return 2
-    runs = [(int(args[i]), load(args[i + 1]), load(args[i + 2])) for i in range(0, len(args), 3)]
+    runs = sorted(((int(args[i]), load(args[i + 1]), load(args[i + 2])) for i in range(0, len(args), 3)),
+                  key=lambda r: r[0])
     ids = []
     for _, k, t in runs:
-        ids += [i for i in list(k) + list(t) if i not in ids]
+        for i in list(k) + list(t):
+            if i not in ids:
+                ids.append(i)
     threads = [t for t, _, _ in runs]
     head = f"{'workload':<46} | " + " | ".join(f"{'kiln ' + str(t):>9}" for t in threads) + " | " + \
         " | ".join(f"{'torch ' + str(t):>9}" for t in threads) + f" | {'kiln x':>6} | {'torch x':>7}"

@@ -3,8 +3,9 @@
 //
 // Numerics policy: no fast-math. NaN and infinities keep IEEE semantics (a running max starts
 // at -inf; maximum/minimum propagate NaN). Where KILN_F32_LIBM_TRANSCENDENTALS is 0 (the CPU),
-// f32 exp, log, log1p and tanh (so sigmoid and silu too) are inline, branch-free code that
-// vectorizes (a few ulp); elsewhere and for all of f64 they are the library's.
+// f32 exp, log, log1p, tanh and erf (so sigmoid, silu and exact gelu too) are inline,
+// branch-free code that vectorizes (a few ulp); elsewhere and for all of f64 they are the
+// library's.
 #include "codegen/prelude_math.h"
 
 namespace kiln::codegen {
@@ -55,6 +56,7 @@ KILN_FN float kiln_exp(float x) { return KILN_LIBMF(exp)(x); }
 KILN_FN float kiln_log(float x) { return KILN_LIBMF(log)(x); }
 KILN_FN float kiln_log1p(float x) { return KILN_LIBMF(log1p)(x); }
 KILN_FN float kiln_tanh(float x) { return KILN_LIBMF(tanh)(x); }
+KILN_FN float kiln_erf(float x) { return KILN_LIBMF(erf)(x); }
 #else
 // exp without a library call, so loops over it vectorize: Cody-Waite reduction
 // x = n*ln2 + r, a degree-6 polynomial for exp(r) (Cephes expf, ~1 ulp), and 2^n applied in
@@ -117,6 +119,26 @@ KILN_FN float kiln_tanh(float x) {
   big = KILN_LIBMF(copysign)(big, x);
   return a < 0.625f || x != x ? (x == 0.0f ? x : small) : big;
 }
+// erf without a library call (exact GELU's), so loops over it vectorize: the odd/even rational
+// approximation Eigen and XLA use, x*P(x^2)/Q(x^2) on x clamped to [-4, 4] (beyond, erf is
+// +-1 in f32); in f32 arithmetic within 6 ulps of erf (4e-7 near +-1; the library's is ~1
+// ulp, and it does not vectorize). NaN stays NaN (the clamp keeps it), erf(-0) = -0.
+KILN_FN float kiln_erf(float x) {
+  float c = x < -4.0f ? -4.0f : x > 4.0f ? 4.0f : x, z = c * c;
+  float p = -2.72614225801306e-10f;
+  p = p * z + 2.77068142495902e-08f;
+  p = p * z - 2.10102402082508e-06f;
+  p = p * z - 5.69250639462346e-05f;
+  p = p * z - 7.34990630326855e-04f;
+  p = p * z - 2.95459980854025e-03f;
+  p = p * z - 1.60960333262415e-02f;
+  float q = -1.45660718464996e-05f;
+  q = q * z - 2.13374055278905e-04f;
+  q = q * z - 1.68282697438203e-03f;
+  q = q * z - 7.37332916720468e-03f;
+  q = q * z - 1.42647390514189e-02f;
+  return c * (p / q);  // p/q first: c * p would lose a subnormal c's digits
+}
 #endif
 
 // ---- the rest of the float math: the library's, f32 and f64
@@ -130,7 +152,6 @@ KILN_FN float kiln_sin(float x) { return KILN_LIBMF(sin)(x); }
 KILN_FN double kiln_sin(double x) { return KILN_LIBM(sin)(x); }
 KILN_FN float kiln_cos(float x) { return KILN_LIBMF(cos)(x); }
 KILN_FN double kiln_cos(double x) { return KILN_LIBM(cos)(x); }
-KILN_FN float kiln_erf(float x) { return KILN_LIBMF(erf)(x); }
 KILN_FN double kiln_erf(double x) { return KILN_LIBM(erf)(x); }
 KILN_FN float kiln_fabs(float x) { return KILN_LIBMF(fabs)(x); }
 KILN_FN double kiln_fabs(double x) { return KILN_LIBM(fabs)(x); }

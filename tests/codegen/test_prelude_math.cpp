@@ -107,7 +107,7 @@ using MathFn = void (*)(const float* in, float* out, int64_t n);
 // One loop per function, written as a kernel's inner loop, so the vectorized code is tested.
 std::shared_ptr<runtime::cpu::CompiledModule> math_module() {
   std::string src(cpp_prelude());
-  for (const char* f : {"exp", "log", "log1p", "tanh"})
+  for (const char* f : {"exp", "log", "log1p", "tanh", "erf"})
     src += fmt::format(
         "extern \"C\" void test_{0}(const float* __restrict in, float* __restrict out, int64_t n) {{\n"
         "  for (int64_t i = 0; i < n; ++i) out[i] = kiln_{0}(in[i]);\n}}\n",
@@ -172,6 +172,8 @@ TEST(PreludeMath, ExpMatchesLibm) { expect_close("exp", [](double x) { return st
 TEST(PreludeMath, LogMatchesLibm) { expect_close("log", [](double x) { return std::log(x); }, 2); }
 TEST(PreludeMath, Log1pMatchesLibm) { expect_close("log1p", [](double x) { return std::log1p(x); }, 3); }
 TEST(PreludeMath, TanhMatchesLibm) { expect_close("tanh", [](double x) { return std::tanh(x); }, 3); }
+// erf: a rational approximation (6 ulps near +-1), traded for vector code (exact GELU).
+TEST(PreludeMath, ErfMatchesLibm) { expect_close("erf", [](double x) { return std::erf(x); }, 6); }
 
 }  // namespace
 }  // namespace kiln::codegen
