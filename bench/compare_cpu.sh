@@ -22,10 +22,21 @@ fi
 [[ -z "$bin" ]] && bin=build/bench/kiln_bench_cpu
 [[ -x "$bin" ]] || { echo "compare_cpu.sh: no kiln_bench_cpu ($bin)"; exit 1; }
 
+# OpenBLAS's CPU detection does not know every model (the GPU machine's VM CPU gets its generic
+# "Prescott" kernels, 2-3x slower: bench/NOTES.md); name the core from the CPU's flags unless
+# the caller did. PyTorch uses its own BLAS (MKL/oneDNN) and is not affected.
+if [[ -z "${OPENBLAS_CORETYPE+x}" ]]; then
+  if grep -qw avx512_bf16 /proc/cpuinfo; then export OPENBLAS_CORETYPE=Cooperlake
+  elif grep -qw avx512f /proc/cpuinfo; then export OPENBLAS_CORETYPE=SkylakeX
+  elif grep -qw avx2 /proc/cpuinfo; then export OPENBLAS_CORETYPE=Haswell
+  fi
+fi
+echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-(OpenBLAS's own detection)}"
+
 jsons=()
 for t in $THREADS; do
   echo "== $t threads"
-  KILN_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t "$bin" --json "$OUT/kiln_$t.json" "$@" > "$OUT/kiln_$t.txt" 2>&1
+  KILN_NUM_THREADS=$t "$bin" --json "$OUT/kiln_$t.json" "$@" > "$OUT/kiln_$t.txt" 2>&1
   echo "kiln_bench_cpu: rc=$?"; tail -9 "$OUT/kiln_$t.txt"
   python3 bench/torch_bench.py --device cpu --threads "$t" --json "$OUT/torch_$t.json" "$@" > "$OUT/torch_$t.txt" 2>&1
   echo "torch_bench.py: rc=$?"; tail -3 "$OUT/torch_$t.txt"

@@ -1,7 +1,10 @@
 #include "runtime/cpu/blas.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "ir/error.h"
@@ -22,9 +25,25 @@ constexpr int64_t kSmallGemm = 64 * 64 * 64;
 #if KILN_HAVE_BLAS
 // OpenBLAS keeps its own threads; give it as many as kiln's pool so that the two, taking
 // turns, never oversubscribe the machine.
+// Also says, once, when OpenBLAS chose its generic kernels on a CPU with wide vectors: its CPU
+// detection does not know every model (a cloud VM's "Intel(R) Xeon(R) Processor" gets
+// "Prescott", SSE3), and its matmuls then run 2-3x slower. Only the environment can fix that,
+// before the library loads: OPENBLAS_CORETYPE.
 void match_blas_threads() {
   static std::once_flag once;
-  std::call_once(once, [] { openblas_set_num_threads(num_threads()); });
+  std::call_once(once, [] {
+    openblas_set_num_threads(num_threads());
+    std::string core = openblas_get_corename() ? openblas_get_corename() : "";
+    bool generic = core == "Prescott" || core == "Core2" || core == "Katmai" || core == "Coppermine" ||
+                   core == "Northwood" || core == "Penryn" || core == "Dunnington" || core == "Atom";
+    if (generic && __builtin_cpu_supports("avx2") && !std::getenv("OPENBLAS_CORETYPE")) {
+      const char* fit = __builtin_cpu_supports("avx512f") ? "SkylakeX" : "Haswell";
+      std::fprintf(stderr,
+                   "kiln: OpenBLAS chose its generic '%s' kernels on this CPU, which has AVX2%s: its CPU detection does "
+                   "not know the model, and matmuls run 2-3x slower. Set OPENBLAS_CORETYPE=%s before starting.\n",
+                   core.c_str(), __builtin_cpu_supports("avx512f") ? " and AVX-512" : "", fit);
+    }
+  });
 }
 
 void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
