@@ -31,7 +31,7 @@ if [[ -z "${OPENBLAS_CORETYPE+x}" ]]; then
   elif grep -qw avx2 /proc/cpuinfo; then export OPENBLAS_CORETYPE=Haswell
   fi
 fi
-echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-(OpenBLAS's own detection)}"
+echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset, OpenBLAS detects the core}"
 
 jsons=()
 for t in $THREADS; do
