@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -13,6 +14,7 @@
 #include "backend/compile.h"
 #include "backend/executable_state.h"
 #include "backend/host_layout.h"
+#include "backend/profile.h"
 #include "codegen/cpp_emitter.h"
 #include "ir/error.h"
 #include "runtime/cpu/blas.h"
@@ -139,15 +141,25 @@ std::vector<HostTensor> CpuProgram::run(const ExecutableState& s, std::span<cons
 
   runtime::cpu::take_kernel_error();  // a stale report from an earlier failed run is not ours
   std::vector<void*> args;
+  // The profiler (backend/profile.h): the host clock around every step.
+  StepRecorder* rec = StepRecorder::current();
+  if (rec) rec->steps.clear();
+  const auto t_run = std::chrono::steady_clock::now();
+  auto since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+  };
   for (const codegen::Step& step : lg.steps) {
+    const double start = rec ? since(t_run) : 0;
     if (step.kind == codegen::Step::Kind::Matmul) {
       const MatmulCall& mm = step.matmul;
       run_matmul(mm, ptr[mm.a], ptr[mm.b], ptr[mm.out]);
+      if (rec) rec->steps.push_back({start, since(t_run) - start});
       continue;
     }
     args.clear();
     for (int b : step.args) args.push_back(ptr[b]);
     kernels[step.kernel](args.data(), nullptr);
+    if (rec) rec->steps.push_back({start, since(t_run) - start});
     if (auto err = runtime::cpu::take_kernel_error()) {
       const codegen::Kernel& k = lg.kernels[step.kernel];
       fail("graph {}: kernel {} ({}): {}", s.graph_name, k.name, k.comment, *err);

@@ -12,6 +12,7 @@
 
 #include "backend/backend.h"
 #include "backend/executable_state.h"
+#include "backend/profile.h"
 #include "backend/host_layout.h"
 #include "codegen/cuda_emitter.h"
 #include "ir/error.h"
@@ -141,7 +142,9 @@ void CudaProgram::launch_all(const ExecutableState& s, Loaded& L, const std::vec
   std::vector<void*> argp;
   // KILN_LOGS=perf: the device time of every step, from events around it (not while a CUDA
   // graph is being captured: events would become graph nodes).
-  bool perf = log_enabled("perf") && !(L.graph && L.graph->capturing());
+  // The profiler (backend/profile.h) records the same times.
+  StepRecorder* rec = StepRecorder::current();
+  bool perf = (log_enabled("perf") || rec) && !(L.graph && L.graph->capturing());
   std::vector<cu::Event> marks;
   if (perf) marks.emplace_back(device), marks.back().record(*L.stream);
   for (const codegen::Step& step : lg.steps) {
@@ -176,6 +179,12 @@ void CudaProgram::launch_all(const ExecutableState& s, Loaded& L, const std::vec
   if (perf) {
     marks.emplace_back(device), marks.back().record(*L.stream);
     marks.back().synchronize();
+    if (rec) {
+      rec->steps.clear();
+      for (size_t i = 0; i < lg.steps.size(); ++i)
+        rec->steps.push_back({cu::elapsed_ms(marks[0], marks[i]), cu::elapsed_ms(marks[i], marks[i + 1])});
+    }
+    if (!log_enabled("perf")) return;
     double total = 0;
     std::string table = fmt::format("graph {}: device time per step\n", s.graph_name);
     for (size_t i = 0; i < lg.steps.size(); ++i) {

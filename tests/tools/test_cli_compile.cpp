@@ -239,3 +239,31 @@ TEST_F(CliCompile, CudaRunCheckPassesOnAGpu) {
   }
 }
 #endif
+
+namespace kiln::testing {
+namespace {
+
+class CliProfile : public CliTest {};
+
+TEST_F(CliProfile, TableAndChromeTrace) {
+  if (!runtime::cpu::jit_available()) GTEST_SKIP() << "kiln was built without the CPU JIT";
+  write("mlp.kir", R"(
+graph mlp(%x: f32[16,32], %w: f32[32,8]) {
+  %m = matmul(%x, %w) : f32[16,8]
+  %s = softmax(%m, dim=-1) : f32[16,8]
+  return (%s)
+})");
+  CliResult r = kiln("profile mlp.kir --device cpu --runs 3 --trace trace.json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "graph mlp on cpu: 2 steps, median of 3 runs")) << r.out;
+  EXPECT_TRUE(has(r.out, "matmul 16x8x32")) << r.out;
+  EXPECT_TRUE(has(r.out, "GB/s")) << r.out;
+  std::string trace = read_text(path("trace.json"));
+  EXPECT_TRUE(has(trace, "\"traceEvents\"") && has(trace, "\"ph\": \"X\"")) << trace;
+  CliResult bad = kiln("profile mlp.kir --runs 0");
+  EXPECT_NE(bad.rc, 0);
+  EXPECT_TRUE(has(bad.err, "--runs: Value 0 not in range")) << bad.err;
+}
+
+}  // namespace
+}  // namespace kiln::testing

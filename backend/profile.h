@@ -1,0 +1,66 @@
+#pragma once
+// The profiler: where a compiled graph's time goes, step by step (each generated kernel and
+// each BLAS/cuBLASLt call), as `kiln profile` prints it and as a Chrome trace (Perfetto,
+// chrome://tracing). "Which kernel takes more than 5% of the step, and why."
+//
+//   backend::CompiledGraph c = backend::compile(g, {.device = Device::cuda()});
+//   backend::Profile p = backend::profile(c.executable, inputs, /*runs=*/20);
+//   fmt::print("{}", p.table());
+//   write_text("trace.json", p.chrome_trace());
+//
+// Times: on the CPU the host clock around each step; on CUDA events around each step (device
+// time). Each step's time is its median over the runs; GB/s counts the bytes of every buffer
+// the step reads or writes once.
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/compile.h"
+
+namespace kiln::backend {
+
+// Backends call these around their steps while a recorder is active on the thread.
+struct StepTime {
+  double start_ms = 0;  // from the start of the run
+  double ms = 0;
+};
+class StepRecorder {
+ public:
+  StepRecorder();   // active on this thread until destroyed
+  ~StepRecorder();
+  StepRecorder(const StepRecorder&) = delete;
+  StepRecorder& operator=(const StepRecorder&) = delete;
+  // The recorder of this thread, or null: a backend checks it once per run.
+  static StepRecorder* current();
+  std::vector<StepTime> steps;  // of the last run, one per schedule step
+};
+
+struct StepProfile {
+  int step = 0;          // in the schedule
+  std::string kind;      // "kernel", "BLAS" (CPU) or "cuBLASLt" (CUDA)
+  std::string name;      // the kernel's name or the GEMM's label
+  std::string computes;  // the graph nodes it computes
+  int64_t bytes = 0;     // every buffer it reads or writes, once
+  double ms = 0;         // median over the runs
+  double start_ms = 0;   // in the median run
+  double gbps() const { return ms > 0 ? bytes / (ms * 1e6) : 0; }
+};
+
+struct Profile {
+  std::string graph, device;
+  int runs = 0;
+  double run_ms = 0;             // median wall time of a whole run (launch and synchronize included)
+  std::vector<StepProfile> steps;  // in schedule order
+  double steps_ms() const;       // the sum of the steps' medians
+  // The steps sorted by time: time, % of the steps' sum, GB/s, kind, name, what each computes.
+  std::string table() const;
+  // Chrome's trace event format: one complete event ("X") per step of the median run.
+  std::string chrome_trace() const;
+};
+
+// Runs the executable `runs` times after one warm-up run, recording every step.
+// kiln::Error for runs < 1 or a failing run.
+Profile profile(const Executable& exe, std::span<const HostTensor> inputs, int runs = 10);
+
+}  // namespace kiln::backend
