@@ -38,8 +38,9 @@ std::string Profile::table() const {
   for (const StepProfile& s : steps) order.push_back(&s);
   std::stable_sort(order.begin(), order.end(), [](const StepProfile* a, const StepProfile* b) { return a->ms > b->ms; });
   double total = steps_ms();
-  std::string out = fmt::format("graph {} on {}: {} steps, median of {} runs: {:.3f} ms a run, {:.3f} ms in steps\n", graph,
-                                device, steps.size(), runs, run_ms, total);
+  std::string out = fmt::format("graph {} on {}: {} steps, median of {} runs: {:.3f} ms a run{}, {:.3f} ms in steps\n", graph,
+                                device, steps.size(), runs, run_ms,
+                                device.rfind("cuda", 0) == 0 ? " (host copies in and out included)" : "", total);
   out += fmt::format("{:>5} {:>10} {:>6} {:>8} {:>10}  {:<9} {:<24} {}\n", "step", "ms", "%", "GB/s", "MB", "kind", "name",
                      "computes");
   for (const StepProfile* s : order)
