@@ -6,6 +6,7 @@
 
 #include "frontend/cuda_kernel.h"
 #include "frontend/kiln.h"
+#include "runtime/cpu/jit.h"
 #include "ir/reference/interpreter.h"
 #include "tests/support/support.h"
 
@@ -40,6 +41,21 @@ TEST(Device, TracedTensorsCannotMove) {
       },
       randn({2}, 1));
   EXPECT_TRUE(has(msg, "before tracing")) << msg;
+}
+
+TEST(Device, RunOnTheCpuTakesAndGivesTensors) {
+  if (!runtime::cpu::jit_available()) GTEST_SKIP() << "no JIT in this build";
+  nn::MLP mlp(16, 32, 4);
+  Tensor x = randn({8, 16}, 1);
+  TracedGraph tg = trace([&](const Tensor& t) { return mlp(t); }, x, "mlp");
+  backend::CompiledGraph c = backend::compile(tg.graph);
+  std::vector<Tensor> inputs{x};
+  for (const Tensor& p : tg.parameter_tensors) inputs.push_back(p);
+  std::vector<Tensor> out = run(c.executable, inputs);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(tensors_close(out[0].data(), mlp(x).data(), 1e-5, 1e-5));
+  std::string msg = error_of([&] { (void)run(c.executable, {x}); });
+  EXPECT_TRUE(has(msg, "input")) << msg;
 }
 
 #if !KILN_HAVE_CUDA
