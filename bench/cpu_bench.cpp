@@ -107,6 +107,7 @@ Row measure(const bench::Workload& w, const Options& opt, const std::string& cac
     r.warm_ms = ms_since(t0);
     r.kernels = warm.report.kernels;
     r.blas = warm.report.blas_calls;
+    r.matmul_flops = bench::matmul_flops(warm.executable);
     fmt::print("{}: compiled: {} kernels + {} BLAS, cold {:.1f} ms, warm {:.1f} ms\n", w.id, r.kernels, r.blas, r.cold_ms,
                r.warm_ms);
     std::fflush(stdout);
@@ -116,6 +117,7 @@ Row measure(const bench::Workload& w, const Options& opt, const std::string& cac
     }
     r.gbps = static_cast<double>(r.traffic) / (*r.run_ms * 1e6);
     r.copy_frac = *r.gbps / copy;
+    if (r.matmul_flops > 0) r.tflops = static_cast<double>(r.matmul_flops) / (*r.run_ms * 1e9);
     fmt::print("{}: {:.3f} ms, {:.1f} MB moved at least, {:.1f} GB/s\n", w.id, *r.run_ms, r.traffic / 1e6, *r.gbps);
     if (opt.check) {
       bench::Case small = w.build(true);

@@ -91,6 +91,14 @@ void check_row(Row& r, const Case& small, const std::vector<HostTensor>& inputs,
   r.check = e.ok ? "pass" : "FAIL";
 }
 
+int64_t matmul_flops(const backend::Executable& exe) {
+  int64_t flops = 0;
+  for (const codegen::Step& step : exe.lowered().steps)
+    if (step.kind == codegen::Step::Kind::Matmul)
+      flops += 2 * step.matmul.m * step.matmul.n * step.matmul.k * step.matmul.batch;
+  return flops;
+}
+
 namespace {
 nlohmann::json opt(std::optional<double> v) {
   return v && std::isfinite(*v) ? nlohmann::json(*v) : nlohmann::json(nullptr);
@@ -107,6 +115,8 @@ void write_json(const std::string& path, nlohmann::json header, const std::vecto
                            {"kiln_ms", opt(r.run_ms)},
                            {"gbps", r.bandwidth ? opt(r.gbps) : nlohmann::json(nullptr)},
                            {"copy_pct", pct},
+                           {"matmul_flops", r.matmul_flops},
+                           {"tflops", opt(r.tflops)},
                            {"traffic_bytes", r.traffic},
                            {"bandwidth_bound", r.bandwidth},
                            {"kernels", r.kernels},
@@ -124,9 +134,9 @@ void write_json(const std::string& path, nlohmann::json header, const std::vecto
 }
 
 void print_table(const std::vector<Row>& rows) {
-  const std::string head = fmt::format("{:<46} | {:>9} | {:>6} | {:>9} | {:>12} | {:>16} | {:>16} | {:>12}", "workload",
-                                       "kiln ms", "GB/s", "% of copy", "kernels+BLAS", "cold compile ms", "warm compile ms",
-                                       "max rel err");
+  const std::string head = fmt::format("{:<46} | {:>9} | {:>6} | {:>9} | {:>7} | {:>12} | {:>16} | {:>16} | {:>12}",
+                                       "workload", "kiln ms", "GB/s", "% of copy", "TFLOP/s", "kernels+BLAS", "cold compile ms",
+                                       "warm compile ms", "max rel err");
   fmt::print("{}\n{}\n", head, std::string(head.size(), '-'));
   auto opt_fmt = [](std::optional<double> v, const char* f) { return v ? fmt::format(fmt::runtime(f), *v) : std::string("-"); };
   for (const Row& r : rows) {
@@ -134,7 +144,8 @@ void print_table(const std::vector<Row>& rows) {
     std::string gb = r.bandwidth ? opt_fmt(r.gbps, "{:.0f}") : "-";
     std::string fr = r.bandwidth && r.copy_frac ? fmt::format("{:.0f}%", 100 * *r.copy_frac) : "-";
     std::string err = r.max_rel ? fmt::format("{:.2g} {}", *r.max_rel, r.check) : r.check;
-    fmt::print("{:<46} | {:>9} | {:>6} | {:>9} | {:>12} | {:>16.1f} | {:>16.1f} | {:>12}\n", r.name, ms, gb, fr,
+    std::string tf = !r.bandwidth ? opt_fmt(r.tflops, "{:.2f}") : "-";
+    fmt::print("{:<46} | {:>9} | {:>6} | {:>9} | {:>7} | {:>12} | {:>16.1f} | {:>16.1f} | {:>12}\n", r.name, ms, gb, fr, tf,
                fmt::format("{}+{}", r.kernels, r.blas), r.cold_ms, r.warm_ms, err);
   }
   for (const Row& r : rows)

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backend/compile.h"
 #include "ir/graph.h"
 #include "ir/host_tensor.h"
 
@@ -44,6 +45,8 @@ struct Row {
   int kernels = 0, blas = 0;
   int64_t traffic = 0;  // bytes: every input read once, every output written once
   std::optional<double> run_ms, gbps, copy_frac;
+  int64_t matmul_flops = 0;     // 2*m*n*k per GEMM of the schedule, summed
+  std::optional<double> tflops;  // matmul_flops / run time (the matmul-bound rows)
   double cold_ms = 0, warm_ms = 0;
   std::string compiler;  // the report's device-compiler line of the cold compile
   std::optional<double> max_abs, max_rel;
@@ -67,8 +70,11 @@ void check_row(Row& r, const Case& small, const std::vector<HostTensor>& inputs,
 // cold_compile_ms, warm_compile_ms, max_rel_err, check, error, ...).
 void write_json(const std::string& path, nlohmann::json header, const std::vector<Row>& rows);
 
-// The table printed last: workload, kiln ms, GB/s, % of copy, kernels+BLAS, cold and warm
-// compile ms, max rel err and check.
+// The floating-point work of a schedule's GEMMs: 2*m*n*k*batch summed over its matmul steps.
+int64_t matmul_flops(const backend::Executable& exe);
+
+// The table printed last: workload, kiln ms, GB/s, % of copy, TFLOP/s (matmul-bound rows),
+// kernels+BLAS, cold and warm compile ms, max rel err and check.
 void print_table(const std::vector<Row>& rows);
 
 using Clock = std::chrono::steady_clock;
