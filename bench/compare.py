@@ -34,7 +34,7 @@ def main(argv):
     print(f"torch {torch_rows.get('torch')} (CUDA {torch_rows.get('cuda')}): {torch_rows.get('device')}; "
           f"copy {fmt(torch_rows.get('copy_gbps'), '.0f')} GB/s; first torch.compile of the process "
           f"{fmt(torch_rows.get('first_compile_s'), '.1f')} s (not in the rows)")
-    head = (f"{'workload':<46} | {'kiln ms':>8} | {'eager ms':>8} | {'torch.compile ms (sync)':>23} | {'kiln/compile':>12} | "
+    head = (f"{'workload':<48} | {'kiln ms':>8} | {'eager ms':>8} | {'torch.compile ms (sync)':>23} | {'kiln/compile':>12} | "
             f"{'kiln % of copy':>14} | {'kiln TFLOP/s':>12} | {'kiln cold compile s':>19} | {'torch.compile compile s':>23} | {'kiln check':>10}")
     print()
     print(head)
@@ -48,7 +48,7 @@ def main(argv):
         cold = k.get("cold_compile_ms")
         comp = f"{fmt(cms, '.3f')} ({fmt(csync, '.3f')})"
         check = k.get("check", "-")
-        print(f"{name:<46} | {fmt(kms, '.3f'):>8} | {fmt(ems, '.3f'):>8} | {comp:>23} | {fmt(ratio, '.2f'):>12} | "
+        print(f"{name:<48} | {fmt(kms, '.3f'):>8} | {fmt(ems, '.3f'):>8} | {comp:>23} | {fmt(ratio, '.2f'):>12} | "
               f"{(fmt(pct, '.0f') + '%') if pct is not None else '-':>14} | {fmt(k.get('tflops'), '.2f'):>12} | "
               f"{fmt(cold / 1e3 if cold is not None else None, '.2f'):>19} | "
               f"{fmt(t.get('compile_s'), '.1f'):>23} | {check:>10}")

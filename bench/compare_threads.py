@@ -35,7 +35,7 @@ def main(argv):
             if i not in ids:
                 ids.append(i)
     threads = [t for t, _, _ in runs]
-    head = f"{'workload':<46} | " + " | ".join(f"{'kiln ' + str(t):>9}" for t in threads) + " | " + \
+    head = f"{'workload':<48} | " + " | ".join(f"{'kiln ' + str(t):>9}" for t in threads) + " | " + \
         " | ".join(f"{'torch ' + str(t):>9}" for t in threads) + f" | {'kiln x':>6} | {'torch x':>7}"
     print("ms per run: kiln (kiln_bench_cpu) and torch.compile, by thread count; x: fewest -> most threads")
     print(head)
@@ -46,7 +46,7 @@ def main(argv):
         ts = [t.get(i, {}).get("compile_sync_ms") for _, _, t in runs]
         kx = ks[0] / ks[-1] if ks[0] and ks[-1] else None
         tx = ts[0] / ts[-1] if ts[0] and ts[-1] else None
-        print(f"{name:<46} | " + " | ".join(f"{fmt(v):>9}" for v in ks) + " | " + " | ".join(f"{fmt(v):>9}" for v in ts) +
+        print(f"{name:<48} | " + " | ".join(f"{fmt(v):>9}" for v in ks) + " | " + " | ".join(f"{fmt(v):>9}" for v in ts) +
               f" | {fmt(kx):>6} | {fmt(tx):>7}")
     return 0
 

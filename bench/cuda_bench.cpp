@@ -22,8 +22,9 @@
 //   --quick      fewer repetitions (and no warm-up of the copy measurement beyond one call)
 //   --json FILE  the rows as JSON (bench/compare.py reads it)
 //   --only       run only these workload ids (pointwise, softmax, layer_norm_fwd,
-//                layer_norm_bwd, cross_entropy, mlp_train_step, gpt2_block)
-//   --no-block   skip the GPT-2 block
+//                layer_norm_bwd, cross_entropy, mlp_train_step, gpt2_block,
+//                gpt2_block_train_step, minigpt_train_step)
+//   --no-block   skip the GPT-2 block rows
 //   --cpu-check  with no GPU: run each small-shape check on the CPU backend instead (checks the
 //                workloads and the comparison here; needs the LLVM CPU path)
 #include <fmt/format.h>
@@ -252,7 +253,7 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     for (const Workload& w : bench::comparison_workloads(1)) {
       if (!opt.only.empty() && std::find(opt.only.begin(), opt.only.end(), w.id) == opt.only.end()) continue;
-      if (opt.no_block && w.id == "gpt2_block") continue;
+      if (opt.no_block && w.id.rfind("gpt2_block", 0) == 0) continue;
       rows.push_back(measure(w, opt, device, copy.value_or(0), reps));
       if (rows.back().check == "error" || rows.back().check == "FAIL") status = 1;
     }

@@ -57,6 +57,21 @@ std::vector<Workload> comparison_workloads(int64_t divisor) {
                                return tg->graph_inputs({x});
                              }};
                }});
+  // The training steps (forward, backward, AdamW in one graph). Their checks run a smaller
+  // model (the interpreter is slow): the GPT-2 block at d_model 64, 4 heads, seq 32.
+  w.push_back({"gpt2_block_train_step", fmt::format("GPT-2 block train step AdamW, batch {}, seq 1024", block_batch), false,
+               100, [=](bool s) {
+                 auto ts = std::make_shared<TrainStepWorkload>(
+                     s ? gpt2_block_train_step(64, 4, 2, 32) : gpt2_block_train_step(768, 12, block_batch, 1024));
+                 Graph g = ts->step.graph.clone();
+                 return Case{std::move(g), [ts] { return train_step_inputs(*ts, 8); }};
+               }});
+  const int64_t mg_batch = std::max<int64_t>(64 / d, 1);
+  w.push_back({"minigpt_train_step", fmt::format("MiniGPT train step AdamW, batch {}", mg_batch), false, 100, [=](bool s) {
+                 auto ts = std::make_shared<TrainStepWorkload>(minigpt_train_step(s ? 4 : mg_batch));
+                 Graph g = ts->step.graph.clone();
+                 return Case{std::move(g), [ts] { return train_step_inputs(*ts, 600); }};
+               }});
   return w;
 }
 
@@ -134,7 +149,7 @@ void write_json(const std::string& path, nlohmann::json header, const std::vecto
 }
 
 void print_table(const std::vector<Row>& rows) {
-  const std::string head = fmt::format("{:<46} | {:>9} | {:>6} | {:>9} | {:>7} | {:>12} | {:>16} | {:>16} | {:>12}",
+  const std::string head = fmt::format("{:<48} | {:>9} | {:>6} | {:>9} | {:>7} | {:>12} | {:>16} | {:>16} | {:>12}",
                                        "workload", "kiln ms", "GB/s", "% of copy", "TFLOP/s", "kernels+BLAS", "cold compile ms",
                                        "warm compile ms", "max rel err");
   fmt::print("{}\n{}\n", head, std::string(head.size(), '-'));
@@ -145,7 +160,7 @@ void print_table(const std::vector<Row>& rows) {
     std::string fr = r.bandwidth && r.copy_frac ? fmt::format("{:.0f}%", 100 * *r.copy_frac) : "-";
     std::string err = r.max_rel ? fmt::format("{:.2g} {}", *r.max_rel, r.check) : r.check;
     std::string tf = !r.bandwidth ? opt_fmt(r.tflops, "{:.2f}") : "-";
-    fmt::print("{:<46} | {:>9} | {:>6} | {:>9} | {:>7} | {:>12} | {:>16.1f} | {:>16.1f} | {:>12}\n", r.name, ms, gb, fr, tf,
+    fmt::print("{:<48} | {:>9} | {:>6} | {:>9} | {:>7} | {:>12} | {:>16.1f} | {:>16.1f} | {:>12}\n", r.name, ms, gb, fr, tf,
                fmt::format("{}+{}", r.kernels, r.blas), r.cold_ms, r.warm_ms, err);
   }
   for (const Row& r : rows)

@@ -35,7 +35,8 @@ struct Workload {
 // CPU: 8; the GPT-2 block's batch: 8 / divisor):
 //   pointwise gelu(x*w+b)*sigmoid(x) [16384,4096], softmax [65536,1024], layer_norm fwd and
 //   bwd [16384,4096], cross_entropy fwd+bwd [4096,32000], MLP 64-256-600 train step with AdamW
-//   at batch 65536, GPT-2 block inference at batch 8, seq 1024.
+//   at batch 65536, GPT-2 block inference at batch 8, seq 1024, the same block's training step
+//   (mean(block(x)^2), AdamW), MiniGPT's training step at batch 64.
 std::vector<Workload> comparison_workloads(int64_t divisor);
 
 // One workload's figures.

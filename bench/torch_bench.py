@@ -268,6 +268,68 @@ def wl_gpt2_block(mode):
     return run
 
 
+def train_step_runner(model, loss_fn, args, mode):
+    """One AdamW training step per call (zero_grad, forward, backward, step), as the MLP row;
+    under torch.compile the loss and the optimizer step are each compiled."""
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2)
+    if mode == "compile":
+        lf = compile_fn(loss_fn)
+
+        @torch.compile(fullgraph=False)
+        def opt_step():
+            opt.step()
+    else:
+        lf = loss_fn
+        opt_step = opt.step
+
+    def run():
+        opt.zero_grad(set_to_none=True)
+        loss = lf(*args)
+        loss.backward()
+        opt_step()
+        return loss.detach()
+
+    return run
+
+
+def wl_gpt2_block_train_step(mode):
+    torch.manual_seed(0)
+    block = Block(768, 12, 1024).to(DEV)
+    x = uniform(max(8 // DIV, 1), 1024, 768)
+    return train_step_runner(block, lambda x: block(x).pow(2).mean(), (x,), mode)
+
+
+class MiniGPT(nn.Module):
+    """kiln's nn::MiniGPT: token + position embeddings, Blocks, a final LayerNorm, an lm_head
+    without bias; vocab 600, d_model 64, 4 heads, 2 layers, context 32."""
+
+    def __init__(self, vocab=600, d=64, heads=4, layers=2, context=32):
+        super().__init__()
+        self.tok_emb, self.pos_emb = nn.Embedding(vocab, d), nn.Embedding(context, d)
+        self.blocks = nn.ModuleList([Block(d, heads, context) for _ in range(layers)])
+        self.ln_f, self.lm_head = nn.LayerNorm(d), nn.Linear(d, vocab, bias=False)
+
+    def forward(self, tokens):
+        T = tokens.shape[1]
+        x = self.tok_emb(tokens) + self.pos_emb(torch.arange(T, device=tokens.device))
+        for b in self.blocks:
+            x = b(x)
+        return self.lm_head(self.ln_f(x))
+
+
+def wl_minigpt_train_step(mode):
+    torch.manual_seed(0)
+    model = MiniGPT().to(DEV)
+    B = max(64 // DIV, 1)
+    tokens = torch.randint(0, 600, (B, 32), device=DEV)
+    targets = torch.randint(0, 600, (B, 32), device=DEV)
+
+    def loss_fn(tok, tgt):
+        return F.cross_entropy(model(tok).view(-1, 600), tgt.view(-1))
+
+    return train_step_runner(model, loss_fn, (tokens, targets), mode)
+
+
 R, C, SM, CE, MB, BB = 16384 // DIV, 4096, 65536 // DIV, 4096 // DIV, 65536 // DIV, max(8 // DIV, 1)
 WORKLOADS = [
     # id, name, builder, minimum traffic in bytes (inputs read once, outputs written once; None:
@@ -281,6 +343,8 @@ WORKLOADS = [
     ("cross_entropy", f"cross_entropy fwd+bwd [{CE},32000]", wl_cross_entropy, 2 * CE * 32000 * F32 + CE * 8 + F32),
     ("mlp_train_step", f"MLP 64-256-600 train step AdamW, batch {MB}", wl_mlp_train_step, None),
     ("gpt2_block", f"GPT-2 block inference, batch {BB}, seq 1024", wl_gpt2_block, None),
+    ("gpt2_block_train_step", f"GPT-2 block train step AdamW, batch {BB}, seq 1024", wl_gpt2_block_train_step, None),
+    ("minigpt_train_step", f"MiniGPT train step AdamW, batch {max(64 // DIV, 1)}", wl_minigpt_train_step, None),
 ]
 
 
@@ -384,7 +448,7 @@ def main():
     for wid, wname, builder, traffic in WORKLOADS:
         if only and wid not in only:
             continue
-        if ARGS.no_block and wid == "gpt2_block":
+        if ARGS.no_block and wid.startswith("gpt2_block"):
             continue
         rows.append(measure(wid, wname, builder, traffic, reps, copy, do_compile))
 
@@ -398,7 +462,7 @@ def main():
     clock = "host clock" if CPU else "CUDA events; sync: host clock + synchronize"
     print(f"machine: {name}; torch {torch.__version__}; {what} {copy:.0f} GB/s (read + write); "
           f"{reps} timed runs, median (ms: {clock})")
-    head = (f"{'workload':<46} | {'mode':<7} | {'ms':>8} | {'sync ms':>8} | {'GB/s':>6} | {'% of copy':>9} | "
+    head = (f"{'workload':<48} | {'mode':<7} | {'ms':>8} | {'sync ms':>8} | {'GB/s':>6} | {'% of copy':>9} | "
             f"{'kernels+BLAS':>12} | {'cold compile ms':>15} | {'warm compile ms':>15} | {'max rel err':>11}")
     print(head)
     print("-" * len(head))
@@ -409,7 +473,7 @@ def main():
             err = r.get("max_rel_err") if mode == "compile" else None
             gb = r.get(f"{mode}_gbps")
             pct = r.get(f"{mode}_copy_pct")
-            print(f"{r['name']:<46} | {mode:<7} | {fmt(ms, '.3f'):>8} | {fmt(r.get(f'{mode}_sync_ms'), '.3f'):>8} | "
+            print(f"{r['name']:<48} | {mode:<7} | {fmt(ms, '.3f'):>8} | {fmt(r.get(f'{mode}_sync_ms'), '.3f'):>8} | "
                   f"{fmt(gb, '.0f'):>6} | {fmt(pct, '.0f') + ('%' if pct is not None else ''):>9} | {'-':>12} | "
                   f"{fmt(cold, '.0f'):>15} | {'-':>15} | {fmt(err, '.2g'):>11}")
     for r in rows:

@@ -7,6 +7,7 @@
 
 #include "frontend/nn/block.h"
 #include "frontend/nn/layers.h"
+#include "frontend/nn/minigpt.h"
 #include "frontend/nn/mlp.h"
 #include "frontend/ops.h"
 #include "ir/parser.h"
@@ -104,6 +105,25 @@ TrainStepWorkload relu_mlp_train_step(int64_t in, int64_t hidden, int64_t classe
   Tensor x = randn({batch, in}, 1), t = randint(0, classes, {batch}, 2);
   TracedGraph loss = trace([&](const std::vector<Tensor>& b) { return std::vector<Tensor>{cross_entropy(mlp(b[0]), b[1])}; },
                            {x, t}, "relu_mlp_loss");
+  TrainStep step = make_train_step(loss, AdamWConfig{});
+  return {std::move(loss), std::move(step)};
+}
+
+TrainStepWorkload gpt2_block_train_step(int64_t d_model, int64_t heads, int64_t batch, int64_t seq) {
+  auto block = std::make_shared<nn::Block>(d_model, heads, seq, 0);
+  Tensor x = randn({batch, seq, d_model}, 1);
+  TracedGraph loss = trace([&](const std::vector<Tensor>& b) { return std::vector<Tensor>{mean(square((*block)(b[0])))}; },
+                           {x}, "gpt2_block_loss");
+  TrainStep step = make_train_step(loss, AdamWConfig{});
+  return {std::move(loss), std::move(step)};
+}
+
+TrainStepWorkload minigpt_train_step(int64_t batch) {
+  nn::MiniGPT model(nn::MiniGPTConfig{}, 0);
+  const int64_t T = model.config().context, V = model.config().vocab_size;
+  Tensor tokens = randint(0, V, {batch, T}, 1), targets = randint(0, V, {batch, T}, 2);
+  TracedGraph loss = trace([&](const std::vector<Tensor>& b) { return std::vector<Tensor>{model.loss(b[0], b[1])}; },
+                           {tokens, targets}, "minigpt_loss");
   TrainStep step = make_train_step(loss, AdamWConfig{});
   return {std::move(loss), std::move(step)};
 }

@@ -40,6 +40,11 @@ struct TrainStepWorkload {
 TrainStepWorkload gelu_mlp_train_step(int64_t d, int64_t hidden, int64_t batch);
 // Linear(in, hidden)-ReLU-Linear(hidden, classes) + cross_entropy, on a batch [batch, in].
 TrainStepWorkload relu_mlp_train_step(int64_t in, int64_t hidden, int64_t classes, int64_t batch);
+// mean(block(x)^2) of a GPT-2 block nn::Block(d_model, heads, seq) on x [batch, seq, d_model].
+TrainStepWorkload gpt2_block_train_step(int64_t d_model, int64_t heads, int64_t batch, int64_t seq);
+// nn::MiniGPT (vocab 600, d_model 64, 4 heads, 2 layers, context 32) and its loss on a batch of
+// [batch, 32] tokens and targets.
+TrainStepWorkload minigpt_train_step(int64_t batch);
 // The inputs of a train step: its parameters' initial values, AdamW state as after a few steps
 // (exp_avg ~ U(-0.01, 0.01), exp_avg_sq ~ U(0, 1e-4)), a random batch (integer targets below
 // `int_bound`) and step = 3.
