@@ -16,7 +16,6 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -37,10 +36,8 @@ using bench::Clock;
 using bench::ms_since;
 using bench::Row;
 
-struct Options {
-  bool quick = false, no_block = false, check = true;
-  std::string json;
-  std::vector<std::string> only;
+struct Options : bench::CommonOptions {
+  bool check = true;
 };
 
 // Median of `reps` timed calls after one warm-up call.
@@ -94,37 +91,14 @@ Row measure(const bench::Workload& w, const Options& opt, const std::string& cac
   try {
     bench::Case full = w.build(false);
     r.traffic = bench::traffic_bytes(full.graph);
-    backend::CompileOptions co;
-    std::filesystem::remove_all(cache);  // cold: clang compiles every kernel
-    runtime::cpu::clear_in_memory_cache();
-    auto t0 = Clock::now();
-    backend::CompiledGraph cold = backend::compile_cpu(full.graph, co);
-    r.cold_ms = ms_since(t0);
-    r.compiler = cold.report.compiler;
-    runtime::cpu::clear_in_memory_cache();  // warm: objects from the disk cache
-    t0 = Clock::now();
-    backend::CompiledGraph warm = backend::compile_cpu(full.graph, co);
-    r.warm_ms = ms_since(t0);
-    r.kernels = warm.report.kernels;
-    r.blas = warm.report.blas_calls;
-    r.matmul_flops = bench::matmul_flops(warm.executable);
-    fmt::print("{}: compiled: {} kernels + {} BLAS, cold {:.1f} ms, warm {:.1f} ms\n", w.id, r.kernels, r.blas, r.cold_ms,
-               r.warm_ms);
-    std::fflush(stdout);
+    backend::CompiledGraph warm = bench::compile_cold_warm(r, full.graph, {}, cache);
     {
       std::vector<HostTensor> ins = full.inputs();
-      r.run_ms = median_ms([&] { warm.run(ins); }, reps);
+      bench::set_run_figures(r, median_ms([&] { warm.run(ins); }, reps), copy);
     }
-    r.gbps = static_cast<double>(r.traffic) / (*r.run_ms * 1e6);
-    r.copy_frac = *r.gbps / copy;
-    if (r.matmul_flops > 0) r.tflops = static_cast<double>(r.matmul_flops) / (*r.run_ms * 1e9);
-    fmt::print("{}: {:.3f} ms, {:.1f} MB moved at least, {:.1f} GB/s\n", w.id, *r.run_ms, r.traffic / 1e6, *r.gbps);
-    if (opt.check) {
-      bench::Case small = w.build(true);
-      std::vector<HostTensor> ins = small.inputs();
-      bench::check_row(r, small, ins, backend::compile_cpu(small.graph).run(ins), w.slack);
-      fmt::print("{}: check against the interpreter on a smaller shape: max rel err {:.3g}: {}\n", w.id, *r.max_rel, r.check);
-    }
+    if (opt.check)
+      bench::check_row(r, w, "the CPU backend",
+                       [](const Graph& g, const std::vector<HostTensor>& ins) { return backend::compile_cpu(g).run(ins); });
   } catch (const std::exception& e) {
     r.check = "error";
     r.error = e.what();
@@ -139,12 +113,8 @@ Row measure(const bench::Workload& w, const Options& opt, const std::string& cac
 int main(int argc, char** argv) {
   Options opt;
   for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--quick") opt.quick = true;
-    else if (a == "--no-block") opt.no_block = true;
-    else if (a == "--no-check") opt.check = false;
-    else if (a == "--json" && i + 1 < argc) opt.json = argv[++i];
-    else if (a == "--only" && i + 1 < argc) opt.only = bench::split_commas(argv[++i]);
+    if (bench::parse_common_option(opt, i, argc, argv)) continue;
+    if (std::string(argv[i]) == "--no-check") opt.check = false;
     else {
       fmt::print(stderr, "usage: kiln_bench_cpu [--quick] [--json FILE] [--only ID,ID] [--no-block] [--no-check]\n");
       return 2;
@@ -174,8 +144,7 @@ int main(int argc, char** argv) {
       fmt::print("first compile of the process (a tiny graph, clang start): {:.1f} ms\n", ms_since(t0));
     }
     for (const bench::Workload& w : bench::comparison_workloads(8)) {
-      if (!opt.only.empty() && std::find(opt.only.begin(), opt.only.end(), w.id) == opt.only.end()) continue;
-      if (opt.no_block && w.id.rfind("gpt2_block", 0) == 0) continue;
+      if (!bench::selected(opt, w)) continue;
       rows.push_back(measure(w, opt, cache, copy, reps));
       if (rows.back().check == "error" || rows.back().check == "FAIL") status = 1;
     }

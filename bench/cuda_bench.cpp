@@ -32,14 +32,10 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <functional>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -111,13 +107,12 @@ double time_run(const backend::Executable& exe, const std::vector<cu::DeviceTens
   return median(t);
 }
 
-struct Options {
-  bool quick = false, no_block = false, cpu_check = false;
-  std::string json, dump;
-  std::vector<std::string> only;
+struct Options : bench::CommonOptions {
+  bool cpu_check = false;
+  std::string dump;
 };
 
-Row measure(const Workload& w, const Options& opt, bool device, double copy, int reps) {
+Row measure(const Workload& w, const Options& opt, const std::string& cache, bool device, double copy, int reps) {
   Row r;
   r.id = w.id;
   r.name = w.name;
@@ -126,62 +121,24 @@ Row measure(const Workload& w, const Options& opt, bool device, double copy, int
     Case full = w.build(false);
     r.traffic = bench::traffic_bytes(full.graph);
     backend::CompileOptions co = cuda_options();
-    runtime::cpu::clear_in_memory_cache();
     if (!opt.dump.empty()) co.dump_dir = opt.dump + "/" + w.id;
-    auto t0 = Clock::now();
-    backend::CompiledGraph cold = backend::compile(full.graph, co);
+    backend::CompiledGraph warm = bench::compile_cold_warm(r, full.graph, co, cache);
     co.dump_dir.clear();
-    r.cold_ms = ms_since(t0);
-    r.compiler = cold.report.compiler;
-    runtime::cpu::clear_in_memory_cache();
-    t0 = Clock::now();
-    backend::CompiledGraph warm = backend::compile(full.graph, co);
-    r.warm_ms = ms_since(t0);
-    r.kernels = warm.report.kernels;
-    r.blas = warm.report.blas_calls;
-    r.matmul_flops = bench::matmul_flops(warm.executable);
-    fmt::print("{}: compiled: {} kernels + {} cuBLASLt, cold {:.1f} ms, warm {:.1f} ms ({})\n", w.id, r.kernels, r.blas, r.cold_ms,
-               r.warm_ms, r.compiler);
-    std::fflush(stdout);
-
     if (device) {
       {
-        std::vector<cu::DeviceTensor> ins;
-        {
-          std::vector<HostTensor> host = full.inputs();
-          ins = to_device(host);
-        }
-        r.run_ms = time_run(warm.executable, ins, reps);
+        std::vector<cu::DeviceTensor> ins = to_device(full.inputs());
+        bench::set_run_figures(r, time_run(warm.executable, ins, reps), copy);
       }
       cu::empty_cache();
-      r.gbps = static_cast<double>(r.traffic) / (*r.run_ms * 1e6);
-      r.copy_frac = *r.gbps / copy;
-      if (r.matmul_flops > 0) r.tflops = static_cast<double>(r.matmul_flops) / (*r.run_ms * 1e9);
-      fmt::print("{}: {:.3f} ms, {:.1f} MB moved at least, {:.0f} GB/s\n", w.id, *r.run_ms, r.traffic / 1e6, *r.gbps);
-    }
-
-    if (device || opt.cpu_check) {
-      Case small = w.build(true);
-      std::vector<HostTensor> ins = small.inputs();
-      auto t1 = Clock::now();
-      std::vector<HostTensor> want = interpret(small.graph, ins);
-      double interp_ms = ms_since(t1);
-      std::vector<HostTensor> got;
-      if (device) {
-        backend::CompiledGraph c = backend::compile(small.graph, co);
-        std::vector<cu::DeviceTensor> out = backend::run_on_device(c.executable, to_device(ins));
-        for (const cu::DeviceTensor& t : out) got.push_back(t.to_host());
-      } else {
-        got = backend::compile_cpu(small.graph).run(ins);
-      }
-      bench::Errors e = bench::compare(got, want, w.slack);
-      r.max_abs = e.abs;
-      r.max_rel = e.rel;
-      r.check = e.ok ? "pass" : "FAIL";
-      const Node* largest = *std::max_element(small.graph.inputs().begin(), small.graph.inputs().end(),
-                                              [](const Node* a, const Node* b) { return a->meta().nbytes() < b->meta().nbytes(); });
-      fmt::print("{}: check on {} (small shape: largest input {}; interpreter {:.0f} ms): max abs err {:.3g}, max rel err {:.3g}: {}\n",
-                 w.id, device ? "cuda" : "the CPU backend", shape_str(largest->meta().shape), interp_ms, e.abs, e.rel, r.check);
+      bench::check_row(r, w, "cuda", [&](const Graph& g, const std::vector<HostTensor>& ins) {
+        std::vector<HostTensor> got;
+        for (const cu::DeviceTensor& t : backend::run_on_device(backend::compile(g, co).executable, to_device(ins)))
+          got.push_back(t.to_host());
+        return got;
+      });
+    } else if (opt.cpu_check) {
+      bench::check_row(r, w, "the CPU backend",
+                       [](const Graph& g, const std::vector<HostTensor>& ins) { return backend::compile_cpu(g).run(ins); });
     }
   } catch (const std::exception& e) {
     r.check = "error";
@@ -198,12 +155,9 @@ int main(int argc, char** argv) {
   Options opt;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--quick") opt.quick = true;
-    else if (a == "--no-block") opt.no_block = true;
-    else if (a == "--cpu-check") opt.cpu_check = true;
-    else if (a == "--json" && i + 1 < argc) opt.json = argv[++i];
+    if (bench::parse_common_option(opt, i, argc, argv)) continue;
+    if (a == "--cpu-check") opt.cpu_check = true;
     else if (a == "--dump" && i + 1 < argc) opt.dump = argv[++i];
-    else if (a == "--only" && i + 1 < argc) opt.only = bench::split_commas(argv[++i]);
     else {
       fmt::print(stderr, "usage: kiln_bench_cuda [--quick] [--json FILE] [--dump DIR] [--only ID,ID] [--no-block] [--cpu-check]\n");
       return 2;
@@ -252,9 +206,8 @@ int main(int argc, char** argv) {
     }
     std::fflush(stdout);
     for (const Workload& w : bench::comparison_workloads(1)) {
-      if (!opt.only.empty() && std::find(opt.only.begin(), opt.only.end(), w.id) == opt.only.end()) continue;
-      if (opt.no_block && w.id.rfind("gpt2_block", 0) == 0) continue;
-      rows.push_back(measure(w, opt, device, copy.value_or(0), reps));
+      if (!bench::selected(opt, w)) continue;
+      rows.push_back(measure(w, opt, cache, device, copy.value_or(0), reps));
       if (rows.back().check == "error" || rows.back().check == "FAIL") status = 1;
     }
     if (!opt.json.empty()) {

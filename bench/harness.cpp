@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -12,6 +14,7 @@
 #include "bench/workloads.h"
 #include "ir/error.h"
 #include "ir/reference/interpreter.h"
+#include "runtime/cpu/jit.h"
 
 namespace kiln::bench {
 
@@ -97,21 +100,76 @@ Errors compare(const std::vector<HostTensor>& got, const std::vector<HostTensor>
   return e;
 }
 
-void check_row(Row& r, const Case& small, const std::vector<HostTensor>& inputs, const std::vector<HostTensor>& got,
-               double slack) {
+void check_row(Row& r, const Workload& w, const std::string& where, const RunCompiled& run_compiled) {
+  Case small = w.build(true);
+  std::vector<HostTensor> inputs = small.inputs();
+  auto t0 = Clock::now();
   std::vector<HostTensor> want = interpret(small.graph, inputs);
-  Errors e = compare(got, want, slack);
+  double interp_ms = ms_since(t0);
+  Errors e = compare(run_compiled(small.graph, inputs), want, w.slack);
   r.max_abs = e.abs;
   r.max_rel = e.rel;
   r.check = e.ok ? "pass" : "FAIL";
+  const Node* largest = *std::max_element(small.graph.inputs().begin(), small.graph.inputs().end(),
+                                          [](const Node* a, const Node* b) { return a->meta().nbytes() < b->meta().nbytes(); });
+  fmt::print("{}: check on {} (small shape: largest input {}; interpreter {:.0f} ms): max abs err {:.3g}, max rel err {:.3g}: {}\n",
+             w.id, where, shape_str(largest->meta().shape), interp_ms, e.abs, e.rel, r.check);
 }
 
+namespace {
+// The floating-point work of a schedule's GEMMs: 2*m*n*k*batch summed over its matmul steps.
 int64_t matmul_flops(const backend::Executable& exe) {
   int64_t flops = 0;
   for (const codegen::Step& step : exe.lowered().steps)
     if (step.kind == codegen::Step::Kind::Matmul)
       flops += 2 * step.matmul.m * step.matmul.n * step.matmul.k * step.matmul.batch;
   return flops;
+}
+}  // namespace
+
+backend::CompiledGraph compile_cold_warm(Row& r, const Graph& g, backend::CompileOptions options,
+                                         const std::string& cache_dir) {
+  std::filesystem::remove_all(cache_dir);
+  runtime::cpu::clear_in_memory_cache();
+  auto t0 = Clock::now();
+  backend::CompiledGraph cold = backend::compile(g, options);
+  r.cold_ms = ms_since(t0);
+  r.compiler = cold.report.compiler;
+  options.dump_dir.clear();
+  runtime::cpu::clear_in_memory_cache();
+  t0 = Clock::now();
+  backend::CompiledGraph warm = backend::compile(g, options);
+  r.warm_ms = ms_since(t0);
+  r.kernels = warm.report.kernels;
+  r.blas = warm.report.blas_calls;
+  r.matmul_flops = matmul_flops(warm.executable);
+  fmt::print("{}: compiled: {} kernels + {} {}, cold {:.1f} ms, warm {:.1f} ms ({})\n", r.id, r.kernels, r.blas,
+             options.device.kind == Device::Kind::CUDA ? "cuBLASLt" : "BLAS", r.cold_ms, r.warm_ms, r.compiler);
+  std::fflush(stdout);
+  return warm;
+}
+
+void set_run_figures(Row& r, double run_ms, double copy_gbps) {
+  r.run_ms = run_ms;
+  r.gbps = static_cast<double>(r.traffic) / (run_ms * 1e6);
+  r.copy_frac = *r.gbps / copy_gbps;
+  if (r.matmul_flops > 0) r.tflops = static_cast<double>(r.matmul_flops) / (run_ms * 1e9);
+  fmt::print("{}: {:.3f} ms, {:.1f} MB moved at least, {:.1f} GB/s\n", r.id, run_ms, r.traffic / 1e6, *r.gbps);
+}
+
+bool parse_common_option(CommonOptions& o, int& i, int argc, char** argv) {
+  std::string a = argv[i];
+  if (a == "--quick") o.quick = true;
+  else if (a == "--no-block") o.no_block = true;
+  else if (a == "--json" && i + 1 < argc) o.json = argv[++i];
+  else if (a == "--only" && i + 1 < argc) o.only = split_commas(argv[++i]);
+  else return false;
+  return true;
+}
+
+bool selected(const CommonOptions& o, const Workload& w) {
+  if (!o.only.empty() && std::find(o.only.begin(), o.only.end(), w.id) == o.only.end()) return false;
+  return !(o.no_block && w.id.rfind("gpt2_block", 0) == 0);
 }
 
 namespace {

@@ -62,17 +62,36 @@ struct Errors {
 // Every output against the reference: max |got - want|, that over max |want| (per output, the
 // largest over outputs), and whether every element is within slack * (atol + rtol*|want|).
 Errors compare(const std::vector<HostTensor>& got, const std::vector<HostTensor>& want, double slack);
-// Runs the check: compiled outputs `got` of the small case against the interpreter's.
-void check_row(Row& r, const Case& small, const std::vector<HostTensor>& inputs, const std::vector<HostTensor>& got,
-               double slack);
+// Compiles `g` twice for options.device and fills the row's compile figures: cold (`cache_dir`,
+// the process's kernel cache, emptied first, and the in-memory cache cleared: the device compiler
+// runs for every kernel; options.dump_dir applies to it) and warm (in-memory cache cleared again:
+// everything from the disk cache). Returns the warm compile. Prints one line.
+backend::CompiledGraph compile_cold_warm(Row& r, const Graph& g, backend::CompileOptions options,
+                                         const std::string& cache_dir);
+// Fills GB/s, the fraction of `copy_gbps` and TFLOP/s from the row's run time. Prints one line.
+void set_run_figures(Row& r, double run_ms, double copy_gbps);
+// The check: the workload's small case compiled and run by `run_compiled`, against the
+// interpreter, within the workload's slack. Fills the row's errors and verdict; prints one line
+// naming `where` it ran.
+using RunCompiled = std::function<std::vector<HostTensor>(const Graph&, const std::vector<HostTensor>&)>;
+void check_row(Row& r, const Workload& w, const std::string& where, const RunCompiled& run_compiled);
+
+// The options both benchmarks take: --quick, --json FILE, --only ID,ID, --no-block.
+struct CommonOptions {
+  bool quick = false, no_block = false;
+  std::string json;
+  std::vector<std::string> only;
+};
+// Consumes argv[i] (and the value after it) when it is one of them.
+bool parse_common_option(CommonOptions& o, int& i, int argc, char** argv);
+// Whether --only and --no-block keep this workload.
+bool selected(const CommonOptions& o, const Workload& w);
 
 // Writes `header` (an object: "tool", the machine, the baseline) with "rows": one object per row
 // with the keys bench/compare.py reads (id, name, kiln_ms, gbps, copy_pct, kernels, blas_calls,
 // cold_compile_ms, warm_compile_ms, max_rel_err, check, error, ...).
 void write_json(const std::string& path, nlohmann::json header, const std::vector<Row>& rows);
 
-// The floating-point work of a schedule's GEMMs: 2*m*n*k*batch summed over its matmul steps.
-int64_t matmul_flops(const backend::Executable& exe);
 
 // The table printed last: workload, kiln ms, GB/s, % of copy, TFLOP/s (matmul-bound rows),
 // kernels+BLAS, cold and warm compile ms, max rel err and check.

@@ -196,17 +196,10 @@ def wl_cross_entropy(mode):
     return run
 
 
-def wl_mlp_train_step(mode):
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 600)).to(DEV)
+def train_step_runner(model, loss_fn, args, mode):
+    """One AdamW training step per call (zero_grad, forward, backward, step), as the MLP row;
+    under torch.compile the loss and the optimizer step are each compiled."""
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2)
-    torch.manual_seed(1)
-    x = torch.randn(65536 // DIV, 64, device=DEV)
-    t = torch.randint(0, 600, (65536 // DIV,), device=DEV)
-
-    def loss_fn(x, t):
-        return F.cross_entropy(model(x), t)
-
     if mode == "compile":
         lf = compile_fn(loss_fn)
 
@@ -219,12 +212,21 @@ def wl_mlp_train_step(mode):
 
     def run():
         opt.zero_grad(set_to_none=True)
-        loss = lf(x, t)
+        loss = lf(*args)
         loss.backward()
         opt_step()
         return loss.detach()
 
     return run
+
+
+def wl_mlp_train_step(mode):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 600)).to(DEV)
+    torch.manual_seed(1)
+    x = torch.randn(65536 // DIV, 64, device=DEV)
+    t = torch.randint(0, 600, (65536 // DIV,), device=DEV)
+    return train_step_runner(model, lambda x, t: F.cross_entropy(model(x), t), (x, t), mode)
 
 
 class Block(nn.Module):
@@ -264,30 +266,6 @@ def wl_gpt2_block(mode):
     def run():
         with torch.no_grad():
             return g(x)
-
-    return run
-
-
-def train_step_runner(model, loss_fn, args, mode):
-    """One AdamW training step per call (zero_grad, forward, backward, step), as the MLP row;
-    under torch.compile the loss and the optimizer step are each compiled."""
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2)
-    if mode == "compile":
-        lf = compile_fn(loss_fn)
-
-        @torch.compile(fullgraph=False)
-        def opt_step():
-            opt.step()
-    else:
-        lf = loss_fn
-        opt_step = opt.step
-
-    def run():
-        opt.zero_grad(set_to_none=True)
-        loss = lf(*args)
-        loss.backward()
-        opt_step()
-        return loss.detach()
 
     return run
 

@@ -1,6 +1,6 @@
 // Tensors on devices: copies between host and GPU, and compiled graphs run on device memory.
-// Everything that touches CUDA memory is behind KILN_HAVE_CUDA: a build without the CUDA path
-// has no device tensors, and says so when asked for one.
+// What touches CUDA memory is behind KILN_HAVE_CUDA: a build without the CUDA path has no device
+// tensors (no impl ever holds device_data), and says so when asked for one.
 #include "frontend/device.h"
 
 #include "ir/error.h"
@@ -25,7 +25,6 @@ void require_eager(const Tensor& t, std::string_view what) {
 }  // namespace
 
 #if KILN_HAVE_CUDA
-
 Tensor from_device(runtime::cuda::DeviceTensor t, std::string name) {
   auto impl = std::make_shared<TensorImpl>();
   impl->meta = t.meta();
@@ -33,6 +32,7 @@ Tensor from_device(runtime::cuda::DeviceTensor t, std::string name) {
   impl->name = std::move(name);
   return Tensor(std::move(impl));
 }
+#endif
 
 const runtime::cuda::DeviceTensor& Tensor::device_data() const {
   require_eager(*this, "device_data()");
@@ -42,18 +42,24 @@ const runtime::cuda::DeviceTensor& Tensor::device_data() const {
 
 HostTensor Tensor::host_data() const {
   require_eager(*this, "host_data()");
+#if KILN_HAVE_CUDA
   if (impl()->device_data) return impl()->device_data->to_host();
+#endif
   return impl()->data;
 }
 
 Tensor Tensor::to(Device target) const {
   require_eager(*this, fmt::format("to({})", target.str()));
   if (device() == target) return *this;
+#if KILN_HAVE_CUDA
   if (target.kind == Device::Kind::CPU) return Tensor(impl()->device_data->to_host(), name());
   std::string why;
   if (!backend::cuda_device_present(&why)) fail("to({}): no CUDA device is present ({})", target.str(), why);
   HostTensor host = host_data();  // from another GPU: through the host (kiln runs one GPU per process)
   return from_device(runtime::cuda::DeviceTensor::from_host(host, target.index), name());
+#else
+  fail("to({}): kiln was built without the CUDA path (no CUDA toolkit was found at build time)", target.str());
+#endif
 }
 
 std::vector<Tensor> run(const backend::Executable& exe, const std::vector<Tensor>& inputs) {
@@ -64,47 +70,18 @@ std::vector<Tensor> run(const backend::Executable& exe, const std::vector<Tensor
            inputs[i].device().str(), exe.device().str());
   }
   std::vector<Tensor> out;
+#if KILN_HAVE_CUDA
   if (exe.device().kind == Device::Kind::CUDA) {
     std::vector<runtime::cuda::DeviceTensor> args;
     for (const Tensor& t : inputs) args.push_back(t.device_data());
     for (auto& r : backend::run_on_device(exe, args)) out.push_back(from_device(std::move(r)));
     return out;
   }
+#endif
   std::vector<HostTensor> args;
   for (const Tensor& t : inputs) args.push_back(t.data());
   for (auto& r : exe.run(args)) out.emplace_back(std::move(r));
   return out;
 }
-
-#else  // no CUDA path in this build
-
-const runtime::cuda::DeviceTensor& Tensor::device_data() const {
-  fail("tensor {} is not on a GPU (kiln was built without the CUDA path)", str());
-}
-
-HostTensor Tensor::host_data() const {
-  require_eager(*this, "host_data()");
-  return impl()->data;
-}
-
-Tensor Tensor::to(Device target) const {
-  require_eager(*this, fmt::format("to({})", target.str()));
-  if (device() == target) return *this;
-  fail("to({}): kiln was built without the CUDA path (no CUDA toolkit was found at build time)", target.str());
-}
-
-std::vector<Tensor> run(const backend::Executable& exe, const std::vector<Tensor>& inputs) {
-  if (exe.device().kind != Device::Kind::CPU) fail("run: kiln was built without the CUDA path");
-  std::vector<HostTensor> args;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    require_eager(inputs[i], fmt::format("run: input {}", i));
-    args.push_back(inputs[i].data());
-  }
-  std::vector<Tensor> out;
-  for (auto& r : exe.run(args)) out.emplace_back(std::move(r));
-  return out;
-}
-
-#endif
 
 }  // namespace kiln

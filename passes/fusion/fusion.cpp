@@ -281,13 +281,7 @@ class Fuser {
       // in its space (a broadcast copy there would keep a later reduction from absorbing
       // the loop). A scalar chain (AdamW's bias corrections) read by a reduction over other
       // rows is read, not recomputed.
-      std::vector<Node*> together = drafts_.nodes(mine);
-      together.insert(together.end(), cone.begin(), cone.end());
-      bool fits = drafts_.reductions(mine).empty()
-                      ? std::all_of(cone.begin(), cone.end(),
-                                    [&](const Node* c) { return is_alias_view(*c) || c->meta().shape == n->meta().shape; })
-                      : valid_alone(together);
-      if (!fits) continue;
+      if (!copies_fit(mine, n, cone)) continue;
       std::unordered_map<const Node*, Node*> copy_of;
       std::vector<Node*> copies;
       for (Node* c : cone) {
@@ -316,6 +310,15 @@ class Fuser {
         g_.erase(c);
       }
     }
+  }
+
+  bool copies_fit(int d, const Node* reader, const std::vector<Node*>& cone) const {
+    if (drafts_.reductions(d).empty())
+      return std::all_of(cone.begin(), cone.end(),
+                         [&](const Node* c) { return is_alias_view(*c) || c->meta().shape == reader->meta().shape; });
+    std::vector<Node*> together = drafts_.nodes(d);
+    together.insert(together.end(), cone.begin(), cone.end());
+    return valid_alone(together);
   }
 
   // The nodes between the graph's inputs (and creation ops) and `root`, producers first, when
