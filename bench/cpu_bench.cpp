@@ -84,28 +84,14 @@ std::string cpu_model() {
 }
 
 Row measure(const bench::Workload& w, const Options& opt, const std::string& cache, double copy, int reps) {
-  Row r;
-  r.id = w.id;
-  r.name = w.name;
-  r.bandwidth = w.bandwidth;
-  try {
-    bench::Case full = w.build(false);
-    r.traffic = bench::traffic_bytes(full.graph);
+  return bench::measure_row(w, [&](Row& r, const bench::Case& full) {
     backend::CompiledGraph warm = bench::compile_cold_warm(r, full.graph, {}, cache);
     {
       std::vector<HostTensor> ins = full.inputs();
       bench::set_run_figures(r, median_ms([&] { warm.run(ins); }, reps), copy);
     }
-    if (opt.check)
-      bench::check_row(r, w, "the CPU backend",
-                       [](const Graph& g, const std::vector<HostTensor>& ins) { return backend::compile_cpu(g).run(ins); });
-  } catch (const std::exception& e) {
-    r.check = "error";
-    r.error = e.what();
-    fmt::print("{}: error: {}\n", w.id, e.what());
-  }
-  std::fflush(stdout);
-  return r;
+    if (opt.check) bench::check_row(r, w, "the CPU backend", bench::run_on_cpu_backend);
+  });
 }
 
 }  // namespace

@@ -113,13 +113,7 @@ struct Options : bench::CommonOptions {
 };
 
 Row measure(const Workload& w, const Options& opt, const std::string& cache, bool device, double copy, int reps) {
-  Row r;
-  r.id = w.id;
-  r.name = w.name;
-  r.bandwidth = w.bandwidth;
-  try {
-    Case full = w.build(false);
-    r.traffic = bench::traffic_bytes(full.graph);
+  return bench::measure_row(w, [&](Row& r, const Case& full) {
     backend::CompileOptions co = cuda_options();
     if (!opt.dump.empty()) co.dump_dir = opt.dump + "/" + w.id;
     backend::CompiledGraph warm = bench::compile_cold_warm(r, full.graph, co, cache);
@@ -137,16 +131,9 @@ Row measure(const Workload& w, const Options& opt, const std::string& cache, boo
         return got;
       });
     } else if (opt.cpu_check) {
-      bench::check_row(r, w, "the CPU backend",
-                       [](const Graph& g, const std::vector<HostTensor>& ins) { return backend::compile_cpu(g).run(ins); });
+      bench::check_row(r, w, "the CPU backend", bench::run_on_cpu_backend);
     }
-  } catch (const std::exception& e) {
-    r.check = "error";
-    r.error = e.what();
-    fmt::print("{}: error: {}\n", w.id, e.what());
-  }
-  std::fflush(stdout);
-  return r;
+  });
 }
 
 }  // namespace

@@ -100,6 +100,28 @@ Errors compare(const std::vector<HostTensor>& got, const std::vector<HostTensor>
   return e;
 }
 
+Row measure_row(const Workload& w, const std::function<void(Row&, const Case&)>& body) {
+  Row r;
+  r.id = w.id;
+  r.name = w.name;
+  r.bandwidth = w.bandwidth;
+  try {
+    Case full = w.build(false);
+    r.traffic = traffic_bytes(full.graph);
+    body(r, full);
+  } catch (const std::exception& e) {
+    r.check = "error";
+    r.error = e.what();
+    fmt::print("{}: error: {}\n", w.id, e.what());
+  }
+  std::fflush(stdout);
+  return r;
+}
+
+std::vector<HostTensor> run_on_cpu_backend(const Graph& g, const std::vector<HostTensor>& inputs) {
+  return backend::compile_cpu(g).run(inputs);
+}
+
 void check_row(Row& r, const Workload& w, const std::string& where, const RunCompiled& run_compiled) {
   Case small = w.build(true);
   std::vector<HostTensor> inputs = small.inputs();

@@ -62,6 +62,12 @@ struct Errors {
 // Every output against the reference: max |got - want|, that over max |want| (per output, the
 // largest over outputs), and whether every element is within slack * (atol + rtol*|want|).
 Errors compare(const std::vector<HostTensor>& got, const std::vector<HostTensor>& want, double slack);
+// A row for `w`: its full case built and its traffic counted, then `body` (compile, time,
+// check); an exception becomes the row's error (check "error"), printed.
+Row measure_row(const Workload& w, const std::function<void(Row&, const Case&)>& body);
+// A CPU backend run, for check_row.
+std::vector<HostTensor> run_on_cpu_backend(const Graph& g, const std::vector<HostTensor>& inputs);
+
 // Compiles `g` twice for options.device and fills the row's compile figures: cold (`cache_dir`,
 // the process's kernel cache, emptied first, and the in-memory cache cleared: the device compiler
 // runs for every kernel; options.dump_dir applies to it) and warm (in-memory cache cleared again:
