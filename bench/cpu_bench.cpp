@@ -11,8 +11,10 @@
 // Each timed call is Executable::run on host tensors (outputs allocated per call, the arena
 // reused), median of the calls after one warm-up call. Prints a table last.
 //
-// Usage: kiln_bench_cpu [--quick] [--json FILE] [--only ID,ID] [--no-block] [--no-check]
-// KILN_NUM_THREADS sets the threads (bench/compare_cpu.sh runs it at 1, 2, 4, 8 and 16).
+// Usage: kiln_bench_cpu [--quick] [--json FILE] [--npy DIR] [--only ID,ID] [--no-block] [--no-check]
+//   --npy DIR  per workload, DIR/ID: its inputs and kiln's outputs as .npy with a manifest, for
+//              bench/torch_bench.py --check-npy
+// KILN_NUM_THREADS sets the threads (bench/compare_torch.py runs it at 1, 2, 4, 8 and 16).
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -91,6 +93,7 @@ Row measure(const bench::Workload& w, const Options& opt, const std::string& cac
       bench::set_run_figures(r, median_ms([&] { warm.run(ins); }, reps), copy);
     }
     if (opt.check) bench::check_row(r, w, "the CPU backend", bench::run_on_cpu_backend);
+    if (!opt.npy.empty()) bench::write_exchange(opt.npy + "/" + w.id, full, bench::run_on_cpu_backend);
   });
 }
 
@@ -102,7 +105,7 @@ int main(int argc, char** argv) {
     if (bench::parse_common_option(opt, i, argc, argv)) continue;
     if (std::string(argv[i]) == "--no-check") opt.check = false;
     else {
-      fmt::print(stderr, "usage: kiln_bench_cpu [--quick] [--json FILE] [--only ID,ID] [--no-block] [--no-check]\n");
+      fmt::print(stderr, "usage: kiln_bench_cpu [--quick] [--json FILE] [--npy DIR] [--only ID,ID] [--no-block] [--no-check]\n");
       return 2;
     }
   }

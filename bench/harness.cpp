@@ -13,16 +13,108 @@
 #include "backend/compile.h"
 #include "bench/workloads.h"
 #include "ir/error.h"
+#include "ir/npy.h"
 #include "ir/reference/interpreter.h"
+#include "passes/autograd/joint.h"
+#include "passes/autograd/partition.h"
 #include "runtime/cpu/jit.h"
 
 namespace kiln::bench {
 
 namespace {
 
+NpyTensor named(const Node* in, std::string role, HostTensor value) {
+  return {in->name(), std::move(role), "", std::move(value)};
+}
+
+// The graph's inputs (inputs_for) and outputs, in order, roles input and output.
 Case plain(Graph g) {
   auto shared = std::make_shared<Graph>(g.clone());
-  return {std::move(g), [shared] { return inputs_for(*shared); }};
+  Case c{std::move(g), [shared] { return inputs_for(*shared); }, {}, {}};
+  c.exchange = [shared](const RunCompiled& run) {
+    NpyExchange x;
+    std::vector<HostTensor> ins = inputs_for(*shared);
+    std::vector<HostTensor> outs = run(*shared, ins);
+    for (size_t i = 0; i < ins.size(); ++i) x.inputs.push_back(named(shared->inputs()[i], "input", ins[i]));
+    for (size_t i = 0; i < outs.size(); ++i) x.outputs.push_back({fmt::format("out{}", i), "output", "", outs[i]});
+    return x;
+  };
+  return c;
+}
+
+// A backward graph's case. Its timed graph reads the forward's saved tensors, which PyTorch
+// does not have; the exchange therefore runs the partition's forward graph on the forward's
+// inputs, then the timed backward graph on the saved tensors and the tangents, and hands
+// PyTorch the forward's inputs, the tangents and the gradients.
+Case backward_case(const Graph& forward) {
+  autograd::JointGraph joint = autograd::build_joint(forward);
+  auto part = std::make_shared<autograd::Partition>(autograd::partition(joint, autograd::PartitionKind::Default));
+  auto fwd_inputs = [part] { return inputs_for(part->forward); };
+  auto tangents = [part] {
+    std::vector<HostTensor> t;
+    const auto& bin = part->backward.inputs();
+    for (size_t i = part->saved.size(); i < bin.size(); ++i)
+      t.push_back(random_tensor(bin[i]->meta(), 1000 + i));
+    return t;
+  };
+  // The timed run (and the interpreter check) reads random saved tensors: the time does not
+  // depend on their values, and the interpreter would take seconds to make real ones.
+  Case c{part->backward.clone(), [part] { return inputs_for(part->backward); }, {}, {}};
+  c.exchange = [part, fwd_inputs, tangents](const RunCompiled& run) {
+    NpyExchange x;
+    std::vector<HostTensor> fins = fwd_inputs();
+    std::vector<HostTensor> fouts = run(part->forward, fins);
+    std::vector<HostTensor> bins(fouts.begin() + part->num_forward_outputs, fouts.end());
+    std::vector<HostTensor> tans = tangents();
+    bins.insert(bins.end(), tans.begin(), tans.end());
+    std::vector<HostTensor> grads = run(part->backward, bins);
+    for (size_t i = 0; i < fins.size(); ++i) x.inputs.push_back(named(part->forward.inputs()[i], "input", fins[i]));
+    for (size_t i = 0; i < tans.size(); ++i) x.inputs.push_back({fmt::format("tangent{}", i), "tangent", "", tans[i]});
+    for (size_t i = 0; i < grads.size(); ++i) x.outputs.push_back({fmt::format("grad{}", i), "grad", "", grads[i]});
+    return x;
+  };
+  return c;
+}
+
+// A training step's case: parameters, AdamW state, the batch (rotated) and the step count in,
+// the loss, the new parameters and the new state out, each parameter and state named by its
+// module path.
+Case train_step_case(std::shared_ptr<TrainStepWorkload> ts, int64_t int_bound, nlohmann::json config) {
+  Case c{ts->step.graph.clone(), [ts, int_bound] { return train_step_inputs(*ts, int_bound); }, {}, {}};
+  const TrainStep& st = ts->step;
+  for (int i = 0; i < st.num_batch; ++i) c.rotated.push_back(static_cast<size_t>(st.num_params + st.num_state + i));
+  c.exchange = [ts, int_bound, config](const RunCompiled& run) {
+    const TrainStep& st = ts->step;
+    // The path of the parameter a state tensor belongs to ("<param name>_exp_avg").
+    auto state_role = [&](size_t i) -> std::pair<std::string, std::string> {
+      const std::string& n = st.state_names[i];
+      for (size_t p = 0; p < st.param_names.size(); ++p)
+        for (const char* kind : {"exp_avg_sq", "exp_avg", "momentum_buffer"})
+          if (n == st.param_names[p] + "_" + kind) return {kind, st.param_paths[p]};
+      fail("train step state {} belongs to no parameter", n);
+    };
+    NpyExchange x;
+    x.config = config;
+    std::vector<HostTensor> ins = train_step_inputs(*ts, int_bound);
+    std::vector<HostTensor> outs = run(st.graph, ins);
+    const auto& gin = st.graph.inputs();
+    const size_t P = static_cast<size_t>(st.num_params), S = static_cast<size_t>(st.num_state);
+    for (size_t i = 0; i < ins.size(); ++i) {
+      NpyTensor t{gin[i]->name(), "step", "", ins[i]};
+      if (i < P) t.role = "param", t.path = st.param_paths[i];
+      else if (i < P + S) std::tie(t.role, t.path) = state_role(i - P);
+      else if (i + 1 < ins.size()) t.role = "batch";
+      x.inputs.push_back(std::move(t));
+    }
+    for (size_t i = 0; i < outs.size(); ++i) {
+      NpyTensor t{fmt::format("out{}", i), "loss", "", outs[i]};
+      if (i >= 1 && i <= P) t.role = "param", t.path = st.param_paths[i - 1];
+      else if (i > P) std::tie(t.role, t.path) = state_role(i - 1 - P);
+      x.outputs.push_back(std::move(t));
+    }
+    return x;
+  };
+  return c;
 }
 
 }  // namespace
@@ -41,24 +133,35 @@ std::vector<Workload> comparison_workloads(int64_t divisor) {
   w.push_back({"layer_norm_fwd", fmt::format("layer_norm fwd [{},4096]", ln_rows), true, 50,
                [=](bool s) { return plain(layer_norm_forward(s ? small_rows(ln_rows, 4) : ln_rows, 4096)); }});
   w.push_back({"layer_norm_bwd", fmt::format("layer_norm bwd [{},4096]", ln_rows), true, 50, [=](bool s) {
-                 return plain(backward_of(layer_norm_forward(s ? small_rows(ln_rows, 4) : ln_rows, 4096)));
+                 return backward_case(layer_norm_forward(s ? small_rows(ln_rows, 4) : ln_rows, 4096));
                }});
   w.push_back({"cross_entropy", fmt::format("cross_entropy fwd+bwd [{},32000]", ce_rows), true, 10, [=](bool s) {
                  return plain(joint_of(cross_entropy_loss(s ? small_rows(ce_rows, 4) : ce_rows, 32000), {"logits"}));
                }});
   w.push_back({"mlp_train_step", fmt::format("MLP 64-256-600 train step AdamW, batch {}", batch), false, 100, [=](bool s) {
                  auto ts = std::make_shared<TrainStepWorkload>(relu_mlp_train_step(64, 256, 600, s ? 1024 : batch));
-                 Graph g = ts->step.graph.clone();
-                 return Case{std::move(g), [ts] { return train_step_inputs(*ts, 600); }};
+                 return train_step_case(ts, 600, {{"model", "relu_mlp"}});
                }});
   w.push_back({"gpt2_block", fmt::format("GPT-2 block inference, batch {}, seq 1024", block_batch), false, 100, [=](bool s) {
                  const int64_t b = s ? 1 : block_batch, seq = s ? 128 : 1024;
                  auto tg = std::make_shared<TracedGraph>(gpt2_block(768, 12, b, seq));
-                 Graph g = tg->graph.clone();
-                 return Case{std::move(g), [tg] {
-                               HostTensor x = random_tensor(tg->graph.inputs()[0]->meta(), 1);
-                               return tg->graph_inputs({x});
-                             }};
+                 auto inputs = [tg] { return tg->graph_inputs({random_tensor(tg->graph.inputs()[0]->meta(), 1)}); };
+                 Case c{tg->graph.clone(), inputs, {0}, {}};
+                 // x, the parameters by path, the causal mask (a lifted constant) as const.
+                 c.exchange = [tg, inputs](const RunCompiled& run) {
+                   NpyExchange x;
+                   x.config = {{"model", "block"}, {"heads", 12}};
+                   std::vector<HostTensor> ins = inputs();
+                   const size_t lifted0 = ins.size() - tg->parameters.size();
+                   for (size_t i = 0; i < ins.size(); ++i) {
+                     const std::string path = i >= lifted0 ? tg->parameter_paths[i - lifted0] : "";
+                     x.inputs.push_back({tg->graph.inputs()[i]->name(), i < lifted0 ? "input" : path.empty() ? "const" : "param",
+                                         path, ins[i]});
+                   }
+                   x.outputs.push_back({"out0", "output", "", run(tg->graph, ins).at(0)});
+                   return x;
+                 };
+                 return c;
                }});
   // The training steps (forward, backward, AdamW in one graph). Their checks run a smaller
   // model (the interpreter is slow): the GPT-2 block at d_model 64, 4 heads, seq 32.
@@ -66,14 +169,13 @@ std::vector<Workload> comparison_workloads(int64_t divisor) {
                100, [=](bool s) {
                  auto ts = std::make_shared<TrainStepWorkload>(
                      s ? gpt2_block_train_step(64, 4, 2, 32) : gpt2_block_train_step(768, 12, block_batch, 1024));
-                 Graph g = ts->step.graph.clone();
-                 return Case{std::move(g), [ts] { return train_step_inputs(*ts, 8); }};
+                 return train_step_case(ts, 8, {{"model", "block"}, {"heads", s ? 4 : 12}});
                }});
   const int64_t mg_batch = std::max<int64_t>(64 / d, 1);
   w.push_back({"minigpt_train_step", fmt::format("MiniGPT train step AdamW, batch {}", mg_batch), false, 100, [=](bool s) {
                  auto ts = std::make_shared<TrainStepWorkload>(minigpt_train_step(s ? 4 : mg_batch));
-                 Graph g = ts->step.graph.clone();
-                 return Case{std::move(g), [ts] { return train_step_inputs(*ts, 600); }};
+                 return train_step_case(ts, 600, {{"model", "minigpt"}, {"vocab", 600}, {"d_model", 64}, {"heads", 4},
+                                                  {"layers", 2}, {"context", 32}});
                }});
   return w;
 }
@@ -179,9 +281,48 @@ void set_run_figures(Row& r, double run_ms, double copy_gbps) {
   fmt::print("{}: {:.3f} ms, {:.1f} MB moved at least, {:.1f} GB/s\n", r.id, run_ms, r.traffic / 1e6, *r.gbps);
 }
 
+void write_exchange(const std::string& dir, const Case& full, const RunCompiled& run) {
+  auto t0 = Clock::now();
+  NpyExchange x = full.exchange(run);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  nlohmann::json manifest = {{"config", x.config}};
+  int64_t bytes = 0;
+  auto save = [&](const char* key, const std::vector<NpyTensor>& tensors) {
+    manifest[key] = nlohmann::json::array();
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const NpyTensor& t = tensors[i];
+      std::string file = fmt::format("{}{}.npy", key == std::string("inputs") ? "in" : "out", i);
+      write_npy(dir + "/" + file, t.value);
+      bytes += t.value.meta().nbytes();
+      manifest[key].push_back({{"name", t.name},
+                               {"role", t.role},
+                               {"path", t.path},
+                               {"file", file},
+                               {"dtype", dtype_name(t.value.dtype())},
+                               {"shape", t.value.shape()}});
+    }
+  };
+  save("inputs", x.inputs);
+  save("outputs", x.outputs);
+  std::ofstream f(dir + "/manifest.json");
+  if (!f) fail("cannot write {}/manifest.json", dir);
+  f << manifest.dump(1) << "\n";
+  fmt::print("npy: {} inputs and {} outputs ({:.1f} MB) in {} ({:.1f} s)\n", x.inputs.size(), x.outputs.size(), bytes / 1e6, dir,
+             ms_since(t0) / 1e3);
+  std::fflush(stdout);
+}
+
+int rotation_count(int64_t rotated_bytes, int64_t l2_bytes) {
+  if (rotated_bytes <= 0 || l2_bytes <= 0 || rotated_bytes > l2_bytes) return 1;
+  const int64_t copies = (2 * l2_bytes + rotated_bytes - 1) / rotated_bytes;
+  return copies > 64 ? 1 : static_cast<int>(copies);
+}
+
 bool parse_common_option(CommonOptions& o, int& i, int argc, char** argv) {
   std::string a = argv[i];
   if (a == "--quick") o.quick = true;
+  else if (a == "--npy" && i + 1 < argc) o.npy = argv[++i];
   else if (a == "--no-block") o.no_block = true;
   else if (a == "--json" && i + 1 < argc) o.json = argv[++i];
   else if (a == "--only" && i + 1 < argc) o.only = split_commas(argv[++i]);
@@ -221,6 +362,7 @@ void write_json(const std::string& path, nlohmann::json header, const std::vecto
                            {"max_abs_err", opt(r.max_abs)},
                            {"max_rel_err", opt(r.max_rel)},
                            {"check", r.check},
+                           {"rotated_copies", r.rotated_copies},
                            {"error", r.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.error)}});
   }
   std::ofstream f(path);

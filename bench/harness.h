@@ -18,10 +18,31 @@
 
 namespace kiln::bench {
 
+// Compiles a graph for the benchmark's device and runs it on host inputs: host outputs.
+using RunCompiled = std::function<std::vector<HostTensor>(const Graph&, const std::vector<HostTensor>&)>;
+
+// The .npy exchange with PyTorch (bench/compare_torch.py): a workload's inputs and the outputs
+// kiln computed from them, each named by its role so that bench/torch_bench.py --check-npy can
+// compute the same thing in PyTorch eager (roles: input, output; the train steps' param,
+// exp_avg, exp_avg_sq, batch, step, loss; const for lifted constants PyTorch rebuilds itself).
+struct NpyTensor {
+  std::string name, role, path;  // path: the module path of a parameter or its optimizer state
+  HostTensor value;
+};
+struct NpyExchange {
+  nlohmann::json config = nlohmann::json::object();  // what PyTorch needs beyond the shapes (heads)
+  std::vector<NpyTensor> inputs, outputs;
+};
+
 // A workload at one size: its graph and, made only when it will run, its inputs.
 struct Case {
   Graph graph;
   std::function<std::vector<HostTensor>()> inputs;
+  // The inputs a timed GPU run rotates between calls where they fit in L2 (the data, not the
+  // parameters a training step reads back every step); empty: all of them.
+  std::vector<size_t> rotated;
+  // Runs the case on `inputs()` through `run` and names what PyTorch gets.
+  std::function<NpyExchange(const RunCompiled& run)> exchange;
 };
 
 struct Workload {
@@ -53,6 +74,7 @@ struct Row {
   std::optional<double> max_abs, max_rel;
   std::string check = "skipped";  // pass, FAIL, skipped, error
   std::string error;
+  int rotated_copies = 1;  // input sets a timed GPU run cycles through (rotation_count)
 };
 
 struct Errors {
@@ -79,13 +101,21 @@ void set_run_figures(Row& r, double run_ms, double copy_gbps);
 // The check: the workload's small case compiled and run by `run_compiled`, against the
 // interpreter, within the workload's slack. Fills the row's errors and verdict; prints one line
 // naming `where` it ran.
-using RunCompiled = std::function<std::vector<HostTensor>(const Graph&, const std::vector<HostTensor>&)>;
 void check_row(Row& r, const Workload& w, const std::string& where, const RunCompiled& run_compiled);
 
-// The options both benchmarks take: --quick, --json FILE, --only ID,ID, --no-block.
+// Writes the full case's exchange to `dir` (replaced): manifest.json (config; inputs and outputs
+// with name, role, path, file, dtype, shape) and one .npy per tensor. Prints one line.
+void write_exchange(const std::string& dir, const Case& full, const RunCompiled& run);
+
+// How many copies of the rotated inputs a timed GPU run cycles through: enough to cover twice
+// an L2 of `l2_bytes` where the rotated bytes would fit in it, 1 where they would not (or where
+// the copies would exceed 64: a working set that small stays in L2 whatever is rotated).
+int rotation_count(int64_t rotated_bytes, int64_t l2_bytes);
+
+// The options both benchmarks take: --quick, --json FILE, --only ID,ID, --no-block, --npy DIR.
 struct CommonOptions {
   bool quick = false, no_block = false;
-  std::string json;
+  std::string json, npy;
   std::vector<std::string> only;
 };
 // Consumes argv[i] (and the value after it) when it is one of them.

@@ -11,14 +11,18 @@ Each workload/mode is timed two ways, median of N calls after warm-up:
 torch.compile's compile time is the first call's time minus one eager call, with empty
 Inductor/Triton caches (a fresh TORCHINDUCTOR_CACHE_DIR; --keep-cache uses the usual ones).
 A tiny compile runs first so that Inductor's one-time start (imports, compile workers) is kept
-out of the rows, as kiln_bench_cuda keeps NVRTC's start out of its rows.
+out of the rows, as kiln_bench_cuda keeps NVRTC's start out of its rows. On the GPU, where a
+workload's data inputs fit in L2 (the MLP's and the GPT-2 block's batch), the calls cycle
+through copies of them covering twice the L2, as kiln_bench_cuda does.
+
+The models are tools/torch_check/kiln_models.py's mirrors of kiln's (same structure and
+parameter paths); bench/npy_check.py checks kiln's outputs against them on the same inputs.
 
 Usage: python3 bench/torch_bench.py [--device cuda|cpu] [--threads N] [--quick] [--json FILE] [--only ID,ID]
                                     [--no-block] [--keep-cache]
 """
 import argparse
 import json
-import math
 import os
 import statistics
 import sys
@@ -47,10 +51,11 @@ if not ARGS.keep_cache:
 
 try:
     import torch  # noqa: E402
-    import torch.nn as nn  # noqa: E402
     import torch.nn.functional as F  # noqa: E402
 except ImportError as _e:
     sys.exit(f"torch_bench.py: PyTorch is not importable here ({_e})")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "torch_check"))
+from kiln_models import Block, MiniGPT, ReluMLP  # noqa: E402
 
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
@@ -128,6 +133,34 @@ def compile_fn(f):
     return torch.compile(f, dynamic=False)
 
 
+def rotation_count(nbytes):
+    """As kiln's bench::rotation_count: copies covering twice the L2 where `nbytes` fit in it."""
+    l2 = 0 if CPU else torch.cuda.get_device_properties(0).L2_cache_size
+    if nbytes <= 0 or l2 <= 0 or nbytes > l2:
+        return 1
+    k = -(-2 * l2 // nbytes)
+    return 1 if k > 64 else k
+
+
+def rotated(*tensors):
+    """A function returning `tensors` or one of their copies, the next one per call."""
+    k = rotation_count(sum(t.numel() * t.element_size() for t in tensors))
+    sets = [tensors] + [tuple(t.clone() for t in tensors) for _ in range(k - 1)]
+    at = [0]
+
+    def next_set():
+        at[0] += 1
+        return sets[at[0] % k]
+
+    next_set.copies = k
+    return next_set
+
+
+def with_copies(run, next_set):
+    run.rotated_copies = next_set.copies
+    return run
+
+
 # ---- workloads: each builder(mode) returns a callable `run` (one timed call) whose first call
 # compiles in mode "compile"; run() returns tensors compared between eager and compile.
 
@@ -138,7 +171,8 @@ def wl_pointwise(mode):
         return F.gelu(x * w + b) * torch.sigmoid(x)
 
     g = compile_fn(f) if mode == "compile" else f
-    return lambda: g(x, w, b)
+    nxt = rotated(x, w, b)
+    return with_copies(lambda: g(*nxt()), nxt)
 
 
 def wl_softmax(mode):
@@ -148,7 +182,8 @@ def wl_softmax(mode):
         return torch.softmax(x, dim=-1)
 
     g = compile_fn(f) if mode == "compile" else f
-    return lambda: g(x)
+    nxt = rotated(x)
+    return with_copies(lambda: g(*nxt()), nxt)
 
 
 def _ln(x, w, b):
@@ -158,7 +193,8 @@ def _ln(x, w, b):
 def wl_layer_norm_fwd(mode):
     x, w, b = uniform(16384 // DIV, 4096), uniform(4096), uniform(4096)
     g = compile_fn(_ln) if mode == "compile" else _ln
-    return lambda: g(x, w, b)
+    nxt = rotated(x, w, b)
+    return with_copies(lambda: g(*nxt()), nxt)
 
 
 def wl_layer_norm_bwd(mode):
@@ -210,89 +246,46 @@ def train_step_runner(model, loss_fn, args, mode):
         lf = loss_fn
         opt_step = opt.step
 
+    nxt = rotated(*args)
+
     def run():
         opt.zero_grad(set_to_none=True)
-        loss = lf(*args)
+        loss = lf(*nxt())
         loss.backward()
         opt_step()
         return loss.detach()
 
-    return run
+    return with_copies(run, nxt)
 
 
 def wl_mlp_train_step(mode):
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 600)).to(DEV)
+    model = ReluMLP(64, 256, 600).to(DEV)
     torch.manual_seed(1)
     x = torch.randn(65536 // DIV, 64, device=DEV)
     t = torch.randint(0, 600, (65536 // DIV,), device=DEV)
     return train_step_runner(model, lambda x, t: F.cross_entropy(model(x), t), (x, t), mode)
 
 
-class Block(nn.Module):
-    """kiln's nn::Block: x + attn(ln1(x)), then h + mlp(ln2(h)); causal attention written out
-    (matmul, masked_fill, softmax, matmul) as kiln's CausalSelfAttention; exact GELU."""
-
-    def __init__(self, d, heads, context):
-        super().__init__()
-        self.d, self.h = d, heads
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-        self.fc, self.fc_proj = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-        self.register_buffer("causal", torch.ones(context, context, dtype=torch.bool).tril())
-
-    def attn(self, x):
-        B, T, C = x.shape
-        H, Dh = self.h, C // self.h
-        q, k, v = self.qkv(x).split(C, dim=2)
-        q, k, v = (t.view(B, T, H, Dh).transpose(1, 2) for t in (q, k, v))
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(Dh))
-        att = att.masked_fill(~self.causal[:T, :T], float("-inf"))
-        att = att.softmax(-1)
-        y = (att @ v).transpose(1, 2).reshape(B, T, C)
-        return self.proj(y)
-
-    def forward(self, x):
-        h = x + self.attn(self.ln1(x))
-        return h + self.fc_proj(F.gelu(self.fc(self.ln2(h))))
-
-
 def wl_gpt2_block(mode):
     torch.manual_seed(0)
-    block = Block(768, 12, 1024).to(DEV).eval()
+    block = Block(768, 12).to(DEV).eval()
     x = uniform(max(8 // DIV, 1), 1024, 768)
     g = compile_fn(block) if mode == "compile" else block
+    nxt = rotated(x)
 
     def run():
         with torch.no_grad():
-            return g(x)
+            return g(*nxt())
 
-    return run
+    return with_copies(run, nxt)
 
 
 def wl_gpt2_block_train_step(mode):
     torch.manual_seed(0)
-    block = Block(768, 12, 1024).to(DEV)
+    block = Block(768, 12).to(DEV)
     x = uniform(max(8 // DIV, 1), 1024, 768)
     return train_step_runner(block, lambda x: block(x).pow(2).mean(), (x,), mode)
-
-
-class MiniGPT(nn.Module):
-    """kiln's nn::MiniGPT: token + position embeddings, Blocks, a final LayerNorm, an lm_head
-    without bias; vocab 600, d_model 64, 4 heads, 2 layers, context 32."""
-
-    def __init__(self, vocab=600, d=64, heads=4, layers=2, context=32):
-        super().__init__()
-        self.tok_emb, self.pos_emb = nn.Embedding(vocab, d), nn.Embedding(context, d)
-        self.blocks = nn.ModuleList([Block(d, heads, context) for _ in range(layers)])
-        self.ln_f, self.lm_head = nn.LayerNorm(d), nn.Linear(d, vocab, bias=False)
-
-    def forward(self, tokens):
-        T = tokens.shape[1]
-        x = self.tok_emb(tokens) + self.pos_emb(torch.arange(T, device=tokens.device))
-        for b in self.blocks:
-            x = b(x)
-        return self.lm_head(self.ln_f(x))
 
 
 def wl_minigpt_train_step(mode):
@@ -302,10 +295,7 @@ def wl_minigpt_train_step(mode):
     tokens = torch.randint(0, 600, (B, 32), device=DEV)
     targets = torch.randint(0, 600, (B, 32), device=DEV)
 
-    def loss_fn(tok, tgt):
-        return F.cross_entropy(model(tok).view(-1, 600), tgt.view(-1))
-
-    return train_step_runner(model, loss_fn, (tokens, targets), mode)
+    return train_step_runner(model, model.loss, (tokens, targets), mode)
 
 
 R, C, SM, CE, MB, BB = 16384 // DIV, 4096, 65536 // DIV, 4096 // DIV, 65536 // DIV, max(8 // DIV, 1)
@@ -362,6 +352,7 @@ def measure(wid, name, builder, traffic, reps, copy, do_compile):
             del out
             ms = time_events(run, reps)
             sync_ms = time_synced(run, reps)
+            row["rotated_copies"] = getattr(run, "rotated_copies", 1)
             row[f"{mode}_ms"] = ms
             row[f"{mode}_sync_ms"] = sync_ms
             row[f"{mode}_first_call_s"] = first_s

@@ -24,74 +24,16 @@ import sys
 
 import numpy as np
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from kiln_models import MLP, Block, MiniGPT  # noqa: E402
 
 SIZES = dict(batch=2, seq=8, d_model=32, heads=4, vocab=50, layers=2)
 
 
 # ----------------------------------------------------------------------------- the models
-# Mirrors of frontend/nn: same structure, same parameter paths.
-
-class MLP(nn.Module):
-    def __init__(self, d):
-        super().__init__()
-        self.fc = nn.Linear(d, 4 * d)
-        self.proj = nn.Linear(4 * d, d)
-
-    def forward(self, x):
-        return self.proj(F.gelu(self.fc(x)))
-
-
-class CausalSelfAttention(nn.Module):
-    def __init__(self, d, heads):
-        super().__init__()
-        self.heads = heads
-        self.qkv = nn.Linear(d, 3 * d)
-        self.proj = nn.Linear(d, d)
-
-    def forward(self, x):
-        B, T, C = x.shape
-        H, Dh = self.heads, C // self.heads
-        q, k, v = self.qkv(x).split(C, dim=2)
-        heads = lambda t: t.reshape(B, T, H, Dh).transpose(1, 2)
-        q, k, v = heads(q), heads(k), heads(v)
-        att = q @ k.transpose(-2, -1) * (1.0 / math.sqrt(Dh))
-        causal = torch.tril(torch.ones(T, T, dtype=torch.bool))
-        att = att.masked_fill(~causal, float("-inf")).softmax(-1)
-        y = (att @ v).transpose(1, 2).reshape(B, T, C)
-        return self.proj(y)
-
-
-class Block(nn.Module):
-    def __init__(self, d, heads):
-        super().__init__()
-        self.ln1 = nn.LayerNorm(d)
-        self.attn = CausalSelfAttention(d, heads)
-        self.ln2 = nn.LayerNorm(d)
-        self.mlp = MLP(d)
-
-    def forward(self, x):
-        h = x + self.attn(self.ln1(x))
-        return h + self.mlp(self.ln2(h))
-
-
-class MiniGPT(nn.Module):
-    def __init__(self, vocab, d, heads, layers, context):
-        super().__init__()
-        self.tok_emb = nn.Embedding(vocab, d)
-        self.pos_emb = nn.Embedding(context, d)
-        self.blocks = nn.ModuleList([Block(d, heads) for _ in range(layers)])
-        self.ln_f = nn.LayerNorm(d)
-        self.lm_head = nn.Linear(d, vocab, bias=False)
-
-    def forward(self, tokens):
-        T = tokens.shape[1]
-        x = self.tok_emb(tokens) + self.pos_emb(torch.arange(T))
-        for b in self.blocks:
-            x = b(x)
-        return self.lm_head(self.ln_f(x))
-
+# Mirrors of frontend/nn (kiln_models.py): same structure, same parameter paths.
 
 def torch_loss(model_name, s):
     """The module and a function (module, inputs by name) -> loss, as kiln export traces them."""
