@@ -17,8 +17,12 @@ threads, then the table at the most threads and time against threads. kiln_bench
 carried to the GPU machine, which has no LLVM), else build/bench/kiln_bench_cpu.
 
 Usage: python3 bench/compare_torch.py [--device all|cuda|cpu] [--threads 1,2,4,8,16] [--quick]
-                                      [--only ID,ID] [--no-block] [--out DIR]
+                                      [--only ID,ID] [--no-block] [--out DIR] [--reuse] [--keep-npy]
 Every program's output and JSON go to --out (default: a new folder under /tmp); the tables last.
+The .npy folders are deleted after their check unless --keep-npy. With --reuse, a program whose
+JSON is already in --out is not run again: a sweep too long for one sitting can be split
+(--threads 16, then --threads 1,2,4,8,16 --reuse). The sweep's runs below the most threads share
+one Inductor cache and skip kiln's interpreter check: only their times are reported.
 The columns:
   kiln ms            kiln_bench_*: host clock around a run that synchronizes, median
   eager ms           PyTorch eager, CUDA events (the CPU: host clock)
@@ -36,6 +40,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -55,11 +60,21 @@ def parse_args():
     p.add_argument("--out", help="output folder (default: a new one under /tmp)")
     p.add_argument("--kiln-cuda", help="a built kiln_bench_cuda (default: build it in $BUILD)")
     p.add_argument("--kiln-cpu", help="a built kiln_bench_cpu")
+    p.add_argument("--reuse", action="store_true",
+                   help="keep the results already in --out (a sweep split over several calls)")
+    p.add_argument("--keep-npy", action="store_true", help="keep the .npy folders (gigabytes at full size)")
     return p.parse_args()
 
 
-def run(cmd, log, env=None, show_tail=12):
-    """Runs `cmd`, its output into `log`; prints the command, its status and the log's tail."""
+REUSE = False
+
+
+def run(cmd, log, env=None, show_tail=12, result=None):
+    """Runs `cmd`, its output into `log`; prints the command, its status and the log's tail.
+    With --reuse, a `result` file already there stands for the run."""
+    if REUSE and result and os.path.isfile(result):
+        print(f"$ {' '.join(cmd)}  -> reused {result}", flush=True)
+        return 0
     t0 = time.time()
     with open(log, "w") as f:
         rc = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
@@ -175,13 +190,20 @@ def compare_cuda(a, out):
         print("cuda: kiln_bench_cuda did not build (see build.log)")
         return 1
     npy = os.path.join(out, "npy-cuda")
-    rc = run([kbin, "--json", f"{out}/kiln_cuda.json", "--npy", npy] + common_flags(a), f"{out}/kiln_cuda.txt")
+    rc = run([kbin, "--json", f"{out}/kiln_cuda.json", "--npy", npy] + common_flags(a), f"{out}/kiln_cuda.txt",
+             result=f"{out}/kiln_cuda.json")
     rc |= run([sys.executable, f"{BENCH}/torch_bench.py", "--json", f"{out}/torch_cuda.json"] + common_flags(a),
-              f"{out}/torch_cuda.txt", show_tail=3)
+              f"{out}/torch_cuda.txt", show_tail=3, result=f"{out}/torch_cuda.json")
     rc |= run([sys.executable, f"{BENCH}/npy_check.py", npy, "--device", "cuda", "--json", f"{out}/npy_cuda.json"],
-              f"{out}/npy_cuda.txt", show_tail=20)
+              f"{out}/npy_cuda.txt", show_tail=20, result=f"{out}/npy_cuda.json")
+    drop_npy(a, npy)
     table(load(f"{out}/kiln_cuda.json"), load(f"{out}/torch_cuda.json"), load(f"{out}/npy_cuda.json"), "the GPU")
     return rc
+
+
+def drop_npy(a, npy):
+    if not a.keep_npy:
+        shutil.rmtree(npy, ignore_errors=True)
 
 
 def openblas_core():
@@ -228,14 +250,21 @@ def compare_cpu(a, out):
     rc, runs = 0, []
     for n in threads:
         env["KILN_NUM_THREADS"] = str(n)
-        extra = ["--npy", npy] if n == threads[-1] else []
+        last = n == threads[-1]
+        # The table's run (the most threads) writes the .npy and compiles with a fresh Inductor
+        # cache; the others only time, and share a cache (their compile times are not reported).
+        extra = ["--npy", npy] if last else ["--no-check"]
         rc |= run([kbin, "--json", f"{out}/kiln_cpu_{n}.json"] + extra + common_flags(a), f"{out}/kiln_cpu_{n}.txt", env=env,
-                  show_tail=3)
+                  show_tail=3, result=f"{out}/kiln_cpu_{n}.json")
+        extra = [] if last else ["--cache-dir", f"{out}/inductor-cpu-sweep"]
         rc |= run([sys.executable, f"{BENCH}/torch_bench.py", "--device", "cpu", "--threads", str(n), "--json",
-                   f"{out}/torch_cpu_{n}.json"] + common_flags(a), f"{out}/torch_cpu_{n}.txt", show_tail=1)
+                   f"{out}/torch_cpu_{n}.json"] + extra + common_flags(a), f"{out}/torch_cpu_{n}.txt", show_tail=1,
+                  result=f"{out}/torch_cpu_{n}.json")
         runs.append((n, load(f"{out}/kiln_cpu_{n}.json"), load(f"{out}/torch_cpu_{n}.json")))
     rc |= run([sys.executable, f"{BENCH}/npy_check.py", npy, "--device", "cpu", "--json", f"{out}/npy_cpu.json"],
-              f"{out}/npy_cpu.txt", show_tail=20)
+              f"{out}/npy_cpu.txt", show_tail=20, result=f"{out}/npy_cpu.json")
+    drop_npy(a, npy)
+    shutil.rmtree(f"{out}/inductor-cpu-sweep", ignore_errors=True)
     table(runs[-1][1], runs[-1][2], load(f"{out}/npy_cpu.json"), f"the CPU, {threads[-1]} threads")
     if len(runs) > 1:
         thread_table(runs)
@@ -243,8 +272,11 @@ def compare_cpu(a, out):
 
 
 def main():
+    global REUSE
     a = parse_args()
-    out = a.out or tempfile.mkdtemp(prefix="kiln-compare-")
+    REUSE = a.reuse
+    # Absolute: Inductor runs its compiler from folders of its own.
+    out = os.path.abspath(a.out or tempfile.mkdtemp(prefix="kiln-compare-"))
     os.makedirs(out, exist_ok=True)
     print(f"outputs in {out}", flush=True)
     rc = 0

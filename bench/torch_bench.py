@@ -19,7 +19,7 @@ The models are tools/torch_check/kiln_models.py's mirrors of kiln's (same struct
 parameter paths); bench/npy_check.py checks kiln's outputs against them on the same inputs.
 
 Usage: python3 bench/torch_bench.py [--device cuda|cpu] [--threads N] [--quick] [--json FILE] [--only ID,ID]
-                                    [--no-block] [--keep-cache]
+                                    [--no-block] [--keep-cache | --cache-dir DIR]
 """
 import argparse
 import json
@@ -40,12 +40,13 @@ def parse_args():
     p.add_argument("--no-block", action="store_true", help="skip the GPT-2 block")
     p.add_argument("--no-compile", action="store_true", help="eager only")
     p.add_argument("--keep-cache", action="store_true", help="use the existing Inductor/Triton caches (warm compile)")
+    p.add_argument("--cache-dir", metavar="DIR", help="use DIR as the Inductor/Triton cache, kept (warm after the first use)")
     return p.parse_args()
 
 
 ARGS = parse_args()
-if not ARGS.keep_cache:
-    _cache = tempfile.mkdtemp(prefix="torch-bench-inductor-")
+if ARGS.cache_dir or not ARGS.keep_cache:
+    _cache = ARGS.cache_dir or tempfile.mkdtemp(prefix="torch-bench-inductor-")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = _cache
     os.environ["TRITON_CACHE_DIR"] = os.path.join(_cache, "triton")
 
