@@ -24,10 +24,11 @@ JSON is already in --out is not run again: a sweep too long for one sitting can 
 (--threads 16, then --threads 1,2,4,8,16 --reuse). The sweep's runs below the most threads share
 one Inductor cache and skip kiln's interpreter check: only their times are reported.
 The columns:
-  kiln ms            kiln_bench_*: host clock around a run that synchronizes, median
+  kiln ms (sync)     kiln_bench_*, median: CUDA events (the device time of a run), and in brackets
+                     the host clock around a call that synchronizes (the CPU: host clock only)
   eager ms           PyTorch eager, CUDA events (the CPU: host clock)
-  compile ms (sync)  torch.compile, CUDA events, and in brackets host clock + synchronize, the
-                     same measurement as kiln's; kiln/compile divides kiln's by the bracketed one
+  compile ms (sync)  torch.compile, CUDA events, and in brackets host clock + synchronize
+  kiln/compile       kiln's events over torch.compile's events, and in brackets sync over sync
   % of copy          kiln's GB/s (inputs read once, outputs written once) over a copy measured in
                      the same run: device to device on the GPU, all threads on the CPU
   cold compile s     empty caches: kiln's kernel cache, a fresh Inductor/Triton cache; each
@@ -110,20 +111,23 @@ def table(kiln, torch_rows, npy, title):
           + (f"; {kiln['threads']} threads" if kiln.get("threads") else ""))
     print(f"torch {torch_rows.get('torch')} ({torch_rows.get('device')}): copy {fmt(torch_rows.get('copy_gbps'), '.0f')} GB/s; "
           f"first torch.compile of the process {fmt(torch_rows.get('first_compile_s'), '.1f')} s (not in the rows)")
-    head = (f"{'workload':<48} | {'kiln ms':>8} | {'eager ms':>8} | {'torch.compile ms (sync)':>23} | {'kiln/compile':>12} | "
+    head = (f"{'workload':<48} | {'kiln ms (sync)':>17} | {'eager ms':>8} | {'torch.compile ms (sync)':>23} | {'kiln/compile':>12} | "
             f"{'% of copy':>9} | {'TFLOP/s':>7} | {'kiln cold s':>11} | {'torch cold s':>12} | {'check':>5} | {'vs torch':>14}")
     print(head)
     print("-" * len(head))
     for i in ids:
         k, t, n = krow.get(i, {}), trow.get(i, {}), nrow.get(i, {})
         name = k.get("name") or t.get("name") or i
-        kms, csync = k.get("kiln_ms"), t.get("compile_sync_ms")
-        ratio = kms / csync if kms is not None and csync else None
+        kms, ksync, cms, csync = k.get("kiln_ms"), k.get("kiln_sync_ms"), t.get("compile_ms"), t.get("compile_sync_ms")
+        ratio = fmt(kms / cms if kms is not None and cms else None, ".2f")
+        if ksync is not None and csync:
+            ratio += f" ({ksync / csync:.2f})"
+        kcol = fmt(kms, ".3f") + (f" ({ksync:.3f})" if ksync is not None else "")
         pct = k.get("copy_pct")
         cold = k.get("cold_compile_ms")
-        comp = f"{fmt(t.get('compile_ms'), '.3f')} ({fmt(csync, '.3f')})"
+        comp = f"{fmt(cms, '.3f')} ({fmt(csync, '.3f')})"
         vs = f"{n['max_rel_err']:.1e} {n['check']}" if "max_rel_err" in n else n.get("check", "-")
-        print(f"{name:<48} | {fmt(kms, '.3f'):>8} | {fmt(t.get('eager_ms'), '.3f'):>8} | {comp:>23} | {fmt(ratio, '.2f'):>12} | "
+        print(f"{name:<48} | {kcol:>17} | {fmt(t.get('eager_ms'), '.3f'):>8} | {comp:>23} | {ratio:>12} | "
               f"{(fmt(pct, '.0f') + '%') if pct is not None else '-':>9} | {fmt(k.get('tflops'), '.2f'):>7} | "
               f"{fmt(cold / 1e3 if cold is not None else None, '.2f'):>11} | {fmt(t.get('compile_s'), '.1f'):>12} | "
               f"{k.get('check', '-'):>5} | {vs:>14}")

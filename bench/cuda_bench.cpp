@@ -10,8 +10,10 @@
 //   - one check per workload against the reference interpreter, on a smaller shape of the same
 //     workload (the interpreter is slow): max abs error and max error relative to max|ref|.
 // Inputs are copied to the device once; each timed call is backend::run_on_device on device
-// tensors, timed with the host clock (it synchronizes at its end and allocates its outputs from
-// the caching allocator), median of the calls after two warm-up calls. Where a workload's data
+// tensors, median of the calls after two warm-up calls, timed two ways: CUDA events (the
+// device time from the first step to the end of the last, the row's time, from which GB/s
+// and TFLOP/s follow) and the host clock around the call (it synchronizes at its end and
+// allocates its outputs from the caching allocator: "sync", the time a caller waits). Where a workload's data
 // inputs fit in L2 (the MLP's and the GPT-2 block's batch), the calls cycle through copies of
 // them covering twice the L2, so that no call finds its inputs left in L2 by the one before. "run floor" is the
 // same for a one-element graph: the per-call overhead (launch, synchronize, error-record check)
@@ -45,6 +47,7 @@
 
 #include "backend/compile.h"
 #include "backend/cuda_backend.h"
+#include "backend/profile.h"
 #include "bench/harness.h"
 #include "bench/workloads.h"
 #include "ir/error.h"
@@ -99,17 +102,29 @@ double copy_gbps(int reps) {
   return 2.0 * static_cast<double>(bytes) / (median(t) * 1e6);
 }
 
-// Median host-clock ms of run_on_device after two warm-up calls, cycling through the input sets.
-double time_run(const backend::Executable& exe, const std::vector<std::vector<cu::DeviceTensor>>& sets, int reps) {
-  for (int i = 0; i < 2; ++i) backend::run_on_device(exe, sets[static_cast<size_t>(i) % sets.size()]);
-  std::vector<double> t;
+struct RunTimes {
+  double events_ms = 0;  // device time: CUDA events from the first step's launch to the last's end
+  double sync_ms = 0;    // host clock around run_on_device, which synchronizes at its end
+};
+
+// Medians over `reps` calls after two warm-up calls, cycling through the input sets: the host
+// clock in one series, then the device time in another, taken by the profiler's events between
+// the steps (backend/profile.h) so that the first series runs without them.
+RunTimes time_run(const backend::Executable& exe, const std::vector<std::vector<cu::DeviceTensor>>& sets, int reps) {
+  auto set = [&](int i) -> const std::vector<cu::DeviceTensor>& { return sets[static_cast<size_t>(i) % sets.size()]; };
+  for (int i = 0; i < 2; ++i) backend::run_on_device(exe, set(i));
+  std::vector<double> host, device;
   for (int i = 0; i < reps; ++i) {
-    const auto& ins = sets[static_cast<size_t>(i + 2) % sets.size()];
     auto t0 = Clock::now();
-    std::vector<cu::DeviceTensor> out = backend::run_on_device(exe, ins);
-    t.push_back(ms_since(t0));
+    std::vector<cu::DeviceTensor> out = backend::run_on_device(exe, set(i + 2));
+    host.push_back(ms_since(t0));
   }
-  return median(t);
+  backend::StepRecorder rec;
+  for (int i = 0; i < reps; ++i) {
+    std::vector<cu::DeviceTensor> out = backend::run_on_device(exe, set(i));
+    if (!rec.steps.empty()) device.push_back(rec.steps.back().start_ms + rec.steps.back().ms);
+  }
+  return {device.empty() ? median(host) : median(device), median(host)};
 }
 
 // The inputs on the device, and where the rotated ones (all, if the case names none) fit in L2,
@@ -146,7 +161,9 @@ Row measure(const Workload& w, const Options& opt, const std::string& cache, boo
     backend::CompiledGraph warm = bench::compile_cold_warm(r, full.graph, co, cache);
     co.dump_dir.clear();
     if (device) {
-      bench::set_run_figures(r, time_run(warm.executable, input_sets(full, r), reps), copy);
+      RunTimes t = time_run(warm.executable, input_sets(full, r), reps);
+      r.sync_ms = t.sync_ms;
+      bench::set_run_figures(r, t.events_ms, copy);
       cu::empty_cache();
       auto run_cuda = [&](const Graph& g, const std::vector<HostTensor>& ins) {
         std::vector<HostTensor> got;
@@ -214,7 +231,7 @@ int main(int argc, char** argv) {
       fmt::print("first compile of the process (1-element graph, NVRTC start): {:.1f} ms\n", ms_since(t0));
       if (device) {
         std::vector<std::vector<cu::DeviceTensor>> ins{to_device({random_tensor(tiny.inputs()[0]->meta(), 1)})};
-        floor_ms = time_run(c.executable, ins, std::max(reps, 20));
+        floor_ms = time_run(c.executable, ins, std::max(reps, 20)).sync_ms;
         fmt::print("run floor (run_on_device of a 1-element graph, host clock): {:.4f} ms\n", *floor_ms);
       }
     }

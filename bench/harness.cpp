@@ -349,6 +349,7 @@ void write_json(const std::string& path, nlohmann::json header, const std::vecto
     out["rows"].push_back({{"id", r.id},
                            {"name", r.name},
                            {"kiln_ms", opt(r.run_ms)},
+                           {"kiln_sync_ms", opt(r.sync_ms)},
                            {"gbps", r.bandwidth ? opt(r.gbps) : nlohmann::json(nullptr)},
                            {"copy_pct", pct},
                            {"matmul_flops", r.matmul_flops},

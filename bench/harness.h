@@ -67,6 +67,7 @@ struct Row {
   int kernels = 0, blas = 0;
   int64_t traffic = 0;  // bytes: every input read once, every output written once
   std::optional<double> run_ms, gbps, copy_frac;
+  std::optional<double> sync_ms;  // the GPU: host clock around a synchronizing call (run_ms: events)
   int64_t matmul_flops = 0;     // 2*m*n*k per GEMM of the schedule, summed
   std::optional<double> tflops;  // matmul_flops / run time (the matmul-bound rows)
   double cold_ms = 0, warm_ms = 0;
