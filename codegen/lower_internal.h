@@ -15,6 +15,7 @@
 #include <set>
 
 #include "codegen/pointwise_exprs.h"
+#include "codegen/scalar_expr.h"
 #include "codegen/simplify.h"
 #include "ir/error.h"
 #include "ir/host_tensor.h"
@@ -179,6 +180,7 @@ class KernelBuilder {
  private:
   ExprPtr compute(Value v, const Index& idx);
   ExprPtr pointwise(const Node* n, const Index& idx);
+  ExprPtr custom_pointwise(const Node* n, const ScalarExpr& e, const Index& idx);
   ExprPtr view(const Node* n, int result, const Index& idx);
   ExprPtr creation(const Node* n, const Index& idx);
   ExprPtr gather(const Node* n, const Index& idx);

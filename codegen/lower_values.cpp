@@ -1,5 +1,6 @@
 // KernelBuilder: buffers, loop scopes, and the value of a graph value at a multi-index.
 #include "codegen/lower_internal.h"
+#include "codegen/scalar_expr.h"
 
 namespace kiln::codegen::detail {
 
@@ -111,6 +112,7 @@ ExprPtr KernelBuilder::pointwise(const Node* n, const Index& idx) {
     }
     default: break;
   }
+  if (const ScalarExpr* se = find_scalar_expr(n->op())) return cast(out, custom_pointwise(n, *se, idx));
   DType ct = out;
   if (n->inputs().size() >= 2) {
     std::vector<TensorMeta> metas;
@@ -127,6 +129,36 @@ ExprPtr KernelBuilder::pointwise(const Node* n, const Index& idx) {
   for (int j = 0; j < static_cast<int>(n->inputs().size()); ++j) args.push_back(as(ct, in(j)));
   DType result = is_predicate(n->op()) ? DType::Bool : compute_dtype(out);
   return cast(out, call(fn, result, std::move(args)));
+}
+
+// A custom op's scalar expression (codegen/scalar_expr.h), in the result's computation type:
+// its inputs and numbers converted to it, booleans (comparisons) as 0/1 where a number is needed.
+ExprPtr KernelBuilder::custom_pointwise(const Node* n, const ScalarExpr& e, const Index& idx) {
+  const DType out = n->meta().dtype;
+  const DType ct = compute_dtype(is_floating(out) ? out : kDefaultFloat);
+  auto num = [&](ExprPtr x) { return cast(ct, std::move(x)); };
+  switch (e.kind) {
+    case ScalarExpr::Kind::Number: return imm(ct, e.number);
+    case ScalarExpr::Kind::Input: {
+      Value x = n->input(e.input);
+      return cast(ct, cast(compute_dtype(x.meta().dtype), value_at(x, broadcast_index(idx, x.meta().shape))));
+    }
+    case ScalarExpr::Kind::Attr: {
+      const AttrValue* v = n->attrs().find(e.name);
+      if (!v) fail("node %{}: {} has no value for attribute '{}', which its scalar expression reads", n->name(),
+                   op_name(n->op()), e.name);
+      return scalar_constant(*v, ct);
+    }
+    case ScalarExpr::Kind::Where:
+      return select(cast(DType::Bool, custom_pointwise(n, *e.args[0], idx)), num(custom_pointwise(n, *e.args[1], idx)),
+                    num(custom_pointwise(n, *e.args[2], idx)));
+    case ScalarExpr::Kind::Call: {
+      std::vector<ExprPtr> args;
+      for (const ScalarExprPtr& a : e.args) args.push_back(num(custom_pointwise(n, *a, idx)));
+      return call(e.name, e.predicate ? DType::Bool : ct, std::move(args));
+    }
+  }
+  fail("node %{}: a scalar expression of an unknown kind", n->name());
 }
 
 ExprPtr KernelBuilder::view(const Node* n, int result, const Index& idx) {

@@ -6,12 +6,18 @@ namespace kiln {
 
 Var Builder::op(Op op, std::vector<Value> inputs, const Attrs& attrs, const std::string& name) {
   for (const Value& v : inputs) KILN_INTERNAL_ASSERT(v, "Builder::op inputs are non-empty values");
-  std::string n = !name.empty() || prefix_.empty() ? name : prefix_ + std::string(op_name(op));
+  std::string n = !name.empty() || prefix_.empty() ? name : prefix_ + std::string(op_short_name(op));
   return Var(this, g_.add_node(op, std::move(inputs), attrs, n, before_)->result(0));
 }
 
+Var Builder::op(std::string_view op_name, std::vector<Value> inputs, const Attrs& attrs, const std::string& name) {
+  const OpInfo* info = find_op(op_name);
+  if (!info) fail("no op named '{}' (a custom op must be registered before it is used)", op_name);
+  return op(info->op, std::move(inputs), attrs, name);
+}
+
 std::vector<Var> Builder::op_n(Op op, std::vector<Value> inputs, const Attrs& attrs, const std::string& name) {
-  std::string n = !name.empty() || prefix_.empty() ? name : prefix_ + std::string(op_name(op));
+  std::string n = !name.empty() || prefix_.empty() ? name : prefix_ + std::string(op_short_name(op));
   Node* node = g_.add_node(op, std::move(inputs), attrs, n, before_);
   std::vector<Var> out;
   for (int i = 0; i < node->num_results(); ++i) out.emplace_back(this, node->result(i));

@@ -41,6 +41,8 @@ class Builder {
 
   Var wrap(Value v) { return Var(this, v); }
   Var op(Op op, std::vector<Value> inputs, const Attrs& attrs = {}, const std::string& name = "");
+  // An op by name ("mylib::scaled_swish": custom ops); kiln::Error naming an unknown one.
+  Var op(std::string_view op_name, std::vector<Value> inputs, const Attrs& attrs = {}, const std::string& name = "");
   std::vector<Var> op_n(Op op, std::vector<Value> inputs, const Attrs& attrs = {}, const std::string& name = "");
 
   // ---- constants

@@ -47,7 +47,7 @@ std::string Graph::fresh_name(const std::string& base) {
 }
 
 void Graph::name_results(Node* n, const std::string& name) {
-  std::string base = name.empty() ? std::string(op_name(n->op_)) : name;
+  std::string base = name.empty() ? std::string(op_short_name(n->op_)) : name;
   for (int i = 0; i < n->num_results(); ++i) {
     std::string nm = fresh_name(i == 0 ? base : base + "_" + std::to_string(i));
     n->results_[i].name = nm;

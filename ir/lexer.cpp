@@ -148,6 +148,9 @@ std::vector<Token> tokenize(std::string_view s, const std::string& file) {
     if (ident_start(c)) {
       size_t j = i;
       while (j < s.size() && ident_char(s[j])) ++j;
+      // A namespaced op name, "mylib::scaled_swish" (custom ops): one identifier.
+      while (j + 2 < s.size() && s[j] == ':' && s[j + 1] == ':' && ident_start(s[j + 2]))
+        for (j += 2; j < s.size() && ident_char(s[j]);) ++j;
       push(Tok::Ident, std::string(s.substr(i, j - i)), loc);
       advance(j - i);
       continue;

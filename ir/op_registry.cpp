@@ -178,13 +178,31 @@ const OpInfo* find_op(std::string_view name) {
 }
 
 std::string_view op_name(Op op) { return op_info(op).name; }
+std::string_view op_short_name(Op op) {
+  std::string_view n = op_name(op);
+  size_t colons = n.rfind("::");
+  return colons == std::string_view::npos ? n : n.substr(colons + 2);
+}
 size_t num_ops() { return registry().ops.size(); }
 
 Op register_op(std::string name, OpCategory category, std::string_view schema, MetaFn meta,
                ReferenceFn reference) {
   if (find_op(name)) fail("cannot register op '{}': an op of that name exists", name);
-  if (name.empty() || !(std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_'))
-    fail("cannot register op '{}': names start with a letter or '_'", name);
+  // Identifiers, optionally namespaced ("mylib::scaled_swish"), so that .kir files lex them back.
+  auto ident = [](std::string_view part) {
+    if (part.empty() || !(std::isalpha(static_cast<unsigned char>(part[0])) || part[0] == '_')) return false;
+    for (char c : part)
+      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+    return true;
+  };
+  for (size_t start = 0;;) {
+    size_t colons = name.find("::", start);
+    if (!ident(std::string_view(name).substr(start, colons == std::string::npos ? std::string::npos : colons - start)))
+      fail("cannot register op '{}': a name is identifiers (a letter or '_', then letters, digits or '_') joined by '::'",
+           name);
+    if (colons == std::string::npos) break;
+    start = colons + 2;
+  }
   if (!meta) fail("cannot register op '{}': a shape-and-dtype rule is required", name);
   Schema parsed = parse_schema(schema);
   auto& r = registry();

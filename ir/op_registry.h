@@ -67,6 +67,9 @@ struct OpInfo {
 const OpInfo& op_info(Op op);
 const OpInfo* find_op(std::string_view name);
 std::string_view op_name(Op op);
+// The name without its namespace ("scaled_swish" for "mylib::scaled_swish"): what results of
+// the op are named after, since value names are plain identifiers.
+std::string_view op_short_name(Op op);
 size_t num_ops();  // built-in and registered
 
 // Registers a user op (same table, same rules). Throws kiln::Error if the name is taken.

@@ -1,0 +1,94 @@
+#include "frontend/custom_op.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "codegen/scalar_expr.h"
+#include "frontend/dispatcher.h"
+#include "ir/error.h"
+#include "ir/meta/meta.h"
+
+namespace kiln {
+
+namespace {
+
+std::string trim(std::string_view s) {
+  size_t b = s.find_first_not_of(" \t\n"), e = s.find_last_not_of(" \t\n");
+  return b == std::string_view::npos ? std::string() : std::string(s.substr(b, e - b + 1));
+}
+
+// "ns::name(args) -> ret" -> the name, and "args -> ret" in the form ir's parse_schema reads.
+std::pair<std::string, std::string> split_schema(const std::string& schema) {
+  const size_t open = schema.find('(');
+  const size_t close = schema.rfind(')');
+  if (open == std::string::npos || close == std::string::npos || close < open)
+    fail("cannot register custom op: schema '{}' is not of the form 'ns::name(Tensor x, float beta=1.0) -> Tensor'", schema);
+  std::string name = trim(std::string_view(schema).substr(0, open));
+  if (name.empty()) fail("cannot register custom op: schema '{}' has no op name before '('", schema);
+  std::string rest = trim(std::string_view(schema).substr(close + 1));
+  if (rest.empty()) fail("cannot register custom op '{}': schema '{}' has no result ('-> Tensor')", name, schema);
+  if (rest.rfind("->", 0) != 0)
+    fail("cannot register custom op '{}': schema '{}': expected '->' after the arguments, found '{}'", name, schema, rest);
+  return {name, schema.substr(open + 1, close - open - 1) + " " + rest};
+}
+
+bool numeric(ArgType t) { return t == ArgType::Int || t == ArgType::Float || t == ArgType::Scalar || t == ArgType::Bool; }
+
+// Broadcast the tensor inputs; PyTorch's result type, at least a floating one.
+MetaFn pointwise_meta() {
+  return [](std::span<const TensorMeta> in, const Attrs&) {
+    if (in.empty()) fail("expects at least one tensor input");
+    Shape shape = in[0].shape;
+    for (size_t i = 1; i < in.size(); ++i) shape = broadcast_shapes(shape, in[i].shape);
+    DType dt = meta::result_type(in);
+    if (!is_floating(dt)) dt = kDefaultFloat;
+    return std::vector<TensorMeta>{TensorMeta(dt, shape, in[0].device)};
+  };
+}
+
+}  // namespace
+
+Op register_custom_op(const CustomOp& def) {
+  auto [name, body] = split_schema(def.schema);
+  if (find_op(name)) fail("cannot register custom op '{}': an op of that name exists", name);
+  Schema schema = parse_schema(body);  // its errors name the schema and the argument
+  const std::string what = fmt::format("cannot register custom op '{}'", name);
+  if (!def.reference)
+    fail("{}: a reference kernel is required (it defines the op; every compiled result is checked against it)", what);
+  if (def.scalar_expr.empty() && !def.decomposition)
+    fail("{}: give a scalar expression (a pointwise op that fuses) or a decomposition into existing ops; "
+         "with neither it cannot be compiled",
+         what);
+  if (!def.meta && def.scalar_expr.empty())
+    fail("{}: a shape-and-dtype rule (meta) is required unless the op has a scalar expression", what);
+
+  codegen::ScalarExprPtr expr;
+  if (!def.scalar_expr.empty()) {
+    if (schema.variadic_results) fail("{}: an op with a scalar expression has one result ('-> Tensor')", what);
+    std::vector<std::string> inputs, attrs;
+    for (const ArgSpec& a : schema.tensors) {
+      if (a.type == ArgType::TensorList) fail("{}: an op with a scalar expression takes no Tensor[] argument ('{}')", what, a.name);
+      inputs.push_back(a.name);
+    }
+    if (inputs.empty()) fail("{}: an op with a scalar expression needs at least one Tensor argument", what);
+    for (const ArgSpec& a : schema.attrs)
+      if (numeric(a.type)) attrs.push_back(a.name);
+    expr = codegen::parse_scalar_expr(def.scalar_expr, inputs, attrs, what);
+  }
+
+  const OpCategory category = expr ? OpCategory::Pointwise : OpCategory::Composite;
+  Op op = register_op(name, category, body, def.meta ? def.meta : pointwise_meta(), def.reference);
+  if (expr) codegen::register_scalar_expr(op, expr, def.scalar_expr);
+  if (def.vjp) autograd::register_vjp(op, def.vjp);
+  if (def.decomposition && !expr) register_decomposition(op, def.decomposition);
+  return op;
+}
+
+std::vector<Tensor> call_op(std::string_view name, std::span<const Tensor> inputs, const Attrs& attrs) {
+  const OpInfo* info = find_op(name);
+  if (!info) fail("no op named '{}' (a custom op must be registered before it is called)", name);
+  return dispatch(info->op, inputs, attrs);
+}
+
+}  // namespace kiln
