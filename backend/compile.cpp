@@ -72,8 +72,8 @@ std::vector<std::string> pass_list(const CompileOptions& o) {
 }  // namespace
 
 std::string CompileReport::str() const {
-  std::string s = fmt::format("graph {} ({}): {} nodes, {} groups -> {} kernels + {} BLAS calls\n", graph, device, nodes, groups,
-                              kernels, blas_calls);
+  std::string s = fmt::format("graph {} ({}): {} nodes, {} groups -> {} kernels + {} BLAS calls{}\n", graph, device, nodes, groups,
+                              kernels, blas_calls, opaque_calls ? fmt::format(" + {} custom-op kernels", opaque_calls) : "");
   s += fmt::format("memory: {} intermediate buffers, {} unplanned -> {} planned peak\n", buffers, format_bytes(naive_bytes),
                    format_bytes(arena_bytes));
   double total = 0;
@@ -135,7 +135,8 @@ CompiledGraph compile(const Graph& input, const CompileOptions& options) {
 
   state->lowered = codegen::lower(g, plan, state->target);
   codegen::schedule(state->lowered, state->target);
-  for (const codegen::Step& s : state->lowered.steps) (s.kind == codegen::Step::Kind::Kernel ? report.kernels : report.blas_calls)++;
+  for (const codegen::Step& s : state->lowered.steps)
+    (s.kind == codegen::Step::Kind::Kernel ? report.kernels : s.kind == codegen::Step::Kind::Matmul ? report.blas_calls : report.opaque_calls)++;
   report.stage_ms.emplace_back("lower", sw.lap());
   plan_arena(state->lowered, state->target.buffer_alignment, report);
   state->arena_bytes = report.arena_bytes;

@@ -13,6 +13,7 @@
 #include "backend/backend.h"
 #include "backend/compile.h"
 #include "backend/executable_state.h"
+#include "backend/opaque_kernels.h"
 #include "backend/host_layout.h"
 #include "backend/profile.h"
 #include "codegen/cpp_emitter.h"
@@ -26,6 +27,20 @@ namespace {
 
 using codegen::GraphBuffer;
 using codegen::MatmulCall;
+
+// A custom op's own kernel (backend/opaque_kernels.h) on views of the run's buffers.
+void run_opaque(const codegen::OpaqueCall& c, const std::vector<void*>& ptr, const std::string& graph) {
+  const CpuOpaqueKernel* k = find_cpu_opaque_kernel(c.op);
+  if (!k) fail("graph {}: {} has no CPU kernel ({})", graph, op_name(c.op), c.label);
+  std::vector<HostTensor> in, out;
+  for (size_t i = 0; i < c.inputs.size(); ++i) in.push_back(HostTensor::borrow(c.input_metas[i], ptr[c.inputs[i]]));
+  for (size_t i = 0; i < c.outputs.size(); ++i) out.push_back(HostTensor::borrow(c.output_metas[i], ptr[c.outputs[i]]));
+  try {
+    (*k)(in, out, c.attrs);
+  } catch (const std::exception& e) {
+    fail("graph {}: the CPU kernel of {} ({}) failed: {}", graph, op_name(c.op), c.label, e.what());
+  }
+}
 
 void run_matmul(const MatmulCall& mm, const void* a, const void* b, void* c) {
   KILN_INTERNAL_ASSERT(mm.epilogue == codegen::MatmulEpilogue::None, "the CPU target folds no epilogue into a matmul");
@@ -156,6 +171,11 @@ std::vector<HostTensor> CpuProgram::run(const ExecutableState& s, std::span<cons
       if (rec) rec->steps.push_back({start, since(t_run) - start});
       continue;
     }
+    if (step.kind == codegen::Step::Kind::Opaque) {
+      run_opaque(step.opaque, ptr, s.graph_name);
+      if (rec) rec->steps.push_back({start, since(t_run) - start});
+      continue;
+    }
     args.clear();
     for (int b : step.args) args.push_back(ptr[b]);
     kernels[step.kernel](args.data(), nullptr);
@@ -183,6 +203,10 @@ class CpuBackend final : public Backend {
   std::string source_file_name() const override { return "kernels.cpp"; }
   std::shared_ptr<const Program> compile(const ExecutableState& state, const CompileOptions& options,
                                          CompileReport& report) const override {
+    for (const codegen::Step& st : state.lowered.steps)
+      if (st.kind == codegen::Step::Kind::Opaque && !find_cpu_opaque_kernel(st.opaque.op))
+        fail("graph {}: {} has no CPU kernel ({}); register one with the op to compile it for the CPU", state.graph_name,
+             op_name(st.opaque.op), st.opaque.label);
     auto p = std::make_shared<CpuProgram>();
     p->arenas = std::make_unique<ArenaPool>(state.arena_bytes);
     if (!state.lowered.kernels.empty()) {

@@ -12,6 +12,7 @@
 
 #include "backend/backend.h"
 #include "backend/executable_state.h"
+#include "backend/opaque_kernels.h"
 #include "backend/profile.h"
 #include "backend/host_layout.h"
 #include "codegen/cuda_emitter.h"
@@ -53,6 +54,15 @@ class CudaProgram final : public Program {
   bool allow_tf32 = false;
   std::vector<cu::NvrtcOutput> binaries;  // per kernel
   std::string arch;
+  // Custom ops' own kernels (backend/opaque_kernels.h), per opaque step in schedule order.
+  struct OpaqueLaunch {
+    int step = -1;
+    std::string entry;
+    CudaLaunch launch;
+    cu::NvrtcOutput binary;
+  };
+  std::vector<OpaqueLaunch> opaque;
+  std::vector<int> opaque_of_step;  // per step: index into `opaque`, or -1
 
   std::vector<HostTensor> run(const ExecutableState& s, std::span<const HostTensor> inputs) const override;
   std::vector<cu::DeviceTensor> run_device(const ExecutableState& s, std::span<const cu::DeviceTensor> inputs) const;
@@ -62,6 +72,8 @@ class CudaProgram final : public Program {
   struct Loaded {
     std::vector<cu::Module> modules;
     std::vector<CUfunction> functions;
+    std::vector<cu::Module> opaque_modules;
+    std::vector<CUfunction> opaque_functions;
     std::optional<cu::Stream> stream;
     // One error record per kernel, each module's kiln_error_slot pointing at its own: a run
     // reads them all with one copy, and clears them only after an error.
@@ -72,6 +84,10 @@ class CudaProgram final : public Program {
     std::unique_ptr<cu::GraphCapture> graph;
   };
   Loaded& load(const ExecutableState& s) const;
+  // Queues a custom op's own kernel: input and output pointers, the first output's element
+  // count, the numeric attributes as doubles (backend/opaque_kernels.h's calling convention).
+  static void launch_opaque(const codegen::OpaqueCall& c, const OpaqueLaunch& o, CUfunction fn, const std::vector<void*>& ptr,
+                            cu::Stream& stream);
   // Queues every step of the schedule on the stream over `ptr`.
   void launch_all(const ExecutableState& s, Loaded& L, const std::vector<void*>& ptr) const;
   void check_errors(const ExecutableState& s, Loaded& L) const;
@@ -104,6 +120,10 @@ CudaProgram::Loaded& CudaProgram::load(const ExecutableState& s) const {
     L->modules.emplace_back(binaries[i].cubin, k.name, device);
     L->functions.push_back(L->modules.back().function(k.name));
   }
+  for (const OpaqueLaunch& o : opaque) {
+    L->opaque_modules.emplace_back(o.binary.cubin, o.entry, device);
+    L->opaque_functions.push_back(L->opaque_modules.back().function(o.entry));
+  }
   L->stream.emplace(device);
   if (!binaries.empty()) {
     size_t bytes = binaries.size() * sizeof(codegen::CudaErrorRecord);
@@ -118,6 +138,34 @@ CudaProgram::Loaded& CudaProgram::load(const ExecutableState& s) const {
   }
   loaded_ = std::move(L);
   return *loaded_;
+}
+
+void CudaProgram::launch_opaque(const codegen::OpaqueCall& c, const OpaqueLaunch& o, CUfunction fn, const std::vector<void*>& ptr,
+                                cu::Stream& stream) {
+  std::vector<CUdeviceptr> ptrs;
+  for (int b : c.inputs) ptrs.push_back(cu::device_ptr(ptr[b]));
+  for (int b : c.outputs) ptrs.push_back(cu::device_ptr(ptr[b]));
+  long long n = c.output_metas.empty() ? 0 : c.output_metas[0].numel();
+  std::vector<double> attrs;
+  for (const ArgSpec& a : op_info(c.op).schema.attrs) {
+    if (a.type != ArgType::Int && a.type != ArgType::Float && a.type != ArgType::Scalar && a.type != ArgType::Bool) continue;
+    const AttrValue* v = c.attrs.find(a.name);
+    double d = std::numeric_limits<double>::quiet_NaN();
+    if (v) {
+      if (auto* i = std::get_if<int64_t>(v)) d = static_cast<double>(*i);
+      else if (auto* bl = std::get_if<bool>(v)) d = *bl;
+      else if (auto* f = std::get_if<double>(v)) d = *f;
+    }
+    attrs.push_back(d);
+  }
+  std::vector<void*> argp;
+  for (CUdeviceptr& p : ptrs) argp.push_back(&p);
+  argp.push_back(&n);
+  for (double& d : attrs) argp.push_back(&d);
+  std::vector<long long> extra = o.launch.args;
+  for (long long& a : extra) argp.push_back(&a);
+  cu::launch(fn, cu::Dim3{static_cast<unsigned>(o.launch.grid)}, cu::Dim3{static_cast<unsigned>(o.launch.block)},
+             o.launch.shared_bytes, stream, argp.data(), o.entry);
 }
 
 void CudaProgram::check_errors(const ExecutableState& s, Loaded& L) const {
@@ -166,6 +214,11 @@ void CudaProgram::launch_all(const ExecutableState& s, Loaded& L, const std::vec
                                ldb, mm.b_batch_stride, 0.0, ptr[mm.out], mm.n, mm.m * mm.n, mm.batch, *L.stream, go);
       continue;
     }
+    if (step.kind == codegen::Step::Kind::Opaque) {
+      const int oi = opaque_of_step[static_cast<size_t>(&step - lg.steps.data())];
+      launch_opaque(step.opaque, opaque[static_cast<size_t>(oi)], L.opaque_functions[static_cast<size_t>(oi)], ptr, *L.stream);
+      continue;
+    }
     const codegen::Kernel& k = lg.kernels[step.kernel];
     args.assign(step.args.size(), 0);
     argp.assign(step.args.size(), nullptr);
@@ -191,7 +244,8 @@ void CudaProgram::launch_all(const ExecutableState& s, Loaded& L, const std::vec
       const codegen::Step& step = lg.steps[i];
       double ms = cu::elapsed_ms(marks[i], marks[i + 1]);
       total += ms;
-      std::string what = step.kind == codegen::Step::Kind::Matmul
+      std::string what = step.kind == codegen::Step::Kind::Opaque ? "opaque " + step.opaque.label
+                         : step.kind == codegen::Step::Kind::Matmul
                              ? "cuBLASLt " + step.matmul.label
                              : fmt::format("{} grid {} x {}  # {}", lg.kernels[step.kernel].name, lg.kernels[step.kernel].launch.grid,
                                            lg.kernels[step.kernel].launch.block, lg.kernels[step.kernel].comment);
@@ -348,10 +402,29 @@ class CudaBackend final : public Backend {
     std::vector<std::pair<std::string, std::string>> sources;
     for (const codegen::Kernel& k : state.lowered.kernels)
       sources.emplace_back(fmt::format("{}_{}", state.graph_name, k.name), std::string(codegen::cuda_prelude()) + "\n" + codegen::emit_cuda_kernel(k));
+    // Custom ops' own kernels compile beside them (their source as the user wrote it).
+    const auto& steps = state.lowered.steps;
+    p->opaque_of_step.assign(steps.size(), -1);
+    for (size_t i = 0; i < steps.size(); ++i) {
+      if (steps[i].kind != codegen::Step::Kind::Opaque) continue;
+      const codegen::OpaqueCall& c = steps[i].opaque;
+      const CudaOpaqueKernel* k = find_cuda_opaque_kernel(c.op);
+      if (!k) fail("graph {}: {} has no CUDA kernel ({}); register one with the op to compile it for CUDA", state.graph_name,
+                   op_name(c.op), c.label);
+      CudaLaunch l = cuda_launch_of(*k, c.input_metas, c.output_metas, c.attrs);
+      if (l.grid < 1 || l.block < 1 || l.block > 1024)
+        fail("graph {}: the launch rule of {} gave grid {} x block {} ({}); a block holds 1 to 1024 threads", state.graph_name,
+             op_name(c.op), l.grid, l.block, c.label);
+      p->opaque_of_step[i] = static_cast<int>(p->opaque.size());
+      p->opaque.push_back({static_cast<int>(i), k->entry, l, {}});
+      sources.emplace_back(fmt::format("{}_{}_{}", state.graph_name, op_short_name(c.op), i), k->source);
+    }
     cu::NvrtcOptions no;
     no.arch = p->arch;
     no.use_cache = options.jit.use_cache;
     p->binaries = cu::compile_cuda_parallel(sources, no);
+    for (size_t j = 0; j < p->opaque.size(); ++j) p->opaque[j].binary = std::move(p->binaries[state.lowered.kernels.size() + j]);
+    p->binaries.resize(state.lowered.kernels.size());
     int hits = 0;
     double slowest = 0, total = 0;
     size_t cubin_bytes = 0;

@@ -273,6 +273,41 @@ void GraphLowering::lower_matmul(const FusionGroup& grp, const FusionGroup* next
   out_.steps.push_back(s);
 }
 
+// A custom op's own kernel: a call on contiguous buffers, its inputs copied where they are views.
+void GraphLowering::lower_opaque(const FusionGroup& grp) {
+  KILN_INTERNAL_ASSERT(grp.nodes.size() == 1, "an opaque group holds one node");
+  const Node* n = grp.nodes[0];
+  OpaqueCall c;
+  c.op = n->op();
+  c.attrs = n->attrs();
+  std::string args;
+  for (Value v : n->inputs()) {
+    const bool own = v.node->is_input() ? v.meta().is_contiguous()
+                                        : plan_.groups[plan_.group_of.at(v.node)].kind != KernelKind::Alias;
+    c.inputs.push_back(own ? buffer_of(v)
+                           : lower_copy(v, v.meta().shape, [](const Index& i) { return i; },
+                                        fmt::format("input of %{} ({})", n->name(), op_name(n->op()))));
+    c.input_metas.push_back(TensorMeta(v.meta().dtype, v.meta().shape, v.meta().device));
+    args += fmt::format("{}%{}", args.empty() ? "" : ", ", v.name());
+  }
+  for (int r = 0; r < n->num_results(); ++r) {
+    Value v{const_cast<Node*>(n), r};
+    if (!v.meta().is_contiguous())
+      fail("node %{}: {} result {} has strides {}; an op with kernels of its own writes contiguous results", n->name(),
+           op_name(n->op()), r, shape_str(v.meta().strides));
+    c.outputs.push_back(new_buffer(v));
+    c.output_metas.push_back(TensorMeta(v.meta().dtype, v.meta().shape, v.meta().device));
+  }
+  c.label = fmt::format("%{} = {}({})", n->name(), op_name(n->op()), args);
+  Step s;
+  s.kind = Step::Kind::Opaque;
+  s.group = grp.id;
+  touch(c.inputs);
+  touch(c.outputs);
+  s.opaque = std::move(c);
+  out_.steps.push_back(std::move(s));
+}
+
 // Integer matmul has no BLAS (nor cuBLASLt) routine: a kernel, one output element per
 // parallel iteration, a reduction over k in int64 with wrap-around, as the reference.
 void GraphLowering::lower_int_matmul(const FusionGroup& grp, const Node* n, const Shape& batch, const MatmulCall& mm) {
@@ -345,6 +380,7 @@ LoweredGraph GraphLowering::run() {
       case KernelKind::Reduction: lower_reduction(grp); break;
       case KernelKind::Scatter: lower_scatter(grp); break;
       case KernelKind::Matmul: lower_matmul(grp, next); break;
+      case KernelKind::Opaque: lower_opaque(grp); break;
       case KernelKind::Alias: break;
     }
   }
@@ -391,6 +427,12 @@ std::string print_schedule(const LoweredGraph& lg) {
       std::string args;
       for (size_t j = 0; j < s.args.size(); ++j) args += fmt::format("{}B{}", j ? ", " : "", s.args[j]);
       out += fmt::format("  {}: {}({})\n", i, lg.kernels[s.kernel].name, args);
+    } else if (s.kind == Step::Kind::Opaque) {
+      const OpaqueCall& c = s.opaque;
+      std::string ins, outs;
+      for (size_t j = 0; j < c.inputs.size(); ++j) ins += fmt::format("{}B{}", j ? ", " : "", c.inputs[j]);
+      for (size_t j = 0; j < c.outputs.size(); ++j) outs += fmt::format("{}B{}", j ? ", " : "", c.outputs[j]);
+      out += fmt::format("  {}: opaque {} = {}({})  # {}\n", i, outs, op_name(c.op), ins, c.label);
     } else {
       const MatmulCall& m = s.matmul;
       out += fmt::format("  {}: blas {} B{} = B{}{} @ B{}{}{}  batch={} m={} n={} k={}  # {}\n", i, dtype_name(m.dtype), m.out, m.a,

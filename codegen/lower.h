@@ -57,12 +57,23 @@ struct MatmulCall {
   std::string label;
 };
 
+// A custom op's own kernel (frontend/custom_op.h, backend/opaque_kernels.h), called on
+// contiguous buffers: its inputs (copied to contiguous buffers where they are not) and results.
+struct OpaqueCall {
+  Op op{};
+  Attrs attrs;
+  std::vector<int> inputs, outputs;  // graph buffers
+  std::vector<TensorMeta> input_metas, output_metas;  // contiguous
+  std::string label;                 // "%y = mylib::f(%x)"
+};
+
 struct Step {
-  enum class Kind : uint8_t { Kernel, Matmul };
+  enum class Kind : uint8_t { Kernel, Matmul, Opaque };
   Kind kind = Kind::Kernel;
   int kernel = -1;        // Kernel: index into LoweredGraph::kernels
   std::vector<int> args;  // Kernel: the graph buffer bound to each kernel buffer, in order
   MatmulCall matmul;
+  OpaqueCall opaque;
   int group = -1;         // the fusion group (-1: a copy the lowering added)
 };
 

@@ -56,12 +56,24 @@ Op register_custom_op(const CustomOp& def) {
   const std::string what = fmt::format("cannot register custom op '{}'", name);
   if (!def.reference)
     fail("{}: a reference kernel is required (it defines the op; every compiled result is checked against it)", what);
-  if (def.scalar_expr.empty() && !def.decomposition)
-    fail("{}: give a scalar expression (a pointwise op that fuses) or a decomposition into existing ops; "
-         "with neither it cannot be compiled",
+  const bool opaque = def.cpu_kernel || !def.cuda_kernel.source.empty();
+  if (def.scalar_expr.empty() && !opaque && !def.decomposition)
+    fail("{}: give a scalar expression (a pointwise op that fuses), kernels of its own (cpu_kernel, cuda_kernel) or a "
+         "decomposition into existing ops; with none it cannot be compiled",
          what);
+  if (!def.scalar_expr.empty() && opaque)
+    fail("{}: give a scalar expression or kernels of its own, not both (the expression is generated inline; the kernels "
+         "are called)",
+         what);
+  if (def.decomposition && (!def.scalar_expr.empty() || opaque))
+    fail("{}: a decomposition replaces the op before code generation, so its {} would never be used: give one or the other",
+         what, opaque ? "kernels" : "scalar expression");
   if (!def.meta && def.scalar_expr.empty())
     fail("{}: a shape-and-dtype rule (meta) is required unless the op has a scalar expression", what);
+  if (!def.cuda_kernel.source.empty() && def.cuda_kernel.entry.empty())
+    fail("{}: the CUDA kernel needs the name of its extern \"C\" __global__ entry point (cuda_kernel.entry)", what);
+  if (!def.cuda_kernel.source.empty() && def.cuda_kernel.source.find(def.cuda_kernel.entry) == std::string::npos)
+    fail("{}: the CUDA source has no entry point named '{}'", what, def.cuda_kernel.entry);
 
   codegen::ScalarExprPtr expr;
   if (!def.scalar_expr.empty()) {
@@ -77,11 +89,12 @@ Op register_custom_op(const CustomOp& def) {
     expr = codegen::parse_scalar_expr(def.scalar_expr, inputs, attrs, what);
   }
 
-  const OpCategory category = expr ? OpCategory::Pointwise : OpCategory::Composite;
+  const OpCategory category = expr ? OpCategory::Pointwise : opaque ? OpCategory::Opaque : OpCategory::Composite;
   Op op = register_op(name, category, body, def.meta ? def.meta : pointwise_meta(), def.reference);
   if (expr) codegen::register_scalar_expr(op, expr, def.scalar_expr);
   if (def.vjp) autograd::register_vjp(op, def.vjp);
-  if (def.decomposition && !expr) register_decomposition(op, def.decomposition);
+  if (def.decomposition) register_decomposition(op, def.decomposition);
+  if (opaque) backend::register_opaque_kernels(op, def.cpu_kernel, def.cuda_kernel);
   return op;
 }
 

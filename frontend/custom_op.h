@@ -14,6 +14,12 @@
 //   Tensor y = call_op("mylib::scaled_swish", {x}, {{"beta", 0.5}})[0];
 //   Var z = b.op("mylib::scaled_swish", {x.value()}, {{"beta", 0.5}});
 //
+// An op with kernels of its own instead (opaque: a fusion boundary, a call of its own):
+//   register_custom_op({.schema = "mylib::row_scale(Tensor x) -> Tensor", .meta = ..., .reference = ...,
+//                       .cpu_kernel = [](auto in, auto out, const Attrs&) { ... },
+//                       .cuda_kernel = {.source = "extern \"C\" __global__ void row_scale(...) {...}",
+//                                       .entry = "row_scale"}});
+//
 // Everything is checked at registration, and an error there names the problem: a malformed
 // schema, a name that is taken, a scalar expression that does not parse or calls an unknown
 // function, a missing reference kernel, or no way to compile the op. Differentiating an op
@@ -23,6 +29,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/opaque_kernels.h"
 #include "frontend/tensor.h"
 #include "ir/op_registry.h"
 #include "passes/autograd/vjp.h"
@@ -44,13 +51,19 @@ struct CustomOp {
   // Optional: the gradients of the inputs, built with the Builder like the built-in rules
   // (passes/autograd/vjp.h). Without one the op cannot be differentiated.
   autograd::VjpRule vjp{};
-  // Optional: the op written with existing ops; the compiler then rewrites it away (it is a
-  // composite). With a scalar expression as well, the expression wins: the op stays pointwise.
+  // Instead of a scalar expression or kernels: the op written with existing ops; the compiler
+  // then rewrites it away before code generation (it is a composite).
   DecompositionFn decomposition{};
   // Optional: one element of the (single) result as a formula over the inputs and numeric
   // attributes by name (codegen/scalar_expr.h), e.g. "x * sigmoid(beta * x)". The op is then
   // pointwise: the emitters generate it inline, and fusion puts it in its neighbours' kernels.
   std::string scalar_expr{};
+  // Optional, instead of a scalar expression: kernels of the op's own (backend/opaque_kernels.h),
+  // a C++ function for the CPU and CUDA C compiled by NVRTC, with a launch rule, for the GPU.
+  // The op is then opaque: fusion leaves it a call of its own, on contiguous buffers. A
+  // backend with no kernel of it refuses to compile it, naming the op.
+  backend::CpuOpaqueKernel cpu_kernel{};
+  backend::CudaOpaqueKernel cuda_kernel{};
 };
 
 // Registers the op (same table, same rules as the built-in ones) and returns it. kiln::Error,

@@ -20,6 +20,13 @@ int64_t physical_memory_bytes() {
 }
 }  // namespace
 
+HostTensor HostTensor::borrow(const TensorMeta& meta, void* data) {
+  HostTensor t;
+  t.meta_ = TensorMeta(meta.dtype, meta.shape, meta.device);
+  t.storage_ = std::shared_ptr<std::byte[]>(static_cast<std::byte*>(data), [](std::byte*) {});
+  return t;
+}
+
 HostTensor HostTensor::uninitialized(const TensorMeta& meta) {
   HostTensor t;
   t.meta_ = TensorMeta(meta.dtype, meta.shape, meta.device);

@@ -22,6 +22,9 @@ class HostTensor {
   static HostTensor uninitialized(const TensorMeta& meta);
   static constexpr size_t kStorageAlignment = 64;  // bytes
   static HostTensor empty(DType dt, const Shape& shape) { return empty(TensorMeta(dt, shape)); }
+  // A contiguous tensor over memory it does not own (a compiled graph's buffer handed to a
+  // custom op's kernel): valid only while that memory is.
+  static HostTensor borrow(const TensorMeta& meta, void* data);
   // From values given in row-major order, converted to `dt`.
   static HostTensor from_doubles(DType dt, const Shape& shape, std::span<const double> values);
   static HostTensor from_ints(DType dt, const Shape& shape, std::span<const int64_t> values);

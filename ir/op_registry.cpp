@@ -23,6 +23,7 @@ std::string_view category_name(OpCategory c) {
     case OpCategory::Creation: return "creation";
     case OpCategory::Gather: return "gather";
     case OpCategory::Scatter: return "scatter";
+    case OpCategory::Opaque: return "opaque";
   }
   return "?";
 }

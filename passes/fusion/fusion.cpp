@@ -482,6 +482,7 @@ KernelKind kind_of(const std::vector<Node*>& nodes) {
   for (const Node* n : nodes) {
     if (n->category() == OpCategory::Matmul) return KernelKind::Matmul;
     if (n->category() == OpCategory::Scatter) return KernelKind::Scatter;
+    if (n->category() == OpCategory::Opaque) return KernelKind::Opaque;
     reduction |= n->category() == OpCategory::Reduction;
     all_creation &= is_creation(*n);
     all_alias &= is_alias_view(*n);

@@ -47,6 +47,7 @@ enum class KernelKind {
   Scatter,    // scatter_add: accumulates into its result
   Alias,      // only views of other buffers or graph inputs: no kernel, no memory
   Constant,   // creation ops with no inputs, materialized once (full, arange, constant)
+  Opaque,     // a custom op's own kernel (frontend/custom_op.h): a call of its own
 };
 std::string_view kernel_kind_name(KernelKind k);
 

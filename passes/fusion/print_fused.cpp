@@ -17,6 +17,7 @@ std::string_view kernel_kind_name(KernelKind k) {
     case KernelKind::Scatter: return "scatter";
     case KernelKind::Alias: return "alias";
     case KernelKind::Constant: return "constant";
+    case KernelKind::Opaque: return "opaque";
   }
   return "?";
 }
