@@ -54,7 +54,7 @@ std::vector<Tensor> cuda_kernel(Op op, std::span<const Tensor> inputs, const Att
     if (inputs[i].is_cuda()) device = inputs[i].device(), first = i;
   KILN_INTERNAL_ASSERT(device.kind == Device::Kind::CUDA, "the CUDA key is dispatched with a CUDA input");
   std::vector<runtime::cuda::DeviceTensor> args;
-  Graph g(std::string(op_name(op)));
+  Graph g(std::string(op_short_name(op)));
   std::vector<Value> values;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = inputs[i];
@@ -68,7 +68,7 @@ std::vector<Tensor> cuda_kernel(Op op, std::span<const Tensor> inputs, const Att
   }
   Node* node = nullptr;
   try {
-    node = g.add_node(op, values, attrs, std::string(op_name(op)));
+    node = g.add_node(op, values, attrs, std::string(op_short_name(op)));
   } catch (const Error& e) {
     fail("{} on {}: {}", op_name(op), device.str(), e.what());
   }

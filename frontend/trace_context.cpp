@@ -87,7 +87,7 @@ std::vector<Tensor> TraceContext::tracing_kernel(Op op, std::span<const Tensor> 
   for (const Tensor& t : inputs) values.push_back(ctx->value_of(t));
 
   // Name the node first so that an error can say which node failed to type-check.
-  std::string name = ctx->graph_.fresh_name(std::string(op_name(op)));
+  std::string name = ctx->graph_.fresh_name(std::string(op_short_name(op)));
   Node* node = nullptr;
   try {
     node = ctx->graph_.add_node(op, values, attrs, name);
