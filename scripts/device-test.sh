@@ -2,7 +2,7 @@
 # On the GPU machine (CUDA 13 at /usr/local/cuda, no LLVM, no package registry): builds kiln
 # with the LLVM path off and runs the CUDA tests, then (optionally) compute-sanitizer and the
 # CLI. Logs go to $OUT (the device tool brings them back), a summary table is printed last.
-#   scripts/device-test.sh [tests|sanitize|cli|bench]...   (default: tests cli)
+#   scripts/device-test.sh [tests|examples|sanitize|cli|bench]...   (default: tests examples cli)
 # KILN_SANITIZE_TOOLS="memcheck racecheck" picks the compute-sanitizer tools (default: all three).
 # Needs .devdeps/include (scripts/device-deps.sh, run on a Debian machine, carried along).
 set -uo pipefail
@@ -11,7 +11,7 @@ OUT="${OUT:-/tmp/kiln-device-out}"
 mkdir -p "$OUT"
 export KILN_CACHE_DIR="${KILN_CACHE_DIR:-/tmp/kiln-cache}"
 steps=("$@")
-((${#steps[@]})) || steps=(tests cli)
+((${#steps[@]})) || steps=(tests examples cli)
 summary=()
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$OUT/gpu.txt" 2>&1
@@ -30,7 +30,8 @@ fi
 for step in "${steps[@]}"; do
   case "$step" in
     tests)
-      for t in runtime codegen backend frontend; do
+      for t in runtime codegen backend frontend bench; do
+        [[ -x ./build-gpu/tests/kiln_tests_$t ]] || continue
         t1=$(date +%s)
         ./build-gpu/tests/kiln_tests_$t --gtest_brief=1 > "$OUT/tests_$t.log" 2>&1
         r=$?
@@ -54,6 +55,11 @@ for step in "${steps[@]}"; do
           summary+=("compute-sanitizer $tool $t: rc=$r $(( $(date +%s) - t1 )) s: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^\[  (PASSED|FAILED)' "$OUT/sanitize_${tool}_$t.log" | tr '\n' ' ')")
         done
       done
+      ;;
+    examples)
+      t1=$(date +%s)
+      ./build-gpu/examples/custom_op/kiln_example_custom_op > "$OUT/example_custom_op.log" 2>&1
+      summary+=("example custom_op: rc=$? $(( $(date +%s) - t1 )) s: $(grep -E 'loss [0-9.]+ ->|FAIL' "$OUT/example_custom_op.log" | tr '\n' ' ')")
       ;;
     cli)
       k=./build-gpu/bin/kiln
