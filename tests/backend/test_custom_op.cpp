@@ -7,6 +7,8 @@
 
 #include "backend/compile.h"
 #include "frontend/custom_op.h"
+#include "frontend/dispatcher.h"
+#include "ir/dot.h"
 #include "frontend/ops.h"
 #include "frontend/trace.h"
 #include "ir/error.h"
@@ -164,6 +166,21 @@ TEST(CustomOpFrontend, TensorCodeCallsItEagerlyAndTracesIt) {
   TracedGraph t = trace([](const Tensor& a) { return call_op("mylib::scaled_swish", std::vector<Tensor>{a * 2.0})[0]; }, x, "f");
   EXPECT_NE(print_graph(t.graph).find("mylib::scaled_swish"), std::string::npos) << print_graph(t.graph);
   EXPECT_THROW(call_op("mylib::nope", std::vector<Tensor>{x}), Error);
+}
+
+TEST(CustomOpFrontend, TheDispatchTraceAndDotNameIt) {
+  scaled_swish();
+  std::vector<std::string> lines;
+  set_dispatch_trace_sink([&](const std::string& l) { lines.push_back(l); });
+  set_dispatch_trace(true);
+  Tensor x = randn({3}, 1);
+  call_op("mylib::scaled_swish", std::vector<Tensor>{x});
+  set_dispatch_trace(false);
+  set_dispatch_trace_sink({});
+  ASSERT_FALSE(lines.empty());
+  EXPECT_NE(lines.back().find("[dispatch] mylib::scaled_swish"), std::string::npos) << lines.back();
+  Graph g = parse_graph("graph f(%x: f32[4]) {\n  %y = mylib::scaled_swish(%x, beta=2.0) : f32[4]\n  return (%y)\n}");
+  EXPECT_NE(to_dot(g).find("mylib::scaled_swish"), std::string::npos) << to_dot(g);
 }
 
 class CustomOpCompiled : public DeviceTest {};
