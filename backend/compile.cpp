@@ -59,8 +59,8 @@ void plan_arena(codegen::LoweredGraph& lg, int64_t alignment, CompileReport& rep
   report.naive_bytes = mp.naive_bytes;
 }
 
-// The passes before fusion, on the pass manager: decompose composites, then canonicalize,
-// cse and dce until nothing changes (at most 4 rounds).
+}  // namespace
+
 std::vector<std::string> pass_list(const CompileOptions& o) {
   std::vector<std::string> p;
   if (o.decompose) p.push_back("decompose");
@@ -68,6 +68,8 @@ std::vector<std::string> pass_list(const CompileOptions& o) {
     for (const char* n : {"canonicalize", "cse", "dce"}) p.emplace_back(n);
   return p;
 }
+
+namespace {
 
 }  // namespace
 

@@ -40,6 +40,10 @@ struct CompileOptions {
 // The name the CPU backend's callers knew; the options are the same for every device.
 using CpuCompileOptions = CompileOptions;
 
+// The passes compile() runs before fusion, on the pass manager: decompose composites, then
+// canonicalize, cse and dce until nothing changes (at most 4 rounds).
+std::vector<std::string> pass_list(const CompileOptions& options);
+
 struct CompileReport {
   std::string graph;
   std::string device;     // "cpu", "cuda sm_90"

@@ -24,6 +24,7 @@
 
 #include "backend/compile.h"
 #include "backend/cuda_backend.h"
+#include "backend/explain.h"
 #include "codegen/cpp_emitter.h"
 #include "codegen/cuda_emitter.h"
 #include "frontend/kiln.h"
@@ -186,6 +187,8 @@ bool show_fused_kernel(const Device& device) {
   fmt::print("\nthe traced forward graph:\n{}\n", print_graph(fwd.graph));
   backend::CompileOptions options;
   options.device = device;
+  // What the compiler made of it (`kiln explain` for a graph in a program): both custom ops by name.
+  fmt::print("{}\n", backend::explain(fwd.graph, options).text);
   backend::CompiledGraph c = backend::compile(fwd.graph, options);
   fmt::print("compiled for {}: {} kernels + {} BLAS calls + {} custom-op kernels\n", c.report.device, c.report.kernels,
              c.report.blas_calls, c.report.opaque_calls);

@@ -64,7 +64,8 @@ class Fuser {
   void place(Node* n) {
     int d = drafts_.create(n);
     if (is_extern(*n)) {
-      note(d, fmt::format("{} is an extern call (BLAS/scatter): a kernel of its own", node_str(n)));
+      note(d, fmt::format("{} is {}: a kernel of its own", node_str(n),
+                          n->category() == OpCategory::Opaque ? "a custom op with kernels of its own" : "an extern call (BLAS/scatter)"));
       return;
     }
     bool blas_operand = is_alias_view(*n) && only_extern_readers(n);

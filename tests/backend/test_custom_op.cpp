@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "backend/compile.h"
+#include "backend/explain.h"
 #include "frontend/custom_op.h"
 #include "frontend/dispatcher.h"
 #include "ir/dot.h"
@@ -181,6 +182,22 @@ TEST(CustomOpFrontend, TheDispatchTraceAndDotNameIt) {
   EXPECT_NE(lines.back().find("[dispatch] mylib::scaled_swish"), std::string::npos) << lines.back();
   Graph g = parse_graph("graph f(%x: f32[4]) {\n  %y = mylib::scaled_swish(%x, beta=2.0) : f32[4]\n  return (%y)\n}");
   EXPECT_NE(to_dot(g).find("mylib::scaled_swish"), std::string::npos) << to_dot(g);
+}
+
+TEST(CustomOpExplain, NamesTheOpInItsFusedGroup) {
+  KILN_REQUIRE_JIT();
+  scaled_swish();
+  Graph g = parse_graph(
+      "graph f(%x: f32[16,32], %b: f32[32]) {\n"
+      "  %a = add(%x, %b) : f32[16,32]\n"
+      "  %y = mylib::scaled_swish(%a, beta=0.5) : f32[16,32]\n"
+      "  %s = sum(%y) : f32[]\n"
+      "  return (%s)\n"
+      "}\n");
+  backend::Explanation x = backend::explain(g);
+  EXPECT_NE(x.text.find("ops: add, mylib::scaled_swish, sum"), std::string::npos) << x.text;
+  EXPECT_NE(x.text.find("%y = mylib::scaled_swish joins k0"), std::string::npos) << x.text;
+  EXPECT_NE(x.fused_dot.find("mylib::scaled_swish"), std::string::npos);
 }
 
 class CustomOpCompiled : public DeviceTest {};

@@ -265,5 +265,36 @@ graph mlp(%x: f32[16,32], %w: f32[32,8]) {
   EXPECT_TRUE(has(bad.err, "--runs: Value 0 not in range")) << bad.err;
 }
 
+class CliExplain : public CliTest {};
+
+TEST_F(CliExplain, OnePageAndTheFusedGraphAsSvg) {
+  if (!runtime::cpu::jit_available()) GTEST_SKIP() << "kiln was built without the CPU JIT";
+  write("ln.kir", R"(
+graph ln(%x: f32[8,64], %w: f32[64], %b: f32[64], %v: f32[64,16]) {
+  %y = layer_norm(%x, %w, %b, normalized_shape=[64]) : f32[8,64]
+  %m = matmul(%y, %v) : f32[8,16]
+  %s = sum(%m) : f32[]
+  return (%s)
+})");
+  CliResult r = kiln("explain ln.kir");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "ops: layer_norm, matmul, sum")) << r.out;                      // before
+  EXPECT_TRUE(has(r.out, "after decomposition and optimization")) << r.out;
+  EXPECT_TRUE(has(r.out, "rsqrt")) << r.out;                                              // after
+  EXPECT_TRUE(has(r.out, "joins k0 (")) << r.out;                                        // a merge and why
+  EXPECT_TRUE(has(r.out, "refused:") || has(r.out, "matmul")) << r.out;
+  EXPECT_TRUE(has(r.out, "BLAS: %m = matmul(%y, %v)")) << r.out;                          // the schedule
+  EXPECT_TRUE(has(r.out, "memory: ")) << r.out;
+  EXPECT_TRUE(has(r.out, "training (joint graph, min-cut partition): the backward reads")) << r.out;
+  if (std::system("command -v dot > /dev/null 2>&1") == 0) {
+    CliResult svg = kiln("explain ln.kir --svg ln.svg");
+    ASSERT_EQ(svg.rc, 0) << svg.err;
+    EXPECT_TRUE(has(read_text(path("ln.svg")), "<svg")) << "no svg";
+    EXPECT_TRUE(has(read_text(path("ln.svg")), "cluster")) << "no clusters";
+  }
+  CliResult missing = kiln("explain nope.kir");
+  EXPECT_NE(missing.rc, 0);
+}
+
 }  // namespace
 }  // namespace kiln::testing

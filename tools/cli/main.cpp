@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   kiln::cli::add_export_command(app);
   kiln::cli::add_grad_command(app);
   kiln::cli::add_profile_command(app);
+  kiln::cli::add_explain_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

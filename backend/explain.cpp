@@ -1,0 +1,93 @@
+#include "backend/explain.h"
+
+#include <fmt/format.h>
+
+#include <map>
+
+#include "ir/error.h"
+#include "passes/autograd/joint.h"
+#include "passes/autograd/partition.h"
+#include "passes/fusion/fusion.h"
+#include "passes/memory_plan.h"
+#include "passes/pass_manager.h"
+
+namespace kiln::backend {
+
+namespace {
+
+// "add x2, exp, mylib::scaled_swish": each op once, with its count, in order of first use.
+std::string op_counts(const Graph& g) {
+  std::vector<std::string> order;
+  std::map<std::string, int> count;
+  for (const Node* n : g.nodes()) {
+    std::string name(op_name(n->op()));
+    if (!count[name]++) order.push_back(name);
+  }
+  std::string out;
+  for (const std::string& n : order) out += fmt::format("{}{}{}", out.empty() ? "" : ", ", n, count[n] > 1 ? fmt::format(" x{}", count[n]) : "");
+  return out.empty() ? "(none)" : out;
+}
+
+// What training through `g` would keep: its joint graph split by the min-cut partitioner.
+std::string training_section(const Graph& g) {
+  try {
+    autograd::JointGraph joint = autograd::build_joint(g);
+    autograd::Partition p = autograd::partition(joint, autograd::PartitionKind::MinCut);
+    std::string out = fmt::format("training (joint graph, min-cut partition): the backward reads {} saved tensor{} ({}), recomputes {} node{}\n",
+                                  p.saved.size(), p.saved.size() == 1 ? "" : "s", format_bytes(p.saved_bytes), p.recomputed_nodes,
+                                  p.recomputed_nodes == 1 ? "" : "s");
+    for (const autograd::SavedTensor& s : p.saved) out += fmt::format("  saved %{}: {} ({})\n", s.name, s.meta.str(), format_bytes(s.bytes));
+    return out;
+  } catch (const Error& e) {
+    return fmt::format("training: not differentiable as it is ({})\n", e.what());
+  }
+}
+
+}  // namespace
+
+Explanation explain(const Graph& input, const CompileOptions& options) {
+  Explanation x;
+  std::string& out = x.text;
+  out += fmt::format("graph {}: {} inputs, {} outputs, {} nodes\n", input.name(), input.inputs().size(), input.outputs().size(),
+                     input.num_nodes());
+  out += fmt::format("ops: {}\n", op_counts(input));
+
+  // The pipeline as compile() runs it, kept here to show the graph between its stages.
+  Graph g = input.clone();
+  PassOptions po;
+  po.fixpoint = true;
+  po.max_rounds = 4;
+  run_pipeline(g, pass_list(options), po);
+  out += fmt::format("after decomposition and optimization: {} nodes\nops: {}\n", g.num_nodes(), op_counts(g));
+  fusion::FusionOptions fo = options.fusion;
+  if (!options.fuse) {
+    fo.vertical = fo.horizontal = fo.reductions = false;
+    fo.max_group_nodes = 1;
+  }
+  fusion::FusionPlan plan = fusion::fuse(g, fo);
+  x.fused_dot = fusion::fused_to_dot(g, plan);
+  out += fmt::format("\nfusion: {} groups, {} of them kernels or calls\n", plan.groups.size(), plan.num_kernels());
+  for (const fusion::FusionGroup& grp : plan.groups) {
+    out += fmt::format("  {}\n", grp.label());
+    for (const std::string& r : grp.reasons) out += fmt::format("      {}\n", r);
+  }
+
+  CompiledGraph c = compile(input, options);
+  const codegen::LoweredGraph& lg = c.executable.lowered();
+  out += fmt::format("\nschedule for {}: {} kernels, {} BLAS calls, {} custom-op calls\n", c.report.device, c.report.kernels,
+                     c.report.blas_calls, c.report.opaque_calls);
+  for (size_t i = 0; i < lg.steps.size(); ++i) {
+    const codegen::Step& s = lg.steps[i];
+    switch (s.kind) {
+      case codegen::Step::Kind::Kernel: out += fmt::format("  {:3} kernel {}: {}\n", i, lg.kernels[s.kernel].name, lg.kernels[s.kernel].comment); break;
+      case codegen::Step::Kind::Matmul: out += fmt::format("  {:3} {}: {}\n", i, c.report.device == "cpu" ? "BLAS" : "cuBLASLt", s.matmul.label); break;
+      case codegen::Step::Kind::Opaque: out += fmt::format("  {:3} custom op {}: {}\n", i, op_name(s.opaque.op), s.opaque.label); break;
+    }
+  }
+  out += fmt::format("\nmemory: {} intermediate buffers in a planned arena of {} (each in its own memory: {})\n", c.report.buffers,
+                     format_bytes(c.report.arena_bytes), format_bytes(c.report.naive_bytes));
+  out += "\n" + training_section(input);
+  return x;
+}
+
+}  // namespace kiln::backend
