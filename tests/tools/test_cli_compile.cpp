@@ -267,6 +267,33 @@ graph mlp(%x: f32[16,32], %w: f32[32,8]) {
 
 class CliExplain : public CliTest {};
 
+TEST_F(CliExplain, CustomOpsFromALoadedLibrary) {
+  if (!runtime::cpu::jit_available()) GTEST_SKIP() << "kiln was built without the CPU JIT";
+  write("plug.kir", R"(
+graph plug(%x: f32[8,16], %b: f32[16]) {
+  %a = add(%x, %b) : f32[8,16]
+  %y = plug::scaled_swish(%a, beta=0.5) : f32[8,16]
+  %c = plug::cumsum(%y) : f32[8,16]
+  %z = exp(%c) : f32[8,16]
+  return (%z)
+})");
+  const std::string load = std::string(" --load ") + KILN_TEST_PLUGIN;
+  CliResult r = kiln("explain plug.kir" + load);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "pointwise [add, plug::scaled_swish]")) << r.out;  // fused with its neighbour
+  EXPECT_TRUE(has(r.out, "custom op plug::cumsum: %c = plug::cumsum(%y)")) << r.out;
+  CliResult run = kiln("run plug.kir --device cpu --check" + load);
+  ASSERT_EQ(run.rc, 0) << run.err << run.out;
+  EXPECT_TRUE(has(run.out, "PASS")) << run.out;
+  // Without the library the op is unknown, and a library that does not load is named.
+  CliResult unknown = kiln("explain plug.kir");
+  EXPECT_NE(unknown.rc, 0);
+  EXPECT_TRUE(has(unknown.err, "plug::scaled_swish")) << unknown.err;
+  CliResult bad = kiln("explain plug.kir --load ./nope.so");
+  EXPECT_NE(bad.rc, 0);
+  EXPECT_TRUE(has(bad.err, "--load ./nope.so")) << bad.err;
+}
+
 TEST_F(CliExplain, OnePageAndTheFusedGraphAsSvg) {
   if (!runtime::cpu::jit_available()) GTEST_SKIP() << "kiln was built without the CPU JIT";
   write("ln.kir", R"(

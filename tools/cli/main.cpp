@@ -9,6 +9,7 @@
 
 #include "ir/error.h"
 #include "tools/cli/commands.h"
+#include "tools/cli/plugins.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"kiln: a graph compiler for tensor programs. Reads and writes the .kir text form."};
@@ -25,7 +26,9 @@ int main(int argc, char** argv) {
   kiln::cli::add_grad_command(app);
   kiln::cli::add_profile_command(app);
   kiln::cli::add_explain_command(app);
+  app.footer("Any command takes --load LIB.so (repeatable): a library of custom ops to load first.");
   try {
+    kiln::cli::load_plugins(argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
