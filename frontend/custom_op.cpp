@@ -8,6 +8,7 @@
 #include "frontend/dispatcher.h"
 #include "ir/error.h"
 #include "ir/meta/meta.h"
+#include "passes/autograd/joint.h"
 
 namespace kiln {
 
@@ -47,6 +48,53 @@ MetaFn pointwise_meta() {
   };
 }
 
+// A VJP rule derived from a decomposition: the op's node alone in a graph of its own is
+// decomposed and differentiated (autograd::build_joint, with the built-in ops' rules), and the
+// gradient part of that joint graph is copied in where the rule is asked for.
+autograd::VjpRule vjp_from_decomposition(DecompositionFn decomposition) {
+  return [decomposition](autograd::VjpContext& c) -> std::vector<Value> {
+    const Node& n = c.node;
+    Graph sub("vjp_of_" + std::string(op_short_name(n.op())));
+    std::vector<Value> ins;
+    for (size_t i = 0; i < n.inputs().size(); ++i)
+      ins.push_back(sub.add_input(fmt::format("in{}", i), n.input(static_cast<int>(i)).meta()));
+    Node* copy = sub.add_node(n.op(), ins, n.attrs());
+    Builder sb(sub, copy);
+    DecompositionContext dc{sb, *copy};
+    std::vector<Value> outs = decomposition(dc);
+    sub.set_outputs(outs);
+    autograd::JointGraph joint = autograd::build_joint(sub);
+    // Joint inputs: the primals (in order), then one tangent per output; outputs: the forward
+    // outputs, then the gradients of the floating inputs (joint.wrt), in order.
+    std::unordered_map<const Node*, std::vector<Value>> mapped;
+    const auto& jin = joint.graph.inputs();
+    for (int i = 0; i < joint.num_primals; ++i) mapped[jin[static_cast<size_t>(i)]] = {n.input(i)};
+    for (int t = 0; t < joint.num_tangents; ++t) {
+      int out = -1;
+      for (size_t o = 0; o < joint.tangent_for_output.size(); ++o)
+        if (joint.tangent_for_output[o] == joint.num_primals + t) out = static_cast<int>(o);  // a graph input index
+      Value g = out >= 0 && out < static_cast<int>(c.grad_outputs.size()) ? c.grad_outputs[static_cast<size_t>(out)] : Value{};
+      if (!g) g = c.b.zeros(jin[static_cast<size_t>(joint.num_primals + t)]->meta().shape, jin[static_cast<size_t>(joint.num_primals + t)]->meta().dtype);
+      mapped[jin[static_cast<size_t>(joint.num_primals + t)]] = {g};
+    }
+    auto value_of = [&](Value v) { return mapped.at(v.node).at(static_cast<size_t>(v.index)); };
+    for (Node* m : joint.graph.nodes()) {
+      std::vector<Value> args;
+      for (Value v : m->inputs()) args.push_back(value_of(v));
+      std::vector<Value> res;
+      for (const Var& r : c.b.op_n(m->op(), args, m->attrs())) res.push_back(r);
+      mapped[m] = res;
+    }
+    std::vector<Value> grads(n.inputs().size());
+    const auto& jout = joint.graph.outputs();
+    for (size_t w = 0; w < joint.wrt.size(); ++w) {
+      const size_t input = std::stoul(joint.wrt[w].substr(2));  // "in<k>"
+      if (c.needs_grad[input]) grads[input] = value_of(jout[static_cast<size_t>(joint.num_forward_outputs) + w]);
+    }
+    return grads;
+  };
+}
+
 }  // namespace
 
 Op register_custom_op(const CustomOp& def) {
@@ -65,9 +113,6 @@ Op register_custom_op(const CustomOp& def) {
     fail("{}: give a scalar expression or kernels of its own, not both (the expression is generated inline; the kernels "
          "are called)",
          what);
-  if (def.decomposition && (!def.scalar_expr.empty() || opaque))
-    fail("{}: a decomposition replaces the op before code generation, so its {} would never be used: give one or the other",
-         what, opaque ? "kernels" : "scalar expression");
   if (!def.meta && def.scalar_expr.empty())
     fail("{}: a shape-and-dtype rule (meta) is required unless the op has a scalar expression", what);
   if (!def.cuda_kernel.source.empty() && def.cuda_kernel.entry.empty())
@@ -93,7 +138,9 @@ Op register_custom_op(const CustomOp& def) {
   Op op = register_op(name, category, body, def.meta ? def.meta : pointwise_meta(), def.reference);
   if (expr) codegen::register_scalar_expr(op, expr, def.scalar_expr);
   if (def.vjp) autograd::register_vjp(op, def.vjp);
-  if (def.decomposition) register_decomposition(op, def.decomposition);
+  else if (def.decomposition) autograd::register_vjp(op, vjp_from_decomposition(def.decomposition));
+  // With an expression or kernels, those generate the code; the decomposition gives gradients.
+  if (def.decomposition && category == OpCategory::Composite) register_decomposition(op, def.decomposition);
   if (opaque) backend::register_opaque_kernels(op, def.cpu_kernel, def.cuda_kernel);
   return op;
 }

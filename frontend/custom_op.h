@@ -51,8 +51,10 @@ struct CustomOp {
   // Optional: the gradients of the inputs, built with the Builder like the built-in rules
   // (passes/autograd/vjp.h). Without one the op cannot be differentiated.
   autograd::VjpRule vjp{};
-  // Instead of a scalar expression or kernels: the op written with existing ops; the compiler
-  // then rewrites it away before code generation (it is a composite).
+  // Optional: the op written with existing ops. Alone (no scalar expression, no kernels), the
+  // compiler rewrites the op away before code generation: it is a composite. Without a VJP
+  // rule, the decomposition also gives the op its gradient: it is differentiated with the
+  // built-in ops' rules.
   DecompositionFn decomposition{};
   // Optional: one element of the (single) result as a formula over the inputs and numeric
   // attributes by name (codegen/scalar_expr.h), e.g. "x * sigmoid(beta * x)". The op is then

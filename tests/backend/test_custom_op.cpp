@@ -145,6 +145,39 @@ TEST(CustomOpIr, RoundTripsThroughKirAndTheInterpreter) {
   }
 }
 
+// A fusable op with a decomposition and no VJP rule: its gradient comes from the decomposition.
+Op softplus_expr() {
+  static Op op = register_custom_op(
+      {.schema = "mylib::softplus_beta(Tensor x, Tensor w, float beta=1.0) -> Tensor",
+       .reference =
+           [](std::span<const HostTensor> in, const Attrs& a, std::span<const TensorMeta> out) {
+             const double beta = a.get_float("beta");
+             HostTensor y = HostTensor::empty(out[0]);
+             const int64_t cols = in[1].numel();
+             for (int64_t i = 0; i < y.numel(); ++i) y.set(i, in[1].get(i % cols) * std::log1p(std::exp(beta * in[0].get(i))) / beta);
+             return std::vector<HostTensor>{std::move(y)};
+           },
+       .decomposition = [](DecompositionContext& c) -> std::vector<Value> {
+         const double beta = c.attrs().get_float("beta");
+         return {c.input(1) * c.b.log1p(c.b.exp(c.input(0) * beta)) * (1.0 / beta)};
+       },
+       .scalar_expr = "w * log1p(exp(beta * x)) / beta"});
+  return op;
+}
+
+TEST(CustomOpIr, AVjpDerivedFromTheDecompositionPassesTheGradientCheck) {
+  softplus_expr();
+  Graph g = parse_graph(
+      "graph f(%x: f64[3,4], %w: f64[4]) {\n"
+      "  %y = mylib::softplus_beta(%x, %w, beta=0.7) : f64[3,4]\n"
+      "  %z = mul(%y, %x) : f64[3,4]\n"
+      "  return (%z)\n"
+      "}\n");
+  std::vector<HostTensor> in{random_tensor(g.inputs()[0]->meta(), 1), random_tensor(g.inputs()[1]->meta(), 2)};
+  autograd::GradcheckResult r = autograd::gradcheck(g, in);
+  EXPECT_TRUE(r.ok) << autograd::format_gradcheck(r);
+}
+
 TEST(CustomOpIr, PassesTheFloat64GradientCheck) {
   scaled_swish();
   Graph g = parse_graph(
@@ -250,6 +283,21 @@ TEST_P(CustomOpCompiled, ACompositeOpIsDecomposedAndCompiled) {
   backend::CompiledGraph c = testing::compile_for_test(g);
   EXPECT_EQ(c.report.kernels, 1) << c.report.str();
   testing::expect_matches_reference(g, testing::inputs_for(g, 3));
+}
+
+TEST_P(CustomOpCompiled, WithADecompositionItStaysFusedAndItsJointGraphCompiles) {
+  KILN_REQUIRE_JIT();
+  softplus_expr();
+  Graph g = parse_graph(
+      "graph f(%x: f32[16,32], %w: f32[32]) {\n"
+      "  %y = mylib::softplus_beta(%x, %w, beta=2.0) : f32[16,32]\n"
+      "  %l = sum(%y) : f32[]\n"
+      "  return (%l)\n"
+      "}\n");
+  backend::CompiledGraph c = testing::compile_for_test(g);
+  EXPECT_EQ(c.report.kernels, 1) << c.report.str();  // the expression, not the decomposition, is compiled
+  Graph joint = autograd::build_joint(g).graph;
+  testing::expect_matches_reference(joint, testing::inputs_for(joint, 9), 4);
 }
 
 TEST_P(CustomOpCompiled, TheJointGraphCompilesWithTheUsersVjp) {
