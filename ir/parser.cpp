@@ -106,7 +106,12 @@ class Parser {
     return g;
   }
 
+  // A result's annotation without {strides} checks dtype, shape and device only: the printer
+  // writes strides where they are not contiguous, but a hand-written view need not.
+  bool type_had_strides_ = false;
+
   TensorMeta parse_type() {
+    type_had_strides_ = false;
     const Token& dt = expect(Tok::Ident, "(a dtype such as f32)");
     auto dtype = dtype_from_name(dt.text);
     if (!dtype) error(dt, fmt::format("unknown dtype '{}' (expected one of f64, f32, f16, bf16, i64, i32, bool)", dt.text));
@@ -125,6 +130,7 @@ class Parser {
       if (st.size() != shape.size())
         error(at, fmt::format("strides {} have {} entries but the shape {} has {}", shape_str(st), st.size(), shape_str(shape), shape.size()));
       m.strides = st;
+      type_had_strides_ = true;
     }
     if (accept(Tok::At)) {
       const Token& dev = expect(Tok::Ident, "(a device: cpu or cuda:N) after '@'");
@@ -274,8 +280,13 @@ class Parser {
         TensorMeta m = parse_type();
         if (i >= n->num_results())
           error(at, fmt::format("{}: {} type annotations for {} result{}", what, i + 1, n->num_results(), n->num_results() == 1 ? "" : "s"));
-        if (!(m == n->meta(i)))
-          error(at, fmt::format("{}: the annotated type {} differs from the inferred type {}", what, m.str(), n->meta(i).str()));
+        const TensorMeta& inferred = n->meta(i);
+        const bool same = type_had_strides_ ? m == inferred
+                                            : m.dtype == inferred.dtype && m.shape == inferred.shape && m.device == inferred.device;
+        if (!same)
+          error(at, fmt::format("{}: the annotated type {} differs from the inferred type {}", what,
+                                type_had_strides_ ? m.str() : fmt::format("{}[{}]", dtype_name(m.dtype), fmt::join(m.shape, ",")),
+                                inferred.str()));
         if (!accept(Tok::Comma)) {
           if (i + 1 != n->num_results())
             error(at, fmt::format("{}: {} type annotation{} for {} results", what, i + 1, i ? "s" : "", n->num_results()));

@@ -84,6 +84,28 @@ graph backward(%y: f32[4], %gy: f32[4]) {
   EXPECT_THROW(kiln::parse_graph(text), kiln::Error);  // parse_graph wants exactly one
 }
 
+TEST(Parser, AResultAnnotationWithoutStridesChecksDtypeAndShapeOnly) {
+  using namespace kiln;
+  Graph g = parse_graph(
+      "graph v(%x: f32[8,4,6]) {\n"
+      "  %t = transpose(%x, dim0=0, dim1=2) : f32[6,4,8]\n"
+      "  return (%t)\n"
+      "}\n");
+  EXPECT_EQ(g.outputs()[0].meta().strides, (Strides{1, 6, 24}));
+  EXPECT_NE(print_graph(g).find("f32[6,4,8]{1,6,24}"), std::string::npos);  // the printer writes them
+  // Written strides must still match, and so must the shape.
+  EXPECT_THROW(parse_graph("graph v(%x: f32[8,4,6]) {\n  %t = transpose(%x, dim0=0, dim1=2) : f32[6,4,8]{24,6,1}\n  return (%t)\n}\n"),
+               Error);
+  try {
+    parse_graph("graph v(%x: f32[8,4,6]) {\n  %t = transpose(%x, dim0=0, dim1=2) : f32[6,4,9]\n  return (%t)\n}\n");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the annotated type f32[6,4,9] differs from the inferred type f32[6,4,8]{1,6,24}"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Parser, StridesAndDevicesRoundTrip) {
   const std::string text = R"(graph g(%a: f32[4,8]{1,4}, %b: bf16[2]@cuda:0, %c: f16[3]@cuda:1, %d: i32[2,2]{2,1}) {
   %t = transpose(%a, dim0=0, dim1=1) : f32[8,4]
