@@ -50,6 +50,8 @@ std::optional<ArgType> arg_type_from(std::string_view t) {
   return std::nullopt;
 }
 
+}  // namespace
+
 std::string_view arg_type_name(ArgType t) {
   switch (t) {
     case ArgType::Tensor: return "Tensor";
@@ -65,7 +67,6 @@ std::string_view arg_type_name(ArgType t) {
   }
   return "?";
 }
-}  // namespace
 
 Schema parse_schema(std::string_view text) {
   Schema s;

@@ -29,6 +29,7 @@ enum class OpCategory { Placeholder, Pointwise, Reduction, View, Matmul, Composi
 std::string_view category_name(OpCategory c);
 
 enum class ArgType { Tensor, TensorList, Int, Float, Scalar, Bool, Str, DType, IntList, FloatList };
+std::string_view arg_type_name(ArgType t);  // as schemas write it: "Tensor", "float", "int[]", ...
 
 struct ArgSpec {
   std::string name;

@@ -265,6 +265,28 @@ graph mlp(%x: f32[16,32], %w: f32[32,8]) {
   EXPECT_TRUE(has(bad.err, "--runs: Value 0 not in range")) << bad.err;
 }
 
+class CliOps : public CliTest {};
+
+TEST_F(CliOps, TheTableAndOneOpInFull) {
+  CliResult all = kiln("ops");
+  ASSERT_EQ(all.rc, 0) << all.err;
+  EXPECT_TRUE(has(all.out, "softmax                composite    yes   yes     (Tensor self, int dim, dtype? dtype=None)")) << all.out;
+  EXPECT_TRUE(has(all.out, "argmax")) << all.out;
+  CliResult one = kiln("ops cross_entropy");
+  ASSERT_EQ(one.rc, 0) << one.err;
+  EXPECT_TRUE(has(one.out, "attribute   int ignore_index = -100")) << one.out;
+  EXPECT_TRUE(has(one.out, "derivative: yes")) << one.out;
+  EXPECT_TRUE(has(one.out, "compiled:   decomposed into other ops first")) << one.out;
+  CliResult eq = kiln("ops eq");
+  EXPECT_TRUE(has(eq.out, "derivative: none (not differentiable)")) << eq.out;
+  CliResult plug = kiln(std::string("ops plug::scaled_swish --load ") + KILN_TEST_PLUGIN);
+  ASSERT_EQ(plug.rc, 0) << plug.err;
+  EXPECT_TRUE(has(plug.out, "compiled:   inline, the scalar expression \"x * sigmoid(beta * x)\"")) << plug.out;
+  CliResult missing = kiln("ops nope");
+  EXPECT_NE(missing.rc, 0);
+  EXPECT_TRUE(has(missing.err, "no op named 'nope'")) << missing.err;
+}
+
 class CliExplain : public CliTest {};
 
 TEST_F(CliExplain, CustomOpsFromALoadedLibrary) {

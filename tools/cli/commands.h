@@ -17,5 +17,6 @@ void add_export_command(CLI::App& app);  // export.cpp
 void add_grad_command(CLI::App& app);    // grad.cpp
 void add_profile_command(CLI::App& app); // profile.cpp
 void add_explain_command(CLI::App& app); // explain.cpp
+void add_ops_command(CLI::App& app);     // ops.cpp
 
 }  // namespace kiln::cli
