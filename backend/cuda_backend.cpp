@@ -488,3 +488,16 @@ std::vector<cu::DeviceTensor> run_on_device(const Executable& exe, std::span<con
 
 }  // namespace kiln::backend
 #endif  // KILN_HAVE_CUDA
+
+#if !KILN_HAVE_CUDA
+#include "backend/cuda_backend.h"
+
+namespace kiln::backend {
+// Built without the CUDA path: there is never a device to run on (compiling for one fails in
+// backend_for, naming the missing backend).
+bool cuda_device_present(std::string* why) {
+  if (why) *why = "kiln was built without the CUDA backend (no CUDA toolkit was found)";
+  return false;
+}
+}  // namespace kiln::backend
+#endif

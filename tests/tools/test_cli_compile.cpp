@@ -224,8 +224,9 @@ TEST_F(CliCompile, CudaRunWithoutAGpuSaysSoAndExits1) {
   write("sm.kir", kSoftmax);
   Result r = kiln("run sm.kir --device cuda --check");
   EXPECT_EQ(r.rc, 1);
-  EXPECT_TRUE(has(r.err, "no CUDA device is present")) << r.err;
+  EXPECT_TRUE(has(r.err, "kiln run --device cuda:0 needs a CUDA GPU, and none can be used here")) << r.err;
   EXPECT_EQ(count(r.err, "\n"), 1) << r.err;
+  EXPECT_EQ(r.out, "") << "nothing is done before the device is checked";
 }
 
 TEST_F(CliCompile, CudaRunCheckPassesOnAGpu) {

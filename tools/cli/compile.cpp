@@ -6,6 +6,11 @@
 #include <fmt/format.h>
 
 #include "backend/compile.h"
+#include "backend/cuda_backend.h"
+#include "runtime/cpu/jit.h"
+#if KILN_HAVE_CUDA
+#include "runtime/cuda/driver.h"
+#endif
 #include "ir/error.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/common.h"
@@ -21,6 +26,29 @@ Device parse_device(const std::string& device) {
     if (!n.empty() && n.size() < 4 && n.find_first_not_of("0123456789") == std::string::npos) return Device::cuda(std::stoi(n));
   }
   fail("unknown device '{}' (known: cpu, cuda, cuda:N)", device);
+}
+
+void require_runnable(const Device& device, const std::string& command) {
+  if (device.kind == Device::Kind::CPU) {
+    if (!runtime::cpu::jit_available())
+      fail("{} on the CPU needs the CPU backend, and this kiln was built without LLVM (-DKILN_ENABLE_LLVM=OFF); "
+           "without --device, {} uses the reference interpreter",
+           command, command);
+    return;
+  }
+  std::string why;
+  if (!backend::cuda_device_present(&why)) {
+    const std::string_view said = "no CUDA device: ";
+    if (why.rfind(said, 0) == 0) why.erase(0, said.size());
+    fail("{} --device {} needs a CUDA GPU, and none can be used here ({}); `kiln compile --device cuda` compiles "
+         "for one without it",
+         command, device.str(), why);
+  }
+#if KILN_HAVE_CUDA
+  if (device.index >= runtime::cuda::device_count())
+    fail("{}: device {} does not exist: this machine has {} CUDA device{}", command, device.str(), runtime::cuda::device_count(),
+         runtime::cuda::device_count() == 1 ? "" : "s");
+#endif
 }
 
 void add_compile_command(CLI::App& app) {

@@ -30,6 +30,7 @@ void add_profile_command(CLI::App& app) {
   cmd->add_option("--trace", o->trace, "write a Chrome trace (JSON) of the median run here");
   cmd->add_option("--seed", o->seed, "seed of the random inputs")->capture_default_str();
   cmd->callback([o] {
+    require_runnable(parse_device(o->device), "kiln profile");
     Graph g = load_graph(o->file, o->graph);
     std::vector<HostTensor> inputs = random_inputs(g, o->seed);
     backend::CompileOptions options;

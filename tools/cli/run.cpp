@@ -74,6 +74,7 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--device", o->device, "compile and run on this device (cpu, cuda, cuda:N) instead of the reference interpreter");
   cmd->add_flag("--check", o->check, "with --device: compare every output with the reference interpreter (exit 1 on failure)");
   cmd->callback([o] {
+    if (!o->device.empty()) require_runnable(parse_device(o->device), "kiln run");
     Graph g = load_graph(o->file, o->graph);
     std::vector<HostTensor> inputs = o->inputs.empty() ? random_inputs(g, o->seed) : npy_inputs(g, o->inputs);
     fmt::print("graph {}: {} input{} ({})\n", g.name(), inputs.size(), inputs.size() == 1 ? "" : "s",
