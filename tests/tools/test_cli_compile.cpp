@@ -266,6 +266,25 @@ graph mlp(%x: f32[16,32], %w: f32[32,8]) {
   EXPECT_TRUE(has(bad.err, "--runs: Value 0 not in range")) << bad.err;
 }
 
+class CliInputs : public CliTest {};
+
+TEST_F(CliInputs, AFolderMatchesFilesToInputsByName) {
+  write("two.kir", R"(
+graph two(%a: f32[3], %b.w: f32[3]) {
+  %y = mul(%a, %b.w) : f32[3]
+  return (%y)
+})");
+  CliResult saved = kiln("run two.kir --seed 5 --save-inputs in --save-outputs out1");
+  ASSERT_EQ(saved.rc, 0) << saved.err;
+  CliResult again = kiln("run two.kir --inputs in --save-outputs out2");
+  ASSERT_EQ(again.rc, 0) << again.err;
+  EXPECT_EQ(read_text(path("out1/y.npy")), read_text(path("out2/y.npy")));
+  std::filesystem::remove(path("in/a.npy"));
+  CliResult missing = kiln("run two.kir --inputs in");
+  EXPECT_NE(missing.rc, 0);
+  EXPECT_TRUE(has(missing.err, "no file for 1 of graph 'two''s 2 inputs: %a")) << missing.err;
+}
+
 class CliOps : public CliTest {};
 
 TEST_F(CliOps, TheTableAndOneOpInFull) {

@@ -83,7 +83,7 @@ void add_grad_command(CLI::App& app) {
   cmd->add_option("--wrt", o->wrt, "inputs to differentiate with respect to (comma-separated; default: every floating input)")
       ->delimiter(',');
   cmd->add_flag("--check", o->check, "run gradcheck (float64 finite differences); exit 1 on failure");
-  cmd->add_option("--inputs", o->inputs, "one .npy file per graph input, in order (comma-separated; default: random)")
+  cmd->add_option("--inputs", o->inputs, "one .npy file per graph input, in order (comma-separated), or a folder of NAME.npy per input (default: random)")
       ->delimiter(',');
   cmd->add_option("--seed", o->seed, "seed of the random inputs")->capture_default_str();
   cmd->add_option("--save-grads", o->save_grads,

@@ -1,5 +1,9 @@
 #include "tools/cli/inputs.h"
 
+#include <filesystem>
+
+#include "tools/cli/common.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -60,8 +64,22 @@ std::vector<HostTensor> random_inputs(const Graph& g, uint64_t seed) {
   return out;
 }
 
-std::vector<HostTensor> npy_inputs(const Graph& g, const std::vector<std::string>& files) {
+std::vector<HostTensor> npy_inputs(const Graph& g, const std::vector<std::string>& given) {
   const auto& ins = g.inputs();
+  std::vector<std::string> files = given;
+  // A folder: one NAME.npy per graph input, named as --save-inputs and export write them.
+  if (given.size() == 1 && std::filesystem::is_directory(given[0])) {
+    files.clear();
+    std::vector<std::string> missing;
+    for (const Node* in : ins) {
+      std::string path = (std::filesystem::path(given[0]) / (file_stem(in->name()) + ".npy")).string();
+      if (!std::filesystem::exists(path)) missing.push_back(fmt::format("%{} ({})", in->name(), path));
+      files.push_back(path);
+    }
+    if (!missing.empty())
+      fail("--inputs {}: no file for {} of graph '{}''s {} input{}: {}", given[0], missing.size(), g.name(), ins.size(),
+           ins.size() == 1 ? "" : "s", fmt::join(missing, ", "));
+  }
   if (files.size() != ins.size()) {
     std::string names;
     for (auto* n : ins) names += (names.empty() ? "%" : ", %") + n->name();

@@ -21,7 +21,8 @@ inline constexpr int64_t kDefaultIntBound = 8;
 // Random inputs: floats ~ U(-1,1), integers in [0, bound), each input with its own stream.
 std::vector<HostTensor> random_inputs(const Graph& g, uint64_t seed);
 
-// Inputs read from .npy files, one per graph input in order. A file must hold the input's
+// Inputs read from .npy files, one per graph input in order, or from one folder holding
+// NAME.npy for each input NAME (as --save-inputs writes them; the names as file_stem gives). A file must hold the input's
 // shape; a dtype of the same kind (f64 for f32, i64 for i32) is converted, with a note on
 // stderr. kiln::Error names the input and the file otherwise.
 std::vector<HostTensor> npy_inputs(const Graph& g, const std::vector<std::string>& files);

@@ -68,7 +68,7 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("file", o->file, "the .kir file")->required();
   cmd->add_option("--graph", o->graph, "which graph, when the file holds several");
   cmd->add_option("--seed", o->seed, "seed of the random inputs")->capture_default_str();
-  cmd->add_option("--inputs", o->inputs, "one .npy file per graph input, in order (comma-separated)")->delimiter(',');
+  cmd->add_option("--inputs", o->inputs, "one .npy file per graph input, in order (comma-separated), or a folder of NAME.npy per input")->delimiter(',');
   cmd->add_option("--save-outputs", o->save_outputs, "write each output as DIR/NAME.npy");
   cmd->add_option("--save-inputs", o->save_inputs, "write each input as DIR/NAME.npy (to replay them elsewhere)");
   cmd->add_option("--device", o->device, "compile and run on this device (cpu, cuda, cuda:N) instead of the reference interpreter");
