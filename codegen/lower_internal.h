@@ -238,7 +238,16 @@ class GraphLowering {
     out_.buffers.push_back(b);
     return static_cast<int>(out_.buffers.size()) - 1;
   }
-  std::string kernel_name() { return fmt::format("k{}", out_.kernels.size()); }
+  // One numbering everywhere: a group's kernel is named after the group (k3, as fused.kir and
+  // KILN_LOGS=fusion call it), a second kernel of the same group k3_1, a copy the lowering adds
+  // copy0, copy1, ...
+  std::string kernel_name(const FusionGroup* group) {
+    std::string base = group ? fmt::format("k{}", group->id) : "copy";
+    int n = kernel_names_[base]++;
+    if (!group) return fmt::format("copy{}", n);
+    return n == 0 ? base : fmt::format("{}_{}", base, n);
+  }
+  std::map<std::string, int> kernel_names_;
   void add_kernel_step(KernelBuilder& kb, Kernel k, int group) {
     verify(k);
     Step s;

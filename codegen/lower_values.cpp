@@ -8,7 +8,7 @@ namespace kiln::codegen::detail {
 
 KernelBuilder::KernelBuilder(GraphLowering& gl, const FusionGroup* group, std::string comment)
     : gl_(gl), group_(group) {
-  kernel_.name = gl.kernel_name();
+  kernel_.name = gl.kernel_name(group);
   kernel_.comment = std::move(comment);
 }
 

@@ -173,6 +173,26 @@ TEST(Lower, GatherIsACheckedIndirectLoadAndMatmulABlasStep) {
   EXPECT_TRUE(has(print_schedule(lg), "blas f32 B4 = B3 @ B2^T"));
 }
 
+// One numbering everywhere: a kernel is named after its fusion group (as fused.kir and the
+// fusion log call it), whatever the kernels before it.
+TEST(Lower, KernelsAreNamedAfterTheirFusionGroup) {
+  Graph g("kn");
+  Builder b(g);
+  Var x = b.wrap(g.add_input("x", F({4, 6})));
+  Var t = b.transpose(x, 0, 1);
+  Var e = b.op(Op::Exp, {t}, {}, "e");
+  Var s = b.op(Op::Sum, {e}, {{"dim", IntList{1}}}, "s");
+  g.set_outputs({e, s});
+  auto plan = plan_of(g, {{fusion::KernelKind::Alias, {t.v.name()}}, {fusion::KernelKind::Pointwise, {"e"}},
+                          {fusion::KernelKind::Reduction, {"s"}}});
+  LoweredGraph lg = lower(g, plan);
+  ASSERT_EQ(lg.kernels.size(), 2u);
+  EXPECT_EQ(lg.kernels[0].name, "k1");
+  EXPECT_TRUE(has(lg.kernels[0].comment, "group 1")) << lg.kernels[0].comment;
+  EXPECT_EQ(lg.kernels[1].name, "k2");
+  EXPECT_TRUE(has(lg.kernels[1].comment, "group 2")) << lg.kernels[1].comment;
+}
+
 // On a target whose GEMM applies epilogues (CUDA: cuBLASLt), matmul + bias + relu/gelu(tanh)
 // is one matmul step and no kernel; the CPU keeps the epilogue kernel; a matmul result that
 // something else also reads, or an exact (erf) GELU, is never folded.

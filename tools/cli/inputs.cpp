@@ -1,16 +1,14 @@
 #include "tools/cli/inputs.h"
 
-#include <filesystem>
-
-#include "tools/cli/common.h"
-
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 
 #include "ir/error.h"
 #include "ir/npy.h"
+#include "tools/cli/common.h"
 
 namespace kiln::cli {
 
