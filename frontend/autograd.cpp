@@ -1,6 +1,9 @@
 #include "frontend/autograd.h"
 
+#include <mutex>
 #include <unordered_map>
+
+#include "backend/compile.h"
 
 #include "frontend/trace.h"
 #include "ir/error.h"
@@ -83,6 +86,33 @@ ValueAndGrads value_and_grad_once(const ScalarFn& fn, const std::vector<int>& ar
 
 Executor reference_executor() {
   return [](const Graph& g, std::span<const HostTensor> inputs) { return interpret(g, inputs); };
+}
+
+Executor compiled_executor(Device device) {
+  // One compile per graph: a training loop hands the same step graph every time. The cache is
+  // keyed by the graph's address and checked against its name and size, and holds a copy of
+  // the graph, so a different graph at a reused address is compiled anew.
+  struct Entry {
+    std::string name;
+    size_t nodes = 0, inputs = 0;
+    std::shared_ptr<backend::CompiledGraph> compiled;
+  };
+  auto cache = std::make_shared<std::unordered_map<const Graph*, Entry>>();
+  auto mu = std::make_shared<std::mutex>();
+  return [cache, mu, device](const Graph& g, std::span<const HostTensor> inputs) {
+    std::shared_ptr<backend::CompiledGraph> c;
+    {
+      std::lock_guard lock(*mu);
+      Entry& e = (*cache)[&g];
+      if (!e.compiled || e.name != g.name() || e.nodes != g.num_nodes() || e.inputs != g.inputs().size()) {
+        backend::CompileOptions options;
+        options.device = device;
+        e = {g.name(), g.num_nodes(), g.inputs().size(), std::make_shared<backend::CompiledGraph>(backend::compile(g, options))};
+      }
+      c = e.compiled;
+    }
+    return c->run(inputs);
+  };
 }
 
 GradFn grad(ScalarFn fn, std::vector<int> argnums, Executor executor) {

@@ -32,6 +32,12 @@ namespace kiln {
 using Executor = std::function<std::vector<HostTensor>(const Graph&, std::span<const HostTensor>)>;
 // The reference interpreter as an Executor.
 Executor reference_executor();
+// The compiler as an Executor: each graph it is given is compiled once for `device` (the CPU
+// backend, or a GPU with host tensors copied over and back) and run compiled from then on.
+// What train(), train_step() and a Trainer on the CPU take to run the compiled training step:
+//   Trainer trainer(model, loss_fn, batch, AdamWConfig{}, compiled_executor());
+// kiln::Error from the first run where the device's backend is missing.
+Executor compiled_executor(Device device = Device::cpu());
 
 // A function of Tensors to one scalar floating-point Tensor (a loss).
 using ScalarFn = std::function<Tensor(const std::vector<Tensor>&)>;

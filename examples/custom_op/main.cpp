@@ -161,11 +161,7 @@ std::pair<double, double> train(const Device& device, int steps) {
     x = x.to(device);
     t = t.to(device);
   } else {
-    auto compiled = std::make_shared<std::optional<backend::CompiledGraph>>();
-    executor = [compiled](const Graph& g, std::span<const HostTensor> in) {
-      if (!*compiled) *compiled = backend::compile_cpu(g);
-      return (*compiled)->run(in);
-    };
+    executor = compiled_executor();  // the training step compiled once, for the CPU
   }
   Trainer trainer(net, [&](const std::vector<Tensor>& b) { return cross_entropy(net(b[0]), b[1]); }, {x, t},
                   AdamWConfig{.lr = 3e-2, .weight_decay = 0}, executor);

@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
 
 #include "frontend/kiln.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
+#include "runtime/cpu/jit.h"
 #include "tests/support/support.h"
 
 using namespace kiln;
@@ -191,6 +193,28 @@ TEST(Optim, TrainerWritesParametersBackIntoTheModule) {
   double after = loss_fn({x, y}).item();
   EXPECT_LT(after, 0.7 * before);
   EXPECT_EQ(mlp.fc->weight.data().to_doubles(), trainer.state().params[0].to_doubles());
+}
+
+// The step compiled for the CPU (compiled_executor) against the reference interpreter's step:
+// the same losses, step for step, and it is compiled once.
+TEST(Optim, ACompiledTrainingStepMatchesTheReferenceStepForStep) {
+  if (!runtime::cpu::jit_available()) GTEST_SKIP() << "no CPU JIT in this build";
+  nn::MLP a(8, 16, 4), b(8, 16, 4);
+  Tensor x = randn({6, 8}, 5), y = randn({6, 8}, 6) * 0.5;
+  auto loss_of = [&](nn::MLP& m) { return [&m](const std::vector<Tensor>& t) { return mean(square(m(t[0]) - t[1])); }; };
+  int compiles = 0;
+  auto seen = std::make_shared<std::set<const Graph*>>();  // shared: the Trainer copies executors
+  Executor counting = [&compiles, seen, inner = compiled_executor()](const Graph& g, std::span<const HostTensor> in) {
+    compiles += seen->insert(&g).second;
+    return inner(g, in);
+  };
+  Trainer reference(a, loss_of(a), {x, y}, AdamWConfig{.lr = 1e-2});
+  Trainer compiled(b, loss_of(b), {x, y}, AdamWConfig{.lr = 1e-2}, counting);
+  for (int i = 0; i < 10; ++i) {
+    double want = reference.step({x, y}), got = compiled.step({x, y});
+    EXPECT_NEAR(got, want, 1e-5 * std::max(1.0, std::abs(want))) << "step " << i;
+  }
+  EXPECT_EQ(compiles, 1);
 }
 
 }  // namespace

@@ -187,11 +187,7 @@ void train_a_few_steps(const nn::MiniGPT& model, const HostTensor& ids, uint64_t
   Executor executor;  // empty: the reference interpreter
   std::string how = "the reference interpreter (kiln was built without the CPU backend)";
   if (runtime::cpu::jit_available()) {
-    auto compiled = std::make_shared<std::optional<backend::CompiledGraph>>();
-    executor = [compiled](const Graph& g, std::span<const HostTensor> in) {
-      if (!*compiled) *compiled = backend::compile_cpu(g);
-      return (*compiled)->run(in);
-    };
+    executor = compiled_executor();
     how = "the compiled training step";
   }
   TrainState state = step.init(loss.parameters);
