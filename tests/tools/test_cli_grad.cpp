@@ -107,6 +107,26 @@ TEST_F(CliGrad, TensorOutputsGetOnesTangents) {
   EXPECT_EQ(kiln::read_npy(path("out/grad_x.npy")).to_doubles(), (std::vector<double>{3, 3, 3, 3}));
 }
 
+TEST_F(CliGrad, OneOutputIsDifferentiatedAndTheTangentsAreNamed) {
+  // Outputs y = x*w (a tensor) and l = sum(x*w*x): by default the gradients are of the scalar l.
+  write("two.kir",
+        "graph two(%x: f32[3], %w: f32[3]) {\n  %y = mul(%x, %w)\n  %q = mul(%y, %x)\n  %l = sum(%q)\n  return (%y, %l)\n}\n");
+  fs::create_directories(path("in"));
+  kiln::write_npy(path("in/x.npy"), kiln::HostTensor::from_doubles(kiln::DType::F32, {3}, std::vector<double>{1, 2, 3}));
+  kiln::write_npy(path("in/w.npy"), kiln::HostTensor::from_doubles(kiln::DType::F32, {3}, std::vector<double>{4, 5, 6}));
+  Result r = kiln("grad two.kir --inputs in --save-grads out");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "tangents: %y: zeros, %l: ones (the gradients are of %l)")) << r.out;
+  EXPECT_EQ(kiln::read_npy(path("out/grad_w.npy")).to_doubles(), (std::vector<double>{1, 4, 9}));  // d l/d w = x^2
+  Result y = kiln("grad two.kir --inputs in --save-grads out_y --output y");
+  ASSERT_EQ(y.rc, 0) << y.err;
+  EXPECT_TRUE(has(y.out, "tangents: %y: ones, %l: zeros (the gradients are of %y)")) << y.out;
+  EXPECT_EQ(kiln::read_npy(path("out_y/grad_w.npy")).to_doubles(), (std::vector<double>{1, 2, 3}));  // d sum(y)/d w = x
+  Result bad = kiln("grad two.kir --save-grads o --output nope");
+  EXPECT_EQ(bad.rc, 1);
+  EXPECT_TRUE(has(bad.err, "--output nope: graph 'two' has no such output (its outputs: %y, %l)")) << bad.err;
+}
+
 TEST_F(CliGrad, DumpWritesParseableGraphs) {
   write("f.kir", kMlp);
   Result r = kiln("grad f.kir --partition mincut --dump d");

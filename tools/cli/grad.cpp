@@ -5,8 +5,9 @@
 // --check runs gradcheck (float64 central differences; fast random directions when the
 // inputs have many elements) and exits 1 if it fails. --save-grads runs the joint graph on the
 // reference interpreter and writes DIR/grad_<input>.npy per gradient and DIR/<output>.npy per
-// forward output. The tangent fed for every output is all ones (1.0 for a scalar loss, so the
-// gradients are those of the loss; ones for a tensor output, so they are those of its sum).
+// forward output. The gradients are of one output (--output NAME, default the first scalar
+// output): ones as its tangent, zeros for the others; with no scalar output and no --output,
+// ones on every output (the gradients of the sum of all). The tangents used are printed.
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -55,14 +56,44 @@ std::string saved_table(const autograd::Partition& p, autograd::PartitionKind ki
   return out;
 }
 
-// Joint inputs: the primals given, then all-ones tangents.
-std::vector<HostTensor> joint_inputs(const autograd::JointGraph& joint, const std::vector<HostTensor>& primals) {
-  std::vector<HostTensor> in = primals;
-  for (int i = 0; i < joint.num_tangents; ++i) {
-    HostTensor t = HostTensor::empty(joint.graph.inputs()[static_cast<size_t>(joint.num_primals + i)]->meta());
-    for (int64_t k = 0; k < t.numel(); ++k) t.set(k, 1.0);
-    in.push_back(std::move(t));
+// Which forward output the gradients are of: the one --output names, else the first scalar
+// floating output, else every output (the gradients of the sum of all). -1: every output.
+int differentiated_output(const Graph& g, const autograd::JointGraph& joint, const std::string& name) {
+  const auto& outs = g.outputs();
+  if (!name.empty()) {
+    std::string known;
+    for (size_t i = 0; i < outs.size(); ++i) {
+      if (outs[i].name() == name || "%" + outs[i].name() == name) {
+        if (joint.tangent_for_output[i] < 0) fail("--output {}: the output is not floating, so it has no gradient", name);
+        return static_cast<int>(i);
+      }
+      known += fmt::format("{}%{}", known.empty() ? "" : ", ", outs[i].name());
+    }
+    fail("--output {}: graph '{}' has no such output (its outputs: {})", name, g.name(), known);
   }
+  for (size_t i = 0; i < outs.size(); ++i)
+    if (joint.tangent_for_output[i] >= 0 && outs[i].meta().numel() == 1) return static_cast<int>(i);
+  return -1;
+}
+
+// Joint inputs: the primals given, then the tangents: ones on the differentiated output (all
+// outputs for -1), zeros on the others. Says which were used.
+std::vector<HostTensor> joint_inputs(const Graph& g, const autograd::JointGraph& joint, const std::vector<HostTensor>& primals,
+                                     int output) {
+  std::vector<HostTensor> in = primals;
+  std::string said;
+  for (size_t o = 0; o < joint.tangent_for_output.size(); ++o) {
+    if (joint.tangent_for_output[o] < 0) continue;
+    const Node* t_in = joint.graph.inputs()[static_cast<size_t>(joint.tangent_for_output[o])];
+    const bool on = output < 0 || static_cast<int>(o) == output;
+    HostTensor t = HostTensor::empty(t_in->meta());
+    for (int64_t k = 0; k < t.numel(); ++k) t.set(k, on ? 1.0 : 0.0);
+    in.push_back(std::move(t));
+    said += fmt::format("{}%{}: {}", said.empty() ? "" : ", ", g.outputs()[o].name(), on ? "ones" : "zeros");
+  }
+  fmt::print("tangents: {} ({})\n", said,
+             output < 0 ? "no scalar output: the gradients are of the sum of every output; --output picks one"
+                        : fmt::format("the gradients are of %{}", g.outputs()[static_cast<size_t>(output)].name()));
   return in;
 }
 
@@ -70,7 +101,7 @@ std::vector<HostTensor> joint_inputs(const autograd::JointGraph& joint, const st
 
 void add_grad_command(CLI::App& app) {
   struct Opts {
-    std::string file, graph, partition = "default", save_grads, dump;
+    std::string file, graph, partition = "default", save_grads, dump, output;
     std::vector<std::string> wrt, inputs;
     bool check = false;
     uint64_t seed = 0;
@@ -87,7 +118,9 @@ void add_grad_command(CLI::App& app) {
       ->delimiter(',');
   cmd->add_option("--seed", o->seed, "seed of the random inputs")->capture_default_str();
   cmd->add_option("--save-grads", o->save_grads,
-                  "write DIR/grad_<input>.npy per gradient and DIR/<output>.npy per output (tangents: all ones)");
+                  "write DIR/grad_<input>.npy per gradient and DIR/<output>.npy per output");
+  cmd->add_option("--output", o->output,
+                  "with --save-grads: the output whose gradients to take (default: the first scalar output; else the sum of all)");
   cmd->add_option("--dump", o->dump, "write joint.kir, forward.kir, backward.kir and saved.txt into DIR");
   cmd->callback([o] {
     autograd::PartitionKind kind = autograd::parse_partition_kind(o->partition);
@@ -116,7 +149,8 @@ void add_grad_command(CLI::App& app) {
     std::vector<HostTensor> inputs = o->inputs.empty() ? random_inputs(g, o->seed) : npy_inputs(g, o->inputs);
 
     if (!o->save_grads.empty()) {
-      std::vector<HostTensor> outs = interpret(joint.graph, joint_inputs(joint, inputs));
+      const int output = differentiated_output(g, joint, o->output);
+      std::vector<HostTensor> outs = interpret(joint.graph, joint_inputs(g, joint, inputs, output));
       make_dirs(o->save_grads);
       for (size_t i = 0; i < outs.size(); ++i) {
         std::string path =
