@@ -180,10 +180,7 @@ std::vector<HostTensor> CpuProgram::run(const ExecutableState& s, std::span<cons
     for (int b : step.args) args.push_back(ptr[b]);
     kernels[step.kernel](args.data(), nullptr);
     if (rec) rec->steps.push_back({start, since(t_run) - start});
-    if (auto err = runtime::cpu::take_kernel_error()) {
-      const codegen::Kernel& k = lg.kernels[step.kernel];
-      fail("graph {}: kernel {} ({}): {}", s.graph_name, k.name, k.comment, *err);
-    }
+    if (auto err = runtime::cpu::take_kernel_index_error()) fail("{}", index_error_message(s, lg.kernels[step.kernel], err->site, err->str()));
   }
   // Outputs returned twice share storage in the arena-free buffers: give each its own copy.
   for (size_t o = 1; o < outputs.size(); ++o)

@@ -179,8 +179,8 @@ void CudaProgram::check_errors(const ExecutableState& s, Loaded& L) const {
     cu::memset_async(L.error_records->data(), 0, bytes, *L.stream);  // the next run starts clean
     L.stream->synchronize();
     const codegen::Kernel& k = s.lowered.kernels[i];
-    fail("graph {}: kernel {} ({}): index {} is out of range for a dimension of size {}", s.graph_name, k.name, k.comment, recs[i].index,
-         recs[i].size);
+    fail("{}", index_error_message(s, k, recs[i].site,
+                                   fmt::format("index {} is out of range for a dimension of size {}", recs[i].index, recs[i].size)));
   }
 }
 

@@ -24,4 +24,14 @@ struct ExecutableState {
   std::shared_ptr<const Program> program;
 };
 
+// The message of an index out of range met by kernel `k` at check `site`: the op the user wrote
+// (through decompositions), the value, and the kernel: "graph ce: %loss = cross_entropy (its
+// gather %loss_gather): index 10 is out of range for a dimension of size 10 (kernel k1)".
+inline std::string index_error_message(const ExecutableState& s, const codegen::Kernel& k, int64_t site, const std::string& what) {
+  const auto& checks = s.lowered.index_checks;
+  if (site >= 0 && site < static_cast<int64_t>(checks.size()))
+    return "graph " + s.graph_name + ": " + checks[static_cast<size_t>(site)] + ": " + what + " (kernel " + k.name + ")";
+  return "graph " + s.graph_name + ": kernel " + k.name + " (" + k.comment + "): " + what;
+}
+
 }  // namespace kiln::backend

@@ -32,7 +32,7 @@ typedef unsigned long uint64_t;
 extern "C" {
 typedef void (*kiln_loop_body)(void* ctx, int64_t begin, int64_t end);
 void kiln_parallel_for(int64_t n, int64_t grain, kiln_loop_body body, void* ctx);
-void kiln_report_index_error(int64_t index, int64_t size);
+void kiln_report_index_error_at(int64_t index, int64_t size, int64_t site);
 }
 
 // Runs f(begin, end) over [0, n) on the runtime's pool; inline when n <= grain.

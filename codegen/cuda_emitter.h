@@ -66,7 +66,7 @@ inline constexpr const char* kCudaErrorRecordSymbol = "kiln_error";
 inline constexpr const char* kCudaErrorSlotSymbol = "kiln_error_slot";
 struct CudaErrorRecord {
   int32_t flag = 0;  // nonzero: an index was out of range
-  int32_t padding_ = 0;
+  int32_t site = 0;  // which check: codegen::LoweredGraph::index_checks
   int64_t index = 0;
   int64_t size = 0;
 };

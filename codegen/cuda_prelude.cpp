@@ -63,6 +63,7 @@ KILN_FN uint16_t kiln_f2h(float f) {
 // slot of one array per compiled graph (so one read after a run checks every kernel).
 struct kiln_error_record {
   int flag;        // 1 once an error was recorded
+  int site;        // which check (LoweredGraph::index_checks)
   long long index; // the offending index
   long long size;  // the size of the dimension it indexed
 };
@@ -70,11 +71,12 @@ extern "C" {
 __device__ kiln_error_record kiln_error;
 __device__ kiln_error_record* kiln_error_slot = &kiln_error;
 }
-KILN_FN void kiln_report_index_error(int64_t index, int64_t size) {
-  // Only the first reporter writes (index, size); the kernel's end orders them before the
-  // host's read.
+KILN_FN void kiln_report_index_error_at(int64_t index, int64_t size, int64_t site) {
+  // Only the first reporter writes (site, index, size); the kernel's end orders them before
+  // the host's read.
   kiln_error_record* e = kiln_error_slot;
   if (atomicCAS(&e->flag, 0, 1) == 0) {
+    e->site = (int)site;
     e->index = index;
     e->size = size;
   }

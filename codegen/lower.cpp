@@ -91,7 +91,8 @@ void GraphLowering::lower_scatter(const FusionGroup& grp) {
   Index qidx = nq == 1 ? Index(across.size(), imm(0)) : unravel(q, across), jidx;
   for (size_t d = 0, a = 0; d < ishape.size(); ++d) jidx.push_back(simplify(static_cast<int64_t>(d) == dim ? j : qidx[a++]));
   if (is.empty()) jidx.clear();
-  ExprPtr to = kb.bind(call("check_index", DType::I64, {cast(DType::I64, kb.value_at(index, jidx)), imm(ss.empty() ? 1 : ss[dim])}),
+  ExprPtr to = kb.bind(call("check_index", DType::I64,
+                            {cast(DType::I64, kb.value_at(index, jidx)), imm(ss.empty() ? 1 : ss[dim]), imm(index_check_site(n))}),
                        "to");
   Index tidx = jidx;
   if (tidx.empty()) tidx.push_back(imm(0));

@@ -82,6 +82,10 @@ struct LoweredGraph {
   std::vector<Kernel> kernels;
   std::vector<Step> steps;   // in execution order
   std::vector<int> outputs;  // the graph buffer of each graph output
+  // What each index check of the kernels checks (gather, scatter_add), by the site id its
+  // check_index call passes: "%loss = cross_entropy (its gather %loss_gather)". A kernel's
+  // out-of-range report carries the id, so the error names the op the user wrote.
+  std::vector<std::string> index_checks;
 };
 
 // Lowers every group of `plan` (groups of `g`, in order) for `target`: loops say what they

@@ -248,6 +248,12 @@ class GraphLowering {
     return n == 0 ? base : fmt::format("{}_{}", base, n);
   }
   std::map<std::string, int> kernel_names_;
+  // A site id for an index check of node n (LoweredGraph::index_checks).
+  int index_check_site(const Node* n) {
+    const std::string self = fmt::format("%{} = {}", n->name(), op_name(n->op()));
+    out_.index_checks.push_back(n->origin().empty() ? self : fmt::format("{} (its {})", n->origin(), self));
+    return static_cast<int>(out_.index_checks.size()) - 1;
+  }
   void add_kernel_step(KernelBuilder& kb, Kernel k, int group) {
     verify(k);
     Step s;

@@ -312,7 +312,7 @@ ExprPtr KernelBuilder::gather(const Node* n, const Index& idx) {
   int64_t dim = normalize_dim(n->attrs().get_int("dim"), rank);
   int64_t size = ss.empty() ? 1 : ss[dim];
   ExprPtr iv = cast(DType::I64, value_at(index, idx));
-  ExprPtr checked = bind(call("check_index", DType::I64, {iv, imm(size)}), n->name() + "_index");
+  ExprPtr checked = bind(call("check_index", DType::I64, {iv, imm(size), imm(gl_.index_check_site(n))}), n->name() + "_index");
   if (ss.empty()) return value_at(self, {});
   Index in = idx;
   if (in.empty()) in.push_back(imm(0));

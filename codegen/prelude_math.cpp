@@ -223,9 +223,9 @@ template <class T> KILN_FN void kiln_sumexp_merge(T& s, T& m, T s2, T m2) {
 }
 
 // ---- gather / scatter_add index check: wraps negatives; reports and reads 0 when out of range
-KILN_FN int64_t kiln_check_index(int64_t i, int64_t size) {
+KILN_FN int64_t kiln_check_index(int64_t i, int64_t size, int64_t site) {
   if (i < -size || i >= size) {
-    kiln_report_index_error(i, size);
+    kiln_report_index_error_at(i, size, site);
     return 0;
   }
   return i < 0 ? i + size : i;

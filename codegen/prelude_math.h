@@ -19,7 +19,7 @@
 //                             accurate there); 0: inline branch-free polynomials that clang
 //                             vectorizes (the CPU: libm calls keep loops scalar)
 //   kiln_h2f, kiln_f2h        f16 bits <-> float (F16C or bit arithmetic on the CPU, PTX cvt on
-//                             CUDA), and kiln_report_index_error(int64_t index, int64_t size)
+//                             CUDA), and kiln_report_index_error_at(int64_t index, int64_t size, int64_t site)
 //                             (the CPU runtime's callback; CUDA's device error record)
 //
 // and fixed-width typedefs (int32_t, int64_t, uint16_t, uint32_t, uint64_t, ...).
@@ -33,7 +33,7 @@ namespace kiln::codegen {
 // index checks). Both preludes define each (tests/codegen/test_prelude_math.cpp checks it);
 // the first four are the targets' own (see above), the rest are prelude_math()'s.
 inline constexpr std::array<std::string_view, 40> kPreludeMathFunctions = {
-    "kiln_h2f",        "kiln_f2h",         "kiln_report_index_error", "kiln_rcp",
+    "kiln_h2f",        "kiln_f2h",         "kiln_report_index_error_at", "kiln_rcp",
     "kiln_bf2f",       "kiln_f2bf",        "kiln_round_f16",   "kiln_round_bf16",
     "kiln_f2i64",      "kiln_f2i32",
     "kiln_wrap_add",   "kiln_wrap_sub",    "kiln_wrap_mul",    "kiln_ipow",

@@ -156,6 +156,12 @@ bool Graph::reinfer_types() {
   return changed;
 }
 
+std::vector<Node*> Graph::nodes_before(const Node* n, size_t k) const {
+  std::vector<Node*> out;
+  for (auto it = n->self_; out.size() < k && it != nodes_.begin();) out.push_back((--it)->get());
+  return out;
+}
+
 Graph Graph::clone() const {
   Graph g(name_);
   std::unordered_map<const Node*, Node*> map;
@@ -165,6 +171,7 @@ Graph Graph::clone() const {
     auto node = std::unique_ptr<Node>(new Node(&g, n->op_));
     Node* c = node.get();
     c->attrs_ = n->attrs_;
+    c->origin_ = n->origin_;
     c->results_ = n->results_;
     for (auto& r : c->results_) r.uses.clear();
     for (int i = 0; i < static_cast<int>(n->inputs_.size()); ++i) {

@@ -60,6 +60,10 @@ class Node {
   Graph* graph() const { return graph_; }
   // Points input i at another value, keeping both values' use lists right.
   void set_input(int i, Value v);
+  // The op call a decomposition replaced to make this node ("%loss = cross_entropy"); empty
+  // for a node written as it is. Errors from compiled code name it: the user wrote that op.
+  const std::string& origin() const { return origin_; }
+  void set_origin(std::string origin) { origin_ = std::move(origin); }
 
  private:
   friend class Graph;
@@ -69,6 +73,7 @@ class Node {
   std::vector<Value> inputs_;
   Attrs attrs_;
   std::vector<Result> results_;
+  std::string origin_;
   std::list<std::unique_ptr<Node>>::iterator self_;
 };
 
@@ -103,6 +108,8 @@ class Graph {
   // Graph inputs in order, then the nodes in topological order.
   const std::vector<Node*>& inputs() const { return inputs_; }
   std::vector<Node*> nodes() const;  // non-input nodes, a snapshot safe to mutate under
+  // The (at most) k nodes just before `n` in order: what a Builder inserting before n made.
+  std::vector<Node*> nodes_before(const Node* n, size_t k) const;
   size_t num_nodes() const { return nodes_.size(); }
 
   bool is_used(Value v) const;  // by a node or as a graph output

@@ -78,6 +78,11 @@ class Decomposer {
     DecompositionContext ctx{b, *n};
     std::vector<Value> outs = fn(ctx);
     check_results(*n, outs);
+    // The new nodes (inserted just before n) remember the op the user wrote: the outermost one,
+    // where a decomposition's own composites are decomposed in a later round.
+    const std::string origin = n->origin().empty() ? fmt::format("%{} = {}", n->name(), op_name(n->op())) : n->origin();
+    size_t made = g_.num_nodes() - count_before;
+    for (Node* m : g_.nodes_before(n, made)) m->set_origin(origin);
 
     std::vector<std::string> names;
     for (int i = 0; i < n->num_results(); ++i) {

@@ -292,6 +292,7 @@ class Fuser {
           ins.push_back(it == copy_of.end() ? u : Value{it->second, u.index});
         }
         Node* copy = g_.add_node(c->op(), std::move(ins), c->attrs(), c->name());
+        copy->set_origin(c->origin());
         copy_of[c] = copy;
         copies.push_back(copy);
         drafts_.add_copy(mine, copy, c);
@@ -458,6 +459,7 @@ class Fuser {
     }
     for (auto& [grp, uses] : readers) {
       Node* copy = g_.add_node(c->op(), {}, c->attrs(), c->name());
+      copy->set_origin(c->origin());
       for (const Use& u : uses) u.user->set_input(u.input_index, copy->result(0));
       drafts_.add_copy(grp, copy, c);
       note(grp, fmt::format("{} is inlined into {} as a copy %{}", node_str(c), ref(grp), copy->name()));

@@ -30,6 +30,7 @@ std::unordered_map<const Node*, Node*> rebuild_in_order(Graph& g, const std::vec
       ins.push_back(Value{it->second, v.index});
     }
     Node* m = out.add_node(n->op(), std::move(ins), n->attrs(), prefix + std::to_string(k));
+    m->set_origin(n->origin());
     for (int i = 0; i < n->num_results(); ++i)
       KILN_INTERNAL_ASSERT(m->meta(i) == n->meta(i), "a rebuilt node infers the same type");
     map[n] = m;

@@ -25,6 +25,8 @@ void kiln_parallel_for(int64_t n, int64_t grain, kiln_loop_body body, void* ctx)
 // raises kiln::Error after the kernel returns, naming the kernel. Only the first report until
 // take_kernel_error() is kept; any thread may report.
 void kiln_report_index_error(int64_t index, int64_t size);
+// The same, naming the check that failed (the site id of the generated check_index call).
+void kiln_report_index_error_at(int64_t index, int64_t size, int64_t site);
 }
 
 namespace kiln::runtime::cpu {
@@ -32,5 +34,13 @@ namespace kiln::runtime::cpu {
 // The first error kernels reported since the last call ("index 7 is out of range for a
 // dimension of size 5"), cleared by the call; the executor checks it after each kernel.
 std::optional<std::string> take_kernel_error();
+
+struct KernelIndexError {
+  int64_t index = 0, size = 0;
+  int64_t site = -1;  // the check's site id; -1 where the kernel gave none
+  std::string str() const;  // "index 7 is out of range for a dimension of size 5"
+};
+// The same report with its site, cleared by the call.
+std::optional<KernelIndexError> take_kernel_index_error();
 
 }  // namespace kiln::runtime::cpu

@@ -50,6 +50,8 @@ Jit& jit() {
         llvm::JITEvaluatedSymbol(llvm::pointerToJITTargetAddress(&kiln_parallel_for), flags);
     abi[j->lljit->mangleAndIntern("kiln_report_index_error")] =
         llvm::JITEvaluatedSymbol(llvm::pointerToJITTargetAddress(&kiln_report_index_error), flags);
+    abi[j->lljit->mangleAndIntern("kiln_report_index_error_at")] =
+        llvm::JITEvaluatedSymbol(llvm::pointerToJITTargetAddress(&kiln_report_index_error_at), flags);
     if (llvm::Error e = runtime.define(llvm::orc::absoluteSymbols(std::move(abi))))
       kiln::fail("CPU JIT: cannot bind the kernel ABI: {}", message_of(std::move(e)));
     auto process = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(

@@ -64,7 +64,7 @@ Kernel pointwise_kernel() {
 // out[i] = table[clamp(idx[i])]: a gather stays scalar (and reports bad indices).
 Kernel gather_kernel() {
   ExprPtr i = var("i", 0, 99);
-  ExprPtr at = call("check_index", DType::I64, {load("b2", DType::I64, i), imm(10)});
+  ExprPtr at = call("check_index", DType::I64, {load("b2", DType::I64, i), imm(10), imm(0)});
   return kernel("gather", {buf("b0", DType::F32, BufferRole::Output, 100), buf("b1", DType::F32, BufferRole::Input, 10),
                            buf("b2", DType::I64, BufferRole::Input, 100)},
                 with_map(for_loop("i", 100, LoopKind::Parallel, {store("b0", i, f32("b1", at))}), LoopMap::GpuGridStride), 256, 64);
@@ -236,7 +236,7 @@ TEST(CudaEmitter, GatherStaysAScalarGridStrideLoopWith64BitIndices) {
   EXPECT_FALSE(has(k, "kiln_vec")) << k;
   EXPECT_TRUE(has(k, "for (long long i = (long long)(blockIdx.x * blockDim.x + threadIdx.x); i < 100; i += (long long)(gridDim.x * blockDim.x)) {"))
       << k;
-  EXPECT_TRUE(has(k, "b0[i] = b1[kiln_check_index(b2[i], 10)];")) << k;
+  EXPECT_TRUE(has(k, "b0[i] = b1[kiln_check_index(b2[i], 10, 0)];")) << k;
 }
 
 TEST(CudaEmitter, BlockReductionCombinesThroughSharedMemoryAndThreadZeroStores) {

@@ -98,8 +98,8 @@ TEST(Simplifier, MergesUnraveledIndicesBackIntoOneVar) {
 
 TEST(Simplifier, KeepsLoadsAndCallsAsAtoms) {
   ExprPtr i = var("i", 0, 9);
-  ExprPtr g = call("check_index", DType::I64, {load("b1", DType::I64, add(i, imm(0))), imm(10)});
-  EXPECT_EQ(s(add(mul(g, imm(4)), mul(i, imm(1)))), "check_index(b1[i], 10)*4 + i");
+  ExprPtr g = call("check_index", DType::I64, {load("b1", DType::I64, add(i, imm(0))), imm(10), imm(0)});
+  EXPECT_EQ(s(add(mul(g, imm(4)), mul(i, imm(1)))), "check_index(b1[i], 10, 0)*4 + i");
   EXPECT_EQ(s(select(imm(DType::Bool, 0), imm(DType::F32, 1), load("b0", DType::F32, mul(i, imm(1))))), "b0[i]");
 }
 

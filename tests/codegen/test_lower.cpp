@@ -160,7 +160,7 @@ TEST(Lower, GatherIsACheckedIndirectLoadAndMatmulABlasStep) {
   ASSERT_EQ(lg.kernels.size(), 1u);
   EXPECT_EQ(body_of(lg.kernels[0]),
             "parallel for i in 0..24 {  # computes %g\n"
-            "  g_index: i64 = check_index(b1[i], 10)\n"
+            "  g_index: i64 = check_index(b1[i], 10, 0)\n"
             "  b0[i] = b2[g_index*8 + i % 8]\n"
             "}\n");
   ASSERT_EQ(lg.steps.size(), 2u);
