@@ -59,14 +59,33 @@ void plan_arena(codegen::LoweredGraph& lg, int64_t alignment, CompileReport& rep
   report.naive_bytes = mp.naive_bytes;
 }
 
-}  // namespace
-
+// The passes before fusion, on the pass manager: decompose composites, then canonicalize,
+// cse and dce until nothing changes (at most 4 rounds).
 std::vector<std::string> pass_list(const CompileOptions& o) {
   std::vector<std::string> p;
   if (o.decompose) p.push_back("decompose");
   if (o.optimize)
     for (const char* n : {"canonicalize", "cse", "dce"}) p.emplace_back(n);
   return p;
+}
+
+}  // namespace
+
+PassReport run_compile_passes(Graph& g, const CompileOptions& options, const std::string& dump_dir) {
+  PassOptions po;
+  po.fixpoint = true;
+  po.max_rounds = 4;
+  po.dump_dir = dump_dir;
+  return run_pipeline(g, pass_list(options), po);
+}
+
+fusion::FusionOptions compile_fusion_options(const CompileOptions& options) {
+  fusion::FusionOptions fo = options.fusion;
+  if (!options.fuse) {
+    fo.vertical = fo.horizontal = fo.reductions = false;
+    fo.max_group_nodes = 1;
+  }
+  return fo;
 }
 
 namespace {
@@ -107,11 +126,7 @@ CompiledGraph compile(const Graph& input, const CompileOptions& options) {
 
   Stopwatch sw;
   Graph g = input.clone();
-  PassOptions po;
-  po.fixpoint = true;
-  po.max_rounds = 4;
-  if (dump) po.dump_dir = (std::filesystem::path(options.dump_dir) / "passes").string();
-  report.passes = run_pipeline(g, pass_list(options), po);
+  report.passes = run_compile_passes(g, options, dump ? (std::filesystem::path(options.dump_dir) / "passes").string() : "");
   double decompose_ms = 0, optimize_ms = 0;
   for (const PassRun& r : report.passes.runs) (r.name == "decompose" ? decompose_ms : optimize_ms) += r.ms;
   check_primitive(g);
@@ -122,12 +137,7 @@ CompiledGraph compile(const Graph& input, const CompileOptions& options) {
   report.nodes = static_cast<int>(g.num_nodes());  // inputs are not nodes of the graph's body
   if (dump) write_file(options.dump_dir, "decomposed.kir", print_graph(g));
 
-  fusion::FusionOptions fo = options.fusion;
-  if (!options.fuse) {
-    fo.vertical = fo.horizontal = fo.reductions = false;
-    fo.max_group_nodes = 1;
-  }
-  fusion::FusionPlan plan = fusion::fuse(g, fo);
+  fusion::FusionPlan plan = fusion::fuse(g, compile_fusion_options(options));
   report.groups = static_cast<int>(plan.groups.size());
   report.stage_ms.emplace_back("fuse", sw.lap());
   if (dump) {

@@ -40,9 +40,12 @@ struct CompileOptions {
 // The name the CPU backend's callers knew; the options are the same for every device.
 using CpuCompileOptions = CompileOptions;
 
-// The passes compile() runs before fusion, on the pass manager: decompose composites, then
-// canonicalize, cse and dce until nothing changes (at most 4 rounds).
-std::vector<std::string> pass_list(const CompileOptions& options);
+// compile()'s stages before lowering, for other views of the same pipeline (backend/explain.h):
+// the passes on `g` in place (decompose composites, then canonicalize, cse and dce until
+// nothing changes, at most 4 rounds; each graph dumped into dump_dir when it is given), and
+// the fusion options (options.fusion, everything off without options.fuse).
+PassReport run_compile_passes(Graph& g, const CompileOptions& options, const std::string& dump_dir = "");
+fusion::FusionOptions compile_fusion_options(const CompileOptions& options);
 
 struct CompileReport {
   std::string graph;

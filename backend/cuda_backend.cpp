@@ -148,7 +148,7 @@ void CudaProgram::launch_opaque(const codegen::OpaqueCall& c, const OpaqueLaunch
   long long n = c.output_metas.empty() ? 0 : c.output_metas[0].numel();
   std::vector<double> attrs;
   for (const ArgSpec& a : op_info(c.op).schema.attrs) {
-    if (a.type != ArgType::Int && a.type != ArgType::Float && a.type != ArgType::Scalar && a.type != ArgType::Bool) continue;
+    if (!is_numeric(a.type)) continue;
     const AttrValue* v = c.attrs.find(a.name);
     double d = std::numeric_limits<double>::quiet_NaN();
     if (v) {

@@ -52,19 +52,11 @@ Explanation explain(const Graph& input, const CompileOptions& options) {
                      input.num_nodes());
   out += fmt::format("ops: {}\n", op_counts(input));
 
-  // The pipeline as compile() runs it, kept here to show the graph between its stages.
+  // compile()'s own stages, run here to show the graph between them.
   Graph g = input.clone();
-  PassOptions po;
-  po.fixpoint = true;
-  po.max_rounds = 4;
-  run_pipeline(g, pass_list(options), po);
+  run_compile_passes(g, options);
   out += fmt::format("after decomposition and optimization: {} nodes\nops: {}\n", g.num_nodes(), op_counts(g));
-  fusion::FusionOptions fo = options.fusion;
-  if (!options.fuse) {
-    fo.vertical = fo.horizontal = fo.reductions = false;
-    fo.max_group_nodes = 1;
-  }
-  fusion::FusionPlan plan = fusion::fuse(g, fo);
+  fusion::FusionPlan plan = fusion::fuse(g, compile_fusion_options(options));
   x.fused_dot = fusion::fused_to_dot(g, plan);
   out += fmt::format("\nfusion: {} groups, {} of them kernels or calls\n", plan.groups.size(), plan.num_kernels());
   for (const fusion::FusionGroup& grp : plan.groups) {

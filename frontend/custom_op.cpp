@@ -34,8 +34,6 @@ std::pair<std::string, std::string> split_schema(const std::string& schema) {
   return {name, schema.substr(open + 1, close - open - 1) + " " + rest};
 }
 
-bool numeric(ArgType t) { return t == ArgType::Int || t == ArgType::Float || t == ArgType::Scalar || t == ArgType::Bool; }
-
 // Broadcast the tensor inputs; PyTorch's result type, at least a floating one.
 MetaFn pointwise_meta() {
   return [](std::span<const TensorMeta> in, const Attrs&) {
@@ -130,7 +128,7 @@ Op register_custom_op(const CustomOp& def) {
     }
     if (inputs.empty()) fail("{}: an op with a scalar expression needs at least one Tensor argument", what);
     for (const ArgSpec& a : schema.attrs)
-      if (numeric(a.type)) attrs.push_back(a.name);
+      if (is_numeric(a.type)) attrs.push_back(a.name);
     expr = codegen::parse_scalar_expr(def.scalar_expr, inputs, attrs, what);
   }
 

@@ -30,6 +30,9 @@ std::string_view category_name(OpCategory c);
 
 enum class ArgType { Tensor, TensorList, Int, Float, Scalar, Bool, Str, DType, IntList, FloatList };
 std::string_view arg_type_name(ArgType t);  // as schemas write it: "Tensor", "float", "int[]", ...
+// int, float, Scalar, bool: the attributes a custom op's scalar expression reads by name and its
+// CUDA kernel receives as doubles.
+inline bool is_numeric(ArgType t) { return t == ArgType::Int || t == ArgType::Float || t == ArgType::Scalar || t == ArgType::Bool; }
 
 struct ArgSpec {
   std::string name;
