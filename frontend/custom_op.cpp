@@ -67,13 +67,13 @@ autograd::VjpRule vjp_from_decomposition(DecompositionFn decomposition) {
     std::unordered_map<const Node*, std::vector<Value>> mapped;
     const auto& jin = joint.graph.inputs();
     for (int i = 0; i < joint.num_primals; ++i) mapped[jin[static_cast<size_t>(i)]] = {n.input(i)};
-    for (int t = 0; t < joint.num_tangents; ++t) {
-      int out = -1;
-      for (size_t o = 0; o < joint.tangent_for_output.size(); ++o)
-        if (joint.tangent_for_output[o] == joint.num_primals + t) out = static_cast<int>(o);  // a graph input index
-      Value g = out >= 0 && out < static_cast<int>(c.grad_outputs.size()) ? c.grad_outputs[static_cast<size_t>(out)] : Value{};
-      if (!g) g = c.b.zeros(jin[static_cast<size_t>(joint.num_primals + t)]->meta().shape, jin[static_cast<size_t>(joint.num_primals + t)]->meta().dtype);
-      mapped[jin[static_cast<size_t>(joint.num_primals + t)]] = {g};
+    // Each output's tangent (tangent_for_output: its graph input, -1 for none) is the gradient
+    // flowing into that result here, or zeros where none does.
+    for (size_t o = 0; o < joint.tangent_for_output.size(); ++o) {
+      if (joint.tangent_for_output[o] < 0) continue;
+      const Node* t = jin[static_cast<size_t>(joint.tangent_for_output[o])];
+      Value g = o < c.grad_outputs.size() ? c.grad_outputs[o] : Value{};
+      mapped[t] = {g ? g : c.b.zeros(t->meta().shape, t->meta().dtype).v};
     }
     auto value_of = [&](Value v) { return mapped.at(v.node).at(static_cast<size_t>(v.index)); };
     for (Node* m : joint.graph.nodes()) {
@@ -86,7 +86,9 @@ autograd::VjpRule vjp_from_decomposition(DecompositionFn decomposition) {
     std::vector<Value> grads(n.inputs().size());
     const auto& jout = joint.graph.outputs();
     for (size_t w = 0; w < joint.wrt.size(); ++w) {
-      const size_t input = std::stoul(joint.wrt[w].substr(2));  // "in<k>"
+      // wrt names the primals ("in<k>", as made above); their position is the op's input index.
+      const auto it = std::find_if(jin.begin(), jin.begin() + joint.num_primals, [&](const Node* p) { return p->name() == joint.wrt[w]; });
+      const size_t input = static_cast<size_t>(it - jin.begin());
       if (c.needs_grad[input]) grads[input] = value_of(jout[static_cast<size_t>(joint.num_forward_outputs) + w]);
     }
     return grads;
