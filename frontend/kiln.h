@@ -1,6 +1,7 @@
 #pragma once
 // The frontend in one include: Tensor, the ops, tracing, the nn modules, gradients and optimizers.
 #include "frontend/autograd.h"
+#include "frontend/compile.h"
 #include "frontend/custom_op.h"
 #include "frontend/device.h"
 #include "frontend/dispatcher.h"

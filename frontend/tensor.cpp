@@ -35,10 +35,61 @@ const HostTensor& Tensor::data() const {
   return impl.data;
 }
 
-double Tensor::item() const {
+namespace {
+// item() / bool() of a traced tensor: a graph break under kiln::compile, an error under kiln::trace.
+void read_traced_value(const Tensor& t, const std::source_location* where, std::string_view what) {
+  TraceContext* ctx = TraceContext::current();
+  if (ctx && ctx->id() == t.impl()->trace_id && ctx->break_handler()) {
+    ctx->break_handler()(t, where, what);
+    KILN_INTERNAL_ASSERT(!t.is_traced(), "a graph break leaves the tensor it read concrete");
+    return;
+  }
+  std::string at = where ? fmt::format(" at {}:{}", where->file_name(), where->line()) : "";
+  fail("{} reads the value of traced tensor {}{}: kiln::trace records one graph, whose tensors have no values "
+       "yet. kiln::compile (frontend/compile.h) breaks the graph there instead: it runs the graph so far, reads "
+       "the value and traces the rest",
+       what, t.str(), at);
+}
+}  // namespace
+
+double Tensor::item(std::source_location where) const {
   if (numel() != 1) fail("item() needs a tensor with one element, got shape {}", shape_str(shape()));
+  if (is_traced()) read_traced_value(*this, &where, "item()");
   return host_data().get(0);
 }
+
+bool Tensor::is_nonzero(std::source_location where) const {
+  if (numel() != 1)
+    fail("the truth value of a tensor with {} elements (shape {}) is ambiguous: reduce it to one element first (e.g. (t > 0).sum() > 0)", numel(),
+         shape_str(shape()));
+  if (is_traced()) read_traced_value(*this, &where, "is_nonzero()");
+  return host_data().get(0) != 0;
+}
+
+Tensor::operator bool() const {
+  if (numel() != 1)
+    fail("the truth value of a tensor with {} elements (shape {}) is ambiguous: reduce it to one element first (e.g. (t > 0).sum() > 0)", numel(),
+         shape_str(shape()));
+  // A conversion operator cannot take the caller's location; is_nonzero() can.
+  if (is_traced()) read_traced_value(*this, nullptr, "bool()");
+  return host_data().get(0) != 0;
+}
+
+bool Tensor::requires_grad() const { return checked(impl_).requires_grad; }
+
+Tensor& Tensor::requires_grad_(bool on) {
+  const TensorImpl& impl = checked(impl_);
+  if (on && !is_floating(impl.meta.dtype))
+    fail("requires_grad_(): only floating-point tensors can require gradients, {} is {}", str(),
+         dtype_name(impl.meta.dtype));
+  if (impl.trace_id) fail("requires_grad_() on traced tensor {}: mark leaves before calling the function", str());
+  impl_->requires_grad = on;
+  return *this;
+}
+
+Tensor Tensor::grad() const { return Tensor(checked(impl_).grad); }
+
+void Tensor::zero_grad() { checked(impl_), impl_->grad.reset(); }
 
 const std::string& Tensor::name() const { return checked(impl_).name; }
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <source_location>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,7 @@ class DeviceTensor;
 }
 
 class DispatchKeySet;
+struct CompiledBackward;  // frontend/compiled_backward.h
 
 struct TensorImpl {
   TensorMeta meta;         // meta.device says where the data is
@@ -32,6 +34,14 @@ struct TensorImpl {
   Value value;             // set for traced tensors
   uint64_t trace_id = 0;   // which trace `value` belongs to (0: not traced)
   std::string name;        // parameters: their module path, e.g. "blocks.0.attn.qkv.weight"
+  // Autograd through kiln::compile (frontend/compile.h), as PyTorch's leaf tensors: a tensor
+  // that requires a gradient gets one in `grad` from backward() on a compiled result.
+  bool requires_grad = false;
+  std::shared_ptr<TensorImpl> grad;
+  // Set on the results of a compiled call that computed a gradient-carrying forward: the
+  // compiled backward graph and what it saved, shared by the call's results.
+  std::shared_ptr<CompiledBackward> grad_fn;
+  int grad_fn_output = 0;  // which result of that call this tensor is
 };
 
 class Tensor {
@@ -54,8 +64,15 @@ class Tensor {
   const HostTensor& data() const;
   // The values of an eager tensor wherever it is: a copy from the GPU for a device tensor.
   HostTensor host_data() const;
-  // The single value of a one-element eager tensor (copied back from a GPU, as PyTorch's item()).
-  double item() const;
+  // The single value of a one-element tensor (copied back from a GPU, as PyTorch's item()).
+  // Inside kiln::compile, reading a traced tensor's value is a graph break: the graph so far
+  // is compiled and run, and `where` names the break in KILN_LOGS=graph_breaks. Inside
+  // kiln::trace, which records one graph, it is a kiln::Error.
+  double item(std::source_location where = std::source_location::current()) const;
+  // PyTorch's bool(t): the truth of a one-element tensor, so that `if (x.sum() > 0)` works
+  // eagerly and, inside kiln::compile, breaks the graph as item() does.
+  explicit operator bool() const;
+  bool is_nonzero(std::source_location where = std::source_location::current()) const;
   std::vector<double> to_doubles() const { return host_data().to_doubles(); }
   std::vector<int64_t> to_ints() const { return host_data().to_ints(); }
 
@@ -72,6 +89,19 @@ class Tensor {
 
   const std::string& name() const;
   Tensor& set_name(std::string name);
+
+  // ---- gradients through kiln::compile (frontend/compile.h, frontend/compiled_backward.cpp)
+  bool requires_grad() const;
+  // Marks a leaf tensor (an input or a parameter) as one whose gradient backward() computes.
+  Tensor& requires_grad_(bool on = true);
+  // The gradient accumulated by backward() calls; undefined until the first.
+  Tensor grad() const;
+  void zero_grad();  // forgets the gradient (PyTorch's set_to_none)
+  // Runs the compiled backward of the call that returned this tensor, with `gradient` as its
+  // tangent (default: 1 for a one-element tensor), and adds the gradients into .grad() of the
+  // inputs and parameters that require one. Once per call (its saved tensors are then freed).
+  // kiln::Error for a tensor that no compiled, gradient-carrying call returned.
+  void backward(const Tensor& gradient = Tensor()) const;
   DispatchKeySet key_set() const;
   TensorImpl* impl() const { return impl_.get(); }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }

@@ -42,6 +42,18 @@ ActiveTrace::ActiveTrace(TraceContext& ctx) {
 
 ActiveTrace::~ActiveTrace() { g_current = nullptr; }
 
+void TraceContext::switch_current(TraceContext& next) {
+  KILN_INTERNAL_ASSERT(g_current, "a trace continues in a new graph only while one is active");
+  g_current = &next;
+}
+
+std::vector<std::shared_ptr<TensorImpl>> TraceContext::live_traced_tensors() const {
+  std::vector<std::shared_ptr<TensorImpl>> live;
+  for (const auto& w : traced_)
+    if (auto impl = w.lock(); impl && impl->trace_id == id_) live.push_back(std::move(impl));
+  return live;
+}
+
 Tensor TraceContext::add_input(const Tensor& example, const std::string& name) {
   Value v = graph_.add_input(graph_.fresh_name(name), graph_meta(example.meta()));
   auto impl = std::make_shared<TensorImpl>();
@@ -49,6 +61,8 @@ Tensor TraceContext::add_input(const Tensor& example, const std::string& name) {
   impl->value = v;
   impl->trace_id = id_;
   impl->name = example.name();
+  impl->requires_grad = example.impl()->requires_grad;
+  traced_.push_back(impl);
   lifted_[example.impl()] = v;
   keep_alive_.push_back(example.impl_ptr());
   return Tensor(std::move(impl));
@@ -104,6 +118,7 @@ std::vector<Tensor> TraceContext::tracing_kernel(Op op, std::span<const Tensor> 
     impl->meta = node->meta(i);
     impl->value = node->result(i);
     impl->trace_id = ctx->id_;
+    ctx->traced_.push_back(impl);
     out.emplace_back(std::move(impl));
   }
   return out;

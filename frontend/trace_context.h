@@ -3,7 +3,9 @@
 // concrete tensors lifted into graph inputs, and the tracing kernel that records nodes.
 // At most one trace is active per thread; kiln::trace (frontend/trace.h) owns it through an
 // RAII guard, so an exception inside the traced function leaves no state behind.
+#include <functional>
 #include <memory>
+#include <source_location>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -40,6 +42,22 @@ class TraceContext {
   std::vector<std::string> take_parameter_names() { return std::move(param_names_); }
   std::vector<std::string> take_parameter_paths() { return std::move(param_paths_); }
   std::vector<Tensor> take_parameter_tensors() { return std::move(param_tensors_); }
+  const std::vector<Tensor>& parameter_tensors() const { return param_tensors_; }
+
+  // The traced tensors of this trace that something outside it still holds (the function's
+  // locals): at a graph break, the values the rest of the function may go on to use.
+  std::vector<std::shared_ptr<TensorImpl>> live_traced_tensors() const;
+
+  // Graph breaks (kiln::compile): what item() / bool() on a tensor of this trace calls. The
+  // handler runs the graph so far and leaves the tensor concrete; `where` is null when the
+  // caller's source location is unknown (bool(t)). Without a handler, reading a traced value is
+  // a kiln::Error (kiln::trace records one graph).
+  using BreakHandler = std::function<void(const Tensor&, const std::source_location* where, std::string_view what)>;
+  void set_break_handler(BreakHandler handler) { break_handler_ = std::move(handler); }
+  const BreakHandler& break_handler() const { return break_handler_; }
+  // Continues the active trace in `next` (a graph break starts a new graph): the thread's
+  // current trace must be active already (an ActiveTrace holds it and clears it at its end).
+  static void switch_current(TraceContext& next);
 
   // The Tracing key's kernel: records one node (shape errors name the op, the node and the
   // input shapes) and returns traced tensors for its results.
@@ -56,6 +74,8 @@ class TraceContext {
   std::vector<std::string> param_names_;
   std::vector<std::string> param_paths_;
   std::vector<Tensor> param_tensors_;
+  std::vector<std::weak_ptr<TensorImpl>> traced_;  // every traced tensor made, for live_traced_tensors
+  BreakHandler break_handler_;
 };
 
 // Makes a TraceContext the current one for its lifetime (kiln::Error if one is active).

@@ -18,6 +18,8 @@ Tensor Module::register_parameter(const std::string& name, Tensor value) {
   for (auto& [n, p] : params_)
     if (n == name) fail("parameter '{}' is registered twice", name);
   value.set_name(prefix_ + name);
+  // As torch.nn.Parameter: a floating parameter requires a gradient (read by kiln::compile).
+  if (is_floating(value.dtype())) value.impl()->requires_grad = true;
   params_.emplace_back(name, value);
   return value;
 }
@@ -69,6 +71,10 @@ Module& Module::to(Device device) {
     impl->device_data = moved.impl()->device_data;
   }
   return *this;
+}
+
+void Module::zero_grad() {
+  for (auto& [path, p] : named_parameters()) p.zero_grad();
 }
 
 }  // namespace kiln::nn

@@ -37,6 +37,9 @@ class Module {
   int64_t num_parameters() const;
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const { return children_; }
 
+  // Forgets every parameter's gradient (PyTorch's zero_grad(set_to_none=True)).
+  void zero_grad();
+
   // Moves every parameter to `device` in place, as PyTorch's module.to(): the Tensors the
   // module (and whoever holds its parameters) see now live there. One copy per parameter,
   // none after: graphs then run on the parameters' device memory.

@@ -1,0 +1,493 @@
+// kiln::compile (frontend/compile.h): the cache of guarded entries, tracing with graph breaks,
+// and the AOTAutograd split when gradients are asked for.
+#include "frontend/compile.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <deque>
+#include <mutex>
+#include <unordered_map>
+
+#include "backend/compile.h"
+#include "frontend/compiled_backward.h"
+#include "frontend/debug_dump.h"
+#include "frontend/device.h"
+#include "frontend/guards.h"
+#include "frontend/trace_context.h"
+#include "ir/error.h"
+#include "ir/log.h"
+#include "ir/printer.h"
+#include "passes/autograd/joint.h"
+#include "passes/autograd/partition.h"
+
+namespace kiln {
+
+// ---- grad mode
+
+namespace {
+thread_local bool g_grad_enabled = true;
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string location_str(const std::source_location* where) {
+  if (!where) return "an unknown location (bool() of a tensor; t.is_nonzero() or t.item() name theirs)";
+  return fmt::format("{}:{} ({})", where->file_name(), where->line(), where->function_name());
+}
+}  // namespace
+
+bool grad_enabled() { return g_grad_enabled; }
+NoGradGuard::NoGradGuard() : previous_(g_grad_enabled) { g_grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { g_grad_enabled = previous_; }
+
+// ---- the cache
+
+namespace {
+
+// One specialization of a compiled function.
+struct CacheEntry {
+  int number = 0;  // the compile count when it was made, for logs
+  std::vector<TensorGuard> input_guards;
+  std::vector<TensorGuard> captured_guards;  // the tensors the function captured (whole-graph entries)
+  bool grad_mode = true;
+  // The function breaks its graph: each call runs it again, its graphs looked up by content.
+  bool breaks = false;
+  // A whole-graph entry: the compiled graph, its captured tensors (graph inputs after the
+  // function's), and for gradients the compiled backward.
+  std::vector<Tensor> captured;
+  std::shared_ptr<const backend::Executable> forward;
+  std::shared_ptr<const backend::Executable> backward;
+  std::vector<int> leaves;  // graph input indices whose gradients the backward returns
+  std::vector<int> tangent_for_output;
+  std::vector<TensorMeta> tangent_metas;
+  int num_outputs = 0;
+};
+
+std::vector<TensorGuard> guards_of(const std::vector<Tensor>& ts, const std::vector<std::string>& names) {
+  std::vector<TensorGuard> gs;
+  for (size_t i = 0; i < ts.size(); ++i) gs.push_back(guard_of(ts[i], names[i]));
+  return gs;
+}
+
+std::vector<std::string> input_labels(size_t n) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < n; ++i) out.push_back(fmt::format("input {}", i));
+  return out;
+}
+
+std::vector<Tensor> moved_to(const std::vector<Tensor>& ts, Device device) {
+  std::vector<Tensor> out;
+  out.reserve(ts.size());
+  for (const Tensor& t : ts) out.push_back(t.device() == device ? t : t.to(device));
+  return out;
+}
+
+}  // namespace
+
+struct CompiledFunctionState {
+  TraceFn fn;
+  CompileOptions options;
+  CompileStats stats;
+  std::vector<std::unique_ptr<CacheEntry>> entries;  // oldest first
+  bool eager = false;                                // past the cache size limit
+  bool warned_no_grad_through_breaks = false;
+  // Graphs between breaks, by content (their text and the device), shared by every entry.
+  std::unordered_map<std::string, std::shared_ptr<const backend::Executable>> segments;
+  std::mutex mu;  // calls of one compiled function run one at a time
+
+  Device device_for(const std::vector<Tensor>& inputs) const {
+    if (options.device) return *options.device;
+    return inputs.empty() ? Device::cpu() : inputs.front().device();
+  }
+
+  backend::CompileOptions backend_options(Device device, const std::string& dump_dir) const {
+    backend::CompileOptions b;
+    b.device = device;
+    b.cuda_graphs = options.cuda_graphs;
+    b.allow_tf32 = options.allow_tf32;
+    b.dump_dir = dump_dir;
+    return b;
+  }
+
+  // Compiles one graph (recording it in the debug folder and the logs).
+  std::shared_ptr<const backend::Executable> compile_graph(const Graph& g, Device device, DebugDump& debug,
+                                                           const std::string& stage) {
+    backend::CompiledGraph c = backend::compile(g, backend_options(device, debug.compile_folder(stage)));
+    debug.compiled(stage, c.report);
+    ++stats.compiles;
+    if (log_enabled("output_code"))
+      log_line("output_code", fmt::format("{} '{}' for {}:\n{}", options.name, g.name(), c.report.device,
+                                          c.executable.source()));
+    if (log_enabled("perf")) log_line("perf", fmt::format("{}: {}", options.name, c.report.str()));
+    return std::make_shared<const backend::Executable>(std::move(c.executable));
+  }
+
+  std::vector<Tensor> call(const std::vector<Tensor>& inputs);
+  std::vector<Tensor> run_entry(CacheEntry& e, const std::vector<Tensor>& inputs, Device device);
+  std::vector<Tensor> traced_call(const std::vector<Tensor>& inputs, Device device, CacheEntry* building);
+};
+
+// ---- tracing a call, with graph breaks
+
+namespace {
+
+// One traced call of the function: the graphs between its breaks, each compiled (or found
+// among those compiled before) and run when the trace reaches a break or the function's end.
+class BreakingTrace {
+ public:
+  BreakingTrace(CompiledFunctionState& s, Device device) : s_(s), device_(device) {}
+
+  // Starts the first graph; returns the traced stand-ins of the function's inputs.
+  std::vector<Tensor> start(const std::vector<Tensor>& inputs) {
+    inputs_ = inputs;
+    std::vector<Tensor> traced;
+    TraceContext& ctx = new_graph();
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const Tensor& t = inputs[i];
+      if (!t.defined()) fail("{}: input {} is undefined", s_.options.name, i);
+      if (t.is_traced()) fail("{}: input {} is a traced tensor", s_.options.name, i);
+      std::string name = t.name().empty() ? "x" + std::to_string(i) : sanitize_value_name(t.name());
+      traced.push_back(ctx.add_input(t, name));
+    }
+    traced_inputs_ = traced;
+    return traced;
+  }
+
+  TraceContext& current() { return *graphs_.back(); }
+  int breaks() const { return breaks_; }
+  // The graph inputs' values for the current graph: the function's inputs (first graph only),
+  // then the tensors lifted into it.
+  std::vector<Tensor> graph_input_values() {
+    std::vector<Tensor> values = graphs_.size() == 1 ? inputs_ : std::vector<Tensor>{};
+    std::vector<Tensor> lifted = current().take_parameter_tensors();
+    values.insert(values.end(), lifted.begin(), lifted.end());
+    return values;
+  }
+
+  // The end of the function: its results from the last graph.
+  std::vector<Tensor> finish(const std::vector<Tensor>& results) {
+    TraceContext& ctx = current();
+    std::vector<Value> outs;
+    for (const Tensor& t : results) outs.push_back(ctx.value_of(t));
+    ctx.graph().set_outputs(outs);
+    return run_current_graph();
+  }
+
+ private:
+  TraceContext& new_graph() {
+    std::string name = s_.options.name + (graphs_.empty() ? "" : fmt::format("_{}", graphs_.size()));
+    graphs_.push_back(std::make_unique<TraceContext>(name));
+    TraceContext& ctx = *graphs_.back();
+    ctx.set_break_handler([this](const Tensor& t, const std::source_location* where, std::string_view what) {
+      on_break(t, where, what);
+    });
+    return ctx;
+  }
+
+  std::vector<Tensor> run_current_graph() {
+    Graph& g = current().graph();
+    std::string key = fmt::format("{}\n{}", device_.str(), print_graph(g));
+    auto it = s_.segments.find(key);
+    if (it == s_.segments.end()) {
+      DebugDump debug = DebugDump::open(DebugDump::root_from(s_.options.debug_dir), g.name());
+      debug.graph("traced", g);
+      if (log_enabled("graph")) log_line("graph", print_graph(g));
+      it = s_.segments.emplace(key, s_.compile_graph(g, device_, debug, "graph")).first;
+      debug.finish();
+      if (debug.active()) s_.stats.debug_folders.push_back(debug.folder().string());
+    }
+    return run(*it->second, moved_to(graph_input_values(), device_));
+  }
+
+  // Whether a gradient was asked for: an input or a captured tensor requires one.
+  bool wants_gradients(TraceContext& ctx) const {
+    for (const Tensor& in : inputs_)
+      if (in.requires_grad()) return true;
+    for (const auto& impl : ctx.live_traced_tensors())
+      if (impl->requires_grad) return true;
+    for (const Tensor& p : ctx.parameter_tensors())
+      if (p.requires_grad()) return true;
+    return false;
+  }
+
+  // Runs the graph so far, makes every traced tensor the function still holds concrete, and
+  // goes on tracing in a new graph.
+  void on_break(const Tensor& t, const std::source_location* where, std::string_view what) {
+    if (s_.options.fullgraph)
+      fail("{}: graph break at {}: {} reads a traced value, and fullgraph=true asks for one graph", s_.options.name,
+           location_str(where), what);
+    ++breaks_;
+    ++s_.stats.graph_breaks;
+    TraceContext& ctx = current();
+    if (log_enabled("graph_breaks"))
+      log_line("graph_breaks", fmt::format("{}: graph break at {}: {} of %{} ends graph '{}' ({} nodes)",
+                                           s_.options.name, location_str(where), what, t.impl()->value.name(),
+                                           ctx.graph().name(), ctx.graph().num_nodes()));
+    if (breaks_ == 1 && grad_enabled() && !s_.warned_no_grad_through_breaks && wants_gradients(ctx)) {
+      s_.warned_no_grad_through_breaks = true;
+      fmt::print(stderr,
+                 "kiln: warning: '{}' breaks its graph at {}: its results carry no backward (kiln computes gradients "
+                 "of whole graphs only); compile the function without reading tensor values to train through it\n",
+                 s_.options.name, location_str(where));
+    }
+    std::vector<std::shared_ptr<TensorImpl>> live = ctx.live_traced_tensors();
+    std::vector<std::shared_ptr<TensorImpl>> computed;  // live node results, in output order
+    std::vector<Value> outs;
+    for (auto& impl : live) {
+      if (impl->value.node->is_input()) continue;
+      outs.push_back(impl->value);
+      computed.push_back(impl);
+    }
+    // The traced inputs of the first graph stand for the function's inputs: they become those.
+    std::vector<std::pair<std::shared_ptr<TensorImpl>, Tensor>> as_inputs;
+    if (graphs_.size() == 1)
+      for (size_t i = 0; i < traced_inputs_.size(); ++i) as_inputs.emplace_back(traced_inputs_[i].impl_ptr(), inputs_[i]);
+    std::vector<Tensor> results;
+    if (!outs.empty()) {
+      ctx.graph().set_outputs(outs);
+      results = run_current_graph();
+    }
+    for (size_t i = 0; i < computed.size(); ++i) make_concrete(*computed[i], results[i]);
+    for (auto& [impl, value] : as_inputs) make_concrete(*impl, value);
+    TraceContext::switch_current(new_graph());
+  }
+
+  // A traced tensor becomes the concrete tensor `value` (same storage), in place, so that the
+  // function's own handles see it.
+  void make_concrete(TensorImpl& impl, const Tensor& value) {
+    if (impl.trace_id == 0) return;
+    const TensorImpl& v = *value.impl();
+    impl.meta = v.meta;
+    impl.data = v.data;
+    impl.device_data = v.device_data;
+    impl.value = Value{};
+    impl.trace_id = 0;
+  }
+
+  CompiledFunctionState& s_;
+  Device device_;
+  std::vector<Tensor> inputs_, traced_inputs_;
+  std::deque<std::unique_ptr<TraceContext>> graphs_;
+  int breaks_ = 0;
+};
+
+}  // namespace
+
+// Traces the function on `inputs`. Without a break, and when `building`, the whole graph is
+// compiled into *building (with its backward when gradients are asked for) and run from there;
+// with breaks, each graph ran as the trace reached its end.
+std::vector<Tensor> CompiledFunctionState::traced_call(const std::vector<Tensor>& inputs, Device device,
+                                                       CacheEntry* building) {
+  auto t0 = std::chrono::steady_clock::now();
+  BreakingTrace bt(*this, device);
+  std::vector<Tensor> results;
+  std::vector<Tensor> traced_results;
+  {
+    std::vector<Tensor> traced = bt.start(inputs);
+    ActiveTrace active(bt.current());
+    traced_results = fn(traced);
+    if (traced_results.empty()) fail("{}: the compiled function returned no tensors", options.name);
+    if (bt.breaks() > 0 || !building) {
+      results = bt.finish(traced_results);
+      if (building) building->breaks = true;
+      return results;
+    }
+    // One graph: finished below, outside the trace.
+    std::vector<Value> outs;
+    for (const Tensor& t : traced_results) outs.push_back(bt.current().value_of(t));
+    bt.current().graph().set_outputs(outs);
+  }
+  double trace_ms = ms_since(t0);
+  TraceContext& ctx = bt.current();
+  Graph& g = ctx.graph();
+  CacheEntry& e = *building;
+  e.captured = ctx.take_parameter_tensors();
+  std::vector<std::string> captured_labels;
+  for (const Tensor& c : e.captured)
+    captured_labels.push_back(c.name().empty() ? fmt::format("captured tensor {}", captured_labels.size())
+                                               : fmt::format("parameter '{}'", c.name()));
+  e.captured_guards = guards_of(e.captured, captured_labels);
+  e.num_outputs = static_cast<int>(traced_results.size());
+
+  DebugDump debug = DebugDump::open(DebugDump::root_from(options.debug_dir), g.name());
+  debug.time("trace", trace_ms);
+  debug.graph("traced", g);
+  if (log_enabled("graph")) log_line("graph", fmt::format("{} (compile {}):\n{}", options.name, e.number, print_graph(g)));
+
+  // The leaves: floating graph inputs whose tensors require a gradient.
+  std::vector<std::string> wrt;
+  if (e.grad_mode) {
+    for (size_t i = 0; i < g.inputs().size(); ++i) {
+      const Tensor& t = i < inputs.size() ? inputs[i] : e.captured[i - inputs.size()];
+      if (t.impl()->grad_fn)
+        fail("{}: input {} was returned by another compiled call that computes gradients; kiln does not chain "
+             "compiled calls under autograd: compile the whole computation as one function, or detach it under "
+             "NoGradGuard",
+             options.name, i);
+      if (t.requires_grad() && is_floating(t.dtype())) {
+        e.leaves.push_back(static_cast<int>(i));
+        wrt.push_back(g.inputs()[i]->name());
+      }
+    }
+  }
+  if (wrt.empty()) {
+    e.forward = compile_graph(g, device, debug, "graph");
+  } else {
+    auto t1 = std::chrono::steady_clock::now();
+    autograd::JointGraph joint = autograd::build_joint(g, {.wrt = wrt});
+    debug.time("joint", ms_since(t1));
+    debug.graph("joint", joint.graph);
+    t1 = std::chrono::steady_clock::now();
+    autograd::Partition part = autograd::partition(joint, autograd::parse_partition_kind(options.partitioner));
+    debug.time("partition", ms_since(t1));
+    debug.graph("forward", part.forward);
+    debug.graph("backward", part.backward);
+    if (log_enabled("aot"))
+      log_line("aot", fmt::format("{}: joint graph of {} nodes, {} gradients; {} partition: forward {} nodes, backward "
+                                  "{} nodes, {} saved tensors ({} bytes), {} recomputed",
+                                  options.name, joint.graph.num_nodes(), wrt.size(), options.partitioner,
+                                  part.forward.num_nodes(), part.backward.num_nodes(), part.saved.size(),
+                                  part.saved_bytes, part.recomputed_nodes));
+    // The joint graph numbers a tangent by its graph input; the backward takes the tangents alone.
+    for (int t : joint.tangent_for_output) e.tangent_for_output.push_back(t < 0 ? -1 : t - joint.num_primals);
+    for (int i = 0; i < joint.num_tangents; ++i) e.tangent_metas.push_back(joint.graph.inputs()[joint.num_primals + i]->meta());
+    KILN_INTERNAL_ASSERT(part.backward.inputs().size() == part.saved.size() + e.tangent_metas.size(),
+                         "the backward takes the saved tensors, then every tangent");
+    e.forward = compile_graph(part.forward, device, debug, "forward");
+    e.backward = compile_graph(part.backward, device, debug, "backward");
+  }
+  debug.time("total", ms_since(t0));
+  debug.finish();
+  if (debug.active()) stats.debug_folders.push_back(debug.folder().string());
+  return run_entry(e, inputs, device);
+}
+
+std::vector<Tensor> CompiledFunctionState::run_entry(CacheEntry& e, const std::vector<Tensor>& inputs, Device device) {
+  std::vector<Tensor> feed = moved_to(inputs, device);
+  std::vector<Tensor> captured = moved_to(e.captured, device);
+  feed.insert(feed.end(), captured.begin(), captured.end());
+  std::vector<Tensor> outs = run(*e.forward, feed);
+  if (!e.backward) return outs;
+  auto bw = std::make_shared<CompiledBackward>();
+  bw->name = options.name;
+  bw->graph = e.backward;
+  bw->saved.assign(outs.begin() + e.num_outputs, outs.end());
+  bw->tangent_for_output = e.tangent_for_output;
+  bw->tangent_metas = e.tangent_metas;
+  for (int i : e.leaves) bw->leaves.push_back(static_cast<size_t>(i) < inputs.size() ? inputs[i] : e.captured[i - inputs.size()]);
+  bw->device = device;
+  outs.resize(static_cast<size_t>(e.num_outputs));
+  for (size_t i = 0; i < outs.size(); ++i) {
+    if (bw->tangent_for_output[i] < 0) continue;
+    // A result may be an input handed back: the grad_fn goes on a handle of the call's own.
+    for (const Tensor& f : feed)
+      if (outs[i].impl() == f.impl()) {
+        outs[i] = Tensor(std::make_shared<TensorImpl>(*f.impl()));
+        outs[i].impl()->requires_grad = false;
+        outs[i].impl()->grad.reset();
+      }
+    outs[i].impl()->grad_fn = bw;
+    outs[i].impl()->grad_fn_output = static_cast<int>(i);
+  }
+  return outs;
+}
+
+std::vector<Tensor> CompiledFunctionState::call(const std::vector<Tensor>& inputs) {
+  // Inside another trace (a compiled function called by a traced one), it is traced through,
+  // as Dynamo inlines a compiled function called from one it is compiling.
+  if (is_tracing()) return fn(inputs);
+  std::lock_guard lock(mu);
+  ++stats.calls;
+  if (eager) {
+    ++stats.eager_calls;
+    return fn(inputs);
+  }
+  const Device device = device_for(inputs);
+  const bool grad = grad_enabled();
+  std::vector<std::string> labels = input_labels(inputs.size());
+  // Newest first: the entry most likely to match is the one compiled for the latest change.
+  for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
+    CacheEntry& e = **it;
+    if (e.grad_mode != grad || first_guard_failure(e.input_guards, inputs)) continue;
+    if (e.breaks) return traced_call(inputs, device, nullptr);
+    if (first_guard_failure(e.captured_guards, e.captured)) continue;
+    ++stats.cache_hits;
+    return run_entry(e, inputs, device);
+  }
+  if (!entries.empty()) {
+    // The failure worth reporting is the nearest miss: the entry whose guards held longest
+    // (the newest among equals), as a user changing one thing expects that one thing named.
+    const CacheEntry* nearest = entries.back().get();
+    size_t best = 0;
+    for (auto it = entries.rbegin(); it != entries.rend(); ++it)
+      if (size_t n = guard_match_score((*it)->input_guards, inputs); n > best && (*it)->grad_mode == grad) {
+        best = n;
+        nearest = it->get();
+      }
+    const CacheEntry& newest = *nearest;
+    std::string why;
+    if (newest.grad_mode != grad) why = fmt::format("grad mode {} -> {}", newest.grad_mode ? "on" : "off", grad ? "on" : "off");
+    else if (auto f = first_guard_failure(newest.input_guards, inputs)) why = *f;
+    else if (auto f2 = first_guard_failure(newest.captured_guards, newest.captured)) why = *f2;
+    if (static_cast<int>(entries.size()) >= options.cache_size_limit) {
+      fmt::print(stderr,
+                 "kiln: warning: '{}' was compiled {} times (cache_size_limit) and runs eagerly from now on; the last "
+                 "guard that failed: {}\n",
+                 options.name, entries.size(), why);
+      eager = true;
+      ++stats.eager_calls;
+      return fn(inputs);
+    }
+    ++stats.recompiles;
+    stats.recompile_reasons.push_back(why);
+    if (log_enabled("recompiles"))
+      log_line("recompiles", fmt::format("{}: recompiling (compile {} of at most {}): {}", options.name,
+                                         entries.size() + 1, options.cache_size_limit, why));
+  }
+  auto e = std::make_unique<CacheEntry>();
+  e->number = static_cast<int>(entries.size()) + 1;
+  e->input_guards = guards_of(inputs, labels);
+  e->grad_mode = grad;
+  CacheEntry& entry = *entries.emplace_back(std::move(e));
+  try {
+    return traced_call(inputs, device, &entry);
+  } catch (...) {
+    entries.pop_back();  // a failed compile leaves no entry behind: the next call tries again
+    throw;
+  }
+}
+
+// ---- the public face
+
+std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& inputs) const { return s_->call(inputs); }
+
+Tensor CompiledFunction::operator()(const Tensor& input) const {
+  std::vector<Tensor> out = s_->call({input});
+  if (out.size() != 1) fail("{}: called with one tensor for one result, but it returned {}", s_->options.name, out.size());
+  return out[0];
+}
+
+const CompileStats& CompiledFunction::stats() const { return s_->stats; }
+
+CompiledFunction compile(TraceFn fn, CompileOptions options) {
+  if (!fn) fail("kiln::compile: the function is empty");
+  if (options.cache_size_limit < 1) fail("kiln::compile: cache_size_limit must be at least 1, got {}", options.cache_size_limit);
+  autograd::parse_partition_kind(options.partitioner);  // a bad name fails here, not at the first call
+  auto s = std::make_shared<CompiledFunctionState>();
+  s->fn = std::move(fn);
+  s->options = std::move(options);
+  return CompiledFunction(std::move(s));
+}
+
+CompiledFunction compile(TraceFn1 fn, CompileOptions options) {
+  if (!fn) fail("kiln::compile: the function is empty");
+  return compile(TraceFn([fn = std::move(fn)](const std::vector<Tensor>& in) {
+                   if (in.size() != 1) fail("a one-input compiled function was called with {} tensors", in.size());
+                   return std::vector<Tensor>{fn(in[0])};
+                 }),
+                 std::move(options));
+}
+
+}  // namespace kiln

@@ -1,0 +1,194 @@
+// kiln::compile(module, loss_fn, optimizer) (frontend/compile.h): a training step -- forward,
+// loss, backward and the optimizer's update -- compiled as one graph (make_train_step), guarded
+// on the batch as kiln::compile is, with the parameters and the optimizer's state updated in
+// place on their device.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <map>
+
+#include "frontend/compile.h"
+#include "frontend/debug_dump.h"
+#include "frontend/device.h"
+#include "frontend/guards.h"
+#include "ir/error.h"
+#include "ir/log.h"
+#include "ir/printer.h"
+#include "ir/reference/interpreter.h"
+
+namespace kiln {
+
+namespace {
+struct TrainEntry {
+  std::vector<TensorGuard> batch_guards;
+  TrainStep step;
+  std::shared_ptr<const backend::Executable> compiled;  // null: run on the reference interpreter (eager)
+  std::vector<Tensor> params;                           // the module's tensors, in the step's order
+};
+}  // namespace
+
+struct CompiledTrainStepState {
+  nn::Module* module = nullptr;
+  ScalarFn loss_fn;
+  OptimizerConfig optimizer;
+  CompileOptions options;
+  Device device;
+  CompileStats stats;
+  std::vector<TrainEntry> entries;
+  // Optimizer state by its name in the step graph ("fc_weight_exp_avg"), on `device`: shared by
+  // every specialization, so that a recompile for a new batch shape keeps the moments.
+  std::map<std::string, Tensor> opt_state;
+  int64_t steps = 0;
+  bool eager = false;
+
+  TrainEntry& entry_for(const std::vector<Tensor>& batch);
+  TrainEntry make_entry(const std::vector<Tensor>& batch, bool compile_it);
+  double run(TrainEntry& e, const std::vector<Tensor>& batch);
+};
+
+TrainEntry CompiledTrainStepState::make_entry(const std::vector<Tensor>& batch, bool compile_it) {
+  auto t0 = std::chrono::steady_clock::now();
+  TrainEntry e;
+  for (size_t i = 0; i < batch.size(); ++i) e.batch_guards.push_back(guard_of(batch[i], fmt::format("batch {}", i)));
+  TracedGraph loss = trace([&](const std::vector<Tensor>& b) { return std::vector<Tensor>{loss_fn(b)}; }, batch,
+                           options.name + "_loss");
+  e.step = make_train_step(loss, optimizer);
+  e.step.graph.set_name(options.name);
+  auto params = module->named_parameters();
+  for (const std::string& path : e.step.param_paths) {
+    auto it = std::find_if(params.begin(), params.end(), [&](const auto& p) { return p.first == path; });
+    if (path.empty() || it == params.end())
+      fail("{}: the loss reads a named tensor '{}' that is not a parameter of the module", options.name, path);
+    e.params.push_back(it->second);
+  }
+  if (log_enabled("graph")) log_line("graph", fmt::format("{}:\n{}", options.name, print_graph(e.step.graph)));
+  if (!compile_it) return e;
+  DebugDump debug = DebugDump::open(DebugDump::root_from(options.debug_dir), options.name);
+  debug.time("trace", std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  debug.graph("traced", loss.graph);
+  debug.graph("train_step", e.step.graph);
+  backend::CompileOptions b;
+  b.device = device;
+  b.cuda_graphs = options.cuda_graphs;
+  b.allow_tf32 = options.allow_tf32;
+  b.dump_dir = debug.compile_folder("train_step");
+  backend::CompiledGraph c = backend::compile(e.step.graph, b);
+  debug.compiled("train_step", c.report);
+  debug.finish();
+  if (debug.active()) stats.debug_folders.push_back(debug.folder().string());
+  ++stats.compiles;
+  if (log_enabled("output_code"))
+    log_line("output_code", fmt::format("{} for {}:\n{}", options.name, c.report.device, c.executable.source()));
+  if (log_enabled("perf")) log_line("perf", fmt::format("{}: {}", options.name, c.report.str()));
+  e.compiled = std::make_shared<const backend::Executable>(std::move(c.executable));
+  return e;
+}
+
+TrainEntry& CompiledTrainStepState::entry_for(const std::vector<Tensor>& batch) {
+  for (auto it = entries.rbegin(); it != entries.rend(); ++it)
+    if (!first_guard_failure(it->batch_guards, batch)) return *it;
+  if (!entries.empty()) {
+    std::string why = first_guard_failure(entries.back().batch_guards, batch).value_or("");
+    if (static_cast<int>(entries.size()) >= options.cache_size_limit && !eager) {
+      fmt::print(stderr,
+                 "kiln: warning: training step '{}' was compiled {} times (cache_size_limit) and runs on the reference "
+                 "interpreter from now on; the last guard that failed: {}\n",
+                 options.name, entries.size(), why);
+      eager = true;
+    }
+    ++stats.recompiles;
+    stats.recompile_reasons.push_back(why);
+    if (log_enabled("recompiles"))
+      log_line("recompiles", fmt::format("{}: recompiling the training step: {}", options.name, why));
+  }
+  return entries.emplace_back(make_entry(batch, !eager));
+}
+
+double CompiledTrainStepState::run(TrainEntry& e, const std::vector<Tensor>& batch) {
+  const TrainStep& ts = e.step;
+  std::vector<Tensor> inputs = e.params;
+  for (size_t i = 0; i < ts.state_names.size(); ++i) {
+    auto [it, fresh] = opt_state.try_emplace(ts.state_names[i]);
+    if (fresh) {  // zero moments / momentum buffers, made once where the parameters live
+      const TensorMeta& m = ts.graph.inputs()[static_cast<size_t>(ts.num_params) + i]->meta();
+      it->second = Tensor(HostTensor::empty(TensorMeta(m.dtype, m.shape))).to(device);
+    }
+    inputs.push_back(it->second);
+  }
+  for (const Tensor& b : batch) inputs.push_back(b.device() == device ? b : b.to(device));
+  inputs.push_back(Tensor(HostTensor::scalar(DType::F32, static_cast<double>(steps + 1))).to(device));
+  std::vector<Tensor> outs;
+  if (e.compiled) {
+    outs = kiln::run(*e.compiled, inputs);
+  } else {
+    ++stats.eager_calls;
+    std::vector<HostTensor> host;
+    for (const Tensor& t : inputs) host.push_back(t.host_data());
+    for (HostTensor& h : interpret(ts.graph, host)) outs.push_back(Tensor(std::move(h)).to(device));
+  }
+  KILN_INTERNAL_ASSERT(outs.size() == 1 + ts.state_names.size() + e.params.size(),
+                       "a train step returns the loss, the new parameters and the new state");
+  // The new values replace the old in the module's own tensors: no copy.
+  for (size_t i = 0; i < e.params.size(); ++i) {
+    TensorImpl* impl = e.params[i].impl();
+    const TensorImpl& v = *outs[1 + i].impl();
+    impl->meta = v.meta;
+    impl->data = v.data;
+    impl->device_data = v.device_data;
+  }
+  for (size_t i = 0; i < ts.state_names.size(); ++i) opt_state[ts.state_names[i]] = outs[1 + e.params.size() + i];
+  ++steps;
+  return outs[0].item();
+}
+
+double CompiledTrainStep::operator()(const std::vector<Tensor>& batch) const {
+  CompiledTrainStepState& s = *s_;
+  ++s.stats.calls;
+  for (size_t i = 0; i < batch.size(); ++i)
+    if (!batch[i].defined() || batch[i].is_traced()) fail("{}: batch tensor {} must be a concrete tensor", s.options.name, i);
+  size_t before = s.entries.size();
+  TrainEntry& e = s.entry_for(batch);
+  if (s.entries.size() == before && e.compiled) ++s.stats.cache_hits;
+  return s.run(e, batch);
+}
+
+const CompileStats& CompiledTrainStep::stats() const { return s_->stats; }
+int64_t CompiledTrainStep::steps() const { return s_->steps; }
+
+TrainState CompiledTrainStep::state() const {
+  TrainState out;
+  out.step = s_->steps;
+  if (s_->entries.empty()) return out;
+  const TrainEntry& e = s_->entries.back();
+  for (const Tensor& p : e.params) out.params.push_back(p.host_data());
+  for (const std::string& name : e.step.state_names) {
+    auto it = s_->opt_state.find(name);
+    out.state.push_back(it == s_->opt_state.end() ? HostTensor() : it->second.host_data());
+  }
+  return out;
+}
+
+CompiledTrainStep compile(nn::Module& module, ScalarFn loss_fn, OptimizerConfig optimizer, CompileOptions options) {
+  if (!loss_fn) fail("kiln::compile: the loss function is empty");
+  if (options.cache_size_limit < 1) fail("kiln::compile: cache_size_limit must be at least 1, got {}", options.cache_size_limit);
+  if (options.name == "fn") options.name = "train_step";
+  auto s = std::make_shared<CompiledTrainStepState>();
+  auto params = module.named_parameters();
+  if (params.empty()) fail("kiln::compile: the module has no parameters to train");
+  // The device option moves the module there once, in place (module.to(device)), as a
+  // PyTorch user does before building the optimizer.
+  if (options.device) module.to(*options.device);
+  s->device = params.front().second.device();
+  for (const auto& [path, p] : params)
+    if (p.device() != s->device)
+      fail("kiln::compile: parameter '{}' is on {} and '{}' on {}: move the module with module.to(device) or pass "
+           "the device option",
+           path, p.device().str(), params.front().first, s->device.str());
+  s->module = &module;
+  s->loss_fn = std::move(loss_fn);
+  s->optimizer = std::move(optimizer);
+  s->options = std::move(options);
+  return CompiledTrainStep(std::move(s));
+}
+
+}  // namespace kiln

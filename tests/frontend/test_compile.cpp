@@ -1,0 +1,292 @@
+// kiln::compile: guards and recompiles, the specialization limit, graph breaks, gradients
+// through the compiled backward, the training step as one compiled graph, and the debug folder.
+// Every test runs on each device present (the CPU; cuda:0 where the CUDA backend is built and
+// a GPU is there), and compares with the same function run eagerly on the CPU.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "frontend/guards.h"
+#include "frontend/kiln.h"
+#include "ir/dot.h"
+#include "tests/backend/backend_check.h"
+#include "tests/support/support.h"
+
+using namespace kiln;
+using kiln::testing::error_of;
+using kiln::testing::has;
+namespace fs = std::filesystem;
+
+namespace {
+
+class CompileTest : public kiln::testing::DeviceTest {};
+
+Device dev() { return kiln::testing::test_device(); }
+
+void expect_close(const Tensor& got, const Tensor& want, double tol = 1e-5) {
+  ASSERT_EQ(got.shape(), want.shape());
+  EXPECT_TRUE(kiln::testing::tensors_close(got.host_data(), want.host_data(), tol, tol))
+      << "got " << got.str() << " want " << want.str();
+}
+
+// Sets an environment variable for one test.
+struct ScopedEnv {
+  std::string name;
+  ScopedEnv(std::string n, const char* value) : name(std::move(n)) { setenv(name.c_str(), value, 1); }
+  ~ScopedEnv() { unsetenv(name.c_str()); }
+};
+
+Tensor randn_on(const Shape& s, uint64_t seed) { return randn(s, seed).to(dev()); }
+
+// Designated initializers would leave -Wmissing-field-initializers warnings on GCC 12.
+CompileOptions options_with(void (*set)(CompileOptions&)) {
+  CompileOptions o;
+  set(o);
+  return o;
+}
+
+TEST_P(CompileTest, GuardsHitWithoutCallingTheFunctionAndRecompileNamingTheGuard) {
+  KILN_REQUIRE_RUN();
+  nn::MLP mlp(16, 32, /*seed=*/3);
+  mlp.to(dev());
+  int traced = 0;
+  NoGradGuard no_grad;  // inference: parameters require gradients, a forward-only graph is wanted
+  CompiledFunction f = compile([&](const Tensor& x) {
+    ++traced;
+    return mlp(x);
+  });
+  Tensor x = randn_on({4, 16}, 1);
+  Tensor y = f(x);
+  EXPECT_EQ(traced, 1);
+  EXPECT_EQ(f.stats().compiles, 1);
+  Tensor x2 = randn_on({4, 16}, 2);
+  Tensor y2 = f(x2);
+  EXPECT_EQ(traced, 1) << "a call that passes the guards runs the compiled code without calling the function";
+  EXPECT_EQ(f.stats().cache_hits, 1);
+  mlp.to(Device::cpu());
+  Tensor want2 = mlp(x2.cpu());  // eager, on the reference kernels
+  mlp.to(dev());
+  expect_close(y2, want2);
+
+  ScopedEnv logs("KILN_LOGS", "recompiles");
+  ::testing::internal::CaptureStderr();
+  Tensor y3 = f(randn_on({8, 16}, 3));
+  std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(traced, 2);
+  EXPECT_EQ(f.stats().recompiles, 1);
+  EXPECT_EQ(y3.shape(), (Shape{8, 16}));
+  ASSERT_EQ(f.stats().recompile_reasons.size(), 1u);
+  EXPECT_EQ(f.stats().recompile_reasons[0], "input 0: shape [4,16] -> [8,16]");
+  EXPECT_TRUE(has(log, "[recompiles]") && has(log, "input 0: shape [4,16] -> [8,16]")) << log;
+
+  // Both specializations stay: the first shape hits again.
+  f(randn_on({4, 16}, 4));
+  EXPECT_EQ(traced, 2);
+  // dtype, strides and requires_grad are guarded too.
+  Tensor wide = randn_on({16, 4}, 6);
+  Tensor transposed = wide.t();  // [4,16] with strides (1,4)
+  f(transposed);
+  EXPECT_TRUE(has(f.stats().recompile_reasons.back(), "input 0: strides (16,1) -> (1,4)"))
+      << f.stats().recompile_reasons.back();
+  expect_close(f(transposed), [&] {
+    mlp.to(Device::cpu());
+    Tensor w = mlp(transposed.cpu().contiguous());
+    mlp.to(dev());
+    return w;
+  }());
+}
+
+TEST_P(CompileTest, GuardFailuresNameDtypeDeviceAndRequiresGrad) {
+  TensorGuard g = guard_of(randn({2, 3}, 1), "input 0");
+  EXPECT_EQ(guard_failure(g, randn({2, 3}, 1).to(DType::F64)), "input 0: dtype f32 -> f64");
+  EXPECT_EQ(guard_failure(g, randn({3, 2}, 1)), "input 0: shape [2,3] -> [3,2]");
+  Tensor r = randn({2, 3}, 1);
+  r.requires_grad_();
+  EXPECT_EQ(guard_failure(g, r), "input 0: requires_grad false -> true");
+  EXPECT_FALSE(guard_failure(g, randn({2, 3}, 7)).has_value());
+  // A size-1 dimension's stride does not matter (it is never stepped over).
+  TensorGuard row = guard_of(randn({1, 3}, 1), "input 0");
+  EXPECT_FALSE(guard_failure(row, randn({3, 1}, 1).t()).has_value());
+}
+
+TEST_P(CompileTest, PastTheSpecializationLimitItRunsEagerlyWithOneWarning) {
+  KILN_REQUIRE_RUN();
+  CompiledFunction f = compile([](const Tensor& x) { return (x * 2.0).exp(); }, options_with([](CompileOptions& o) { o.cache_size_limit = 3; }));
+  ::testing::internal::CaptureStderr();
+  for (int64_t n = 1; n <= 5; ++n) {
+    Tensor x = randn_on({n, 3}, static_cast<uint64_t>(n));
+    expect_close(f(x), (x.cpu() * 2.0).exp());
+  }
+  std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(f.stats().compiles, 3);
+  EXPECT_EQ(f.stats().eager_calls, 2);
+  size_t first = err.find("cache_size_limit");
+  ASSERT_NE(first, std::string::npos) << err;
+  EXPECT_EQ(err.find("cache_size_limit", first + 1), std::string::npos) << "one warning only:\n" << err;
+  EXPECT_TRUE(has(err, "input 0: shape [3,3] -> [4,3]")) << err;
+}
+
+// A function that reads values out of its tensors: an `if` on a comparison and an item().
+std::vector<Tensor> branchy(const std::vector<Tensor>& in, int* item_line) {
+  Tensor y = in[0] * 2.0 + 1.0;
+  Tensor z = (y.sum() > 0) ? y.exp() : y * -1.0;
+  *item_line = __LINE__ + 1;
+  double m = z.amax().item();
+  return {z / m, y};
+}
+
+TEST_P(CompileTest, GraphBreaksRunEachGraphAndMatchTheEagerFunction) {
+  KILN_REQUIRE_RUN();
+  int item_line = 0;
+  CompiledFunction f = compile([&](const std::vector<Tensor>& in) { return branchy(in, &item_line); });
+  ScopedEnv logs("KILN_LOGS", "graph_breaks");
+  for (double sign : {1.0, -1.0, 1.0}) {
+    Tensor x = (abs(randn({3, 5}, 11)) * sign + sign * 0.5).to(dev());
+    ::testing::internal::CaptureStderr();
+    std::vector<Tensor> got = f(std::vector<Tensor>{x});
+    std::string log = ::testing::internal::GetCapturedStderr();
+    std::vector<Tensor> want = branchy({x.cpu()}, &item_line);
+    ASSERT_EQ(got.size(), 2u);
+    expect_close(got[0], want[0]);
+    expect_close(got[1], want[1]);
+    EXPECT_TRUE(has(log, "[graph_breaks]") && has(log, "bool()")) << log;
+    EXPECT_TRUE(has(log, fmt::format("test_compile.cpp:{}", item_line)) && has(log, "item()")) << log;
+  }
+  EXPECT_EQ(f.stats().graph_breaks, 6);
+  // Three graphs per call (before the if, between if and item, after item); the two branches
+  // give different second and third graphs, and the third call compiles nothing new.
+  EXPECT_EQ(f.stats().compiles, 5);
+
+  CompiledFunction strict = compile([&](const std::vector<Tensor>& in) { return branchy(in, &item_line); },
+                                    options_with([](CompileOptions& o) { o.fullgraph = true; }));
+  EXPECT_TRUE(has(error_of([&] { strict(std::vector<Tensor>{randn_on({2, 2}, 1)}); }), "fullgraph"));
+}
+
+TEST_P(CompileTest, ItemInsideTraceIsAnErrorNamingCompile) {
+  EXPECT_TRUE(has(error_of([&] { trace([](const Tensor& x) { return x * x.sum().item(); }, randn({2}, 1)); }), "kiln::compile"));
+}
+
+TEST_P(CompileTest, GradientsThroughTheCompiledBackwardMatchValueAndGrad) {
+  KILN_REQUIRE_RUN();
+  nn::MLP mlp(8, 16, /*seed=*/5);
+  Tensor x = randn({4, 8}, 1), target = randn({4, 8}, 2);
+  auto loss_fn = [&](const std::vector<Tensor>& b) { return mean(square(mlp(b[0]) - b[1])); };
+  ModuleGrads want = value_and_grad(mlp, loss_fn, {x, target});  // the reference interpreter
+
+  mlp.to(dev());
+  Tensor xd = x.to(dev());
+  xd.requires_grad_();
+  CompiledFunction f = compile([&](const std::vector<Tensor>& b) { return std::vector<Tensor>{loss_fn(b)}; });
+  Tensor loss = f({xd, target.to(dev())})[0];
+  EXPECT_NEAR(loss.item(), want.loss.item(), 1e-5);
+  loss.backward();
+  for (const auto& [path, p] : mlp.named_parameters()) {
+    ASSERT_TRUE(p.grad().defined()) << path;
+    expect_close(p.grad(), want[path]);
+  }
+  ASSERT_TRUE(xd.grad().defined());
+  EXPECT_EQ(xd.grad().shape(), x.shape());
+  EXPECT_TRUE(has(error_of([&] { loss.backward(); }), "a second time"));
+  // A second call accumulates, as PyTorch's .grad does.
+  f({xd, target.to(dev())})[0].backward();
+  for (const auto& [path, p] : mlp.named_parameters()) expect_close(p.grad(), want[path] * 2.0);
+  mlp.zero_grad();
+  EXPECT_FALSE(mlp.fc->weight.grad().defined());
+  // Under NoGradGuard the same function compiles a forward-only graph (a guard on grad mode).
+  {
+    NoGradGuard no_grad;
+    Tensor l2 = f({xd, target.to(dev())})[0];
+    EXPECT_TRUE(has(error_of([&] { l2.backward(); }), "no eager autograd"));
+  }
+  EXPECT_TRUE(has(f.stats().recompile_reasons.back(), "grad mode on -> off"));
+}
+
+TEST_P(CompileTest, TrainingStepMatchesTheUncompiledReferenceStepForStep) {
+  KILN_REQUIRE_RUN();
+  auto make = [] { return std::make_unique<nn::MLP>(8, 16, /*seed=*/9); };
+  Tensor x = randn({6, 8}, 1), y = randn({6, 8}, 2);
+  AdamWConfig adamw{.lr = 1e-2};
+
+  auto ref_model = make();
+  TracedGraph loss = trace([&](const std::vector<Tensor>& b) { return std::vector<Tensor>{mean(square((*ref_model)(b[0]) - b[1]))}; },
+                           {x, y}, "loss");
+  TrainStep ts = make_train_step(loss, adamw);
+  TrainState ref = ts.init(loss.parameters);
+  std::vector<double> want = train(ts, ref, {x.data(), y.data()}, 5);  // the reference interpreter
+
+  auto model = make();
+  CompiledTrainStep step = compile(*model, [&](const std::vector<Tensor>& b) { return mean(square((*model)(b[0]) - b[1])); },
+                                   adamw, options_with([](CompileOptions& o) { o.device = dev(); }));
+  EXPECT_EQ(model->fc->weight.device(), dev()) << "the device option moves the module there";
+  Tensor xd = x.to(dev()), yd = y.to(dev());
+  for (int i = 0; i < 5; ++i) EXPECT_NEAR(step({xd, yd}), want[static_cast<size_t>(i)], 1e-5) << "step " << i;
+  EXPECT_EQ(step.stats().compiles, 1);
+  EXPECT_EQ(step.stats().cache_hits, 4);
+  TrainState got = step.state();
+  ASSERT_EQ(got.params.size(), ref.params.size());
+  for (size_t i = 0; i < got.params.size(); ++i)
+    EXPECT_TRUE(kiln::testing::tensors_close(got.params[i], ref.params[i], 1e-5, 1e-5)) << ts.param_names[i];
+  EXPECT_TRUE(kiln::testing::tensors_close(model->fc->weight.host_data(), ref.params[0], 1e-5, 1e-5))
+      << "the module's own tensors are updated in place";
+  // A new batch shape recompiles the step and keeps the optimizer state.
+  double l = step({randn({3, 8}, 3).to(dev()), randn({3, 8}, 4).to(dev())});
+  EXPECT_TRUE(std::isfinite(l));
+  EXPECT_EQ(step.stats().compiles, 2);
+  EXPECT_EQ(step.stats().recompile_reasons.back(), "batch 0: shape [6,8] -> [3,8]");
+  EXPECT_EQ(step.steps(), 6);
+}
+
+TEST_P(CompileTest, DebugFolderHoldsEveryStageInOrderAndAReport) {
+  KILN_REQUIRE_RUN();
+  fs::path root = fs::temp_directory_path() / fmt::format("kiln_debug_{}_{}", getpid(), dev().str());
+  fs::remove_all(root);
+  nn::MLP mlp(8, 16, 1);
+  mlp.to(dev());
+  CompiledFunction f = compile([&](const Tensor& x) { return mlp(x).sum(); }, [&] {
+    CompileOptions o;
+    o.debug_dir = root.string();
+    o.name = "mlp";
+    return o;
+  }());
+  f(randn_on({2, 8}, 1));
+  ASSERT_EQ(f.stats().debug_folders.size(), 1u);
+  fs::path d = f.stats().debug_folders[0];
+  EXPECT_EQ(d.filename(), "000_mlp");
+  const bool svg = find_dot_program().has_value();
+  for (std::string stage : {"00_traced", "01_joint", "02_forward", "03_backward"}) {
+    EXPECT_TRUE(fs::exists(d / (stage + ".kir"))) << stage;
+    EXPECT_TRUE(fs::exists(d / (stage + (svg ? ".svg" : ".dot")))) << stage;
+  }
+  const std::string src = dev().kind == Device::Kind::CPU ? "kernels.cpp" : "kernels.cu";
+  for (std::string graph : {"04_compile_forward", "05_compile_backward"}) {
+    for (std::string file : {"decomposed.kir", "fused.kir", "kernels.txt", src.c_str()})
+      EXPECT_TRUE(fs::exists(d / graph / file)) << graph << "/" << file;
+    EXPECT_TRUE(fs::exists(d / graph / "passes"));
+    if (svg) {
+      EXPECT_TRUE(fs::exists(d / graph / "fused.svg"));
+    }
+  }
+  std::ifstream in(d / "report.json");
+  nlohmann::json r = nlohmann::json::parse(in);
+  EXPECT_EQ(r["graph"], "mlp");
+  EXPECT_GT(r["compiled"]["forward"]["kernels"].get<int>(), 0);
+  EXPECT_GT(r["compiled"]["backward"]["planned_bytes"].get<int64_t>(), 0);
+  EXPECT_GT(r["frontend_ms"]["trace"].get<double>(), 0);
+  EXPECT_EQ(r["stages"][1]["file"], "01_joint.kir");
+  // A second compile takes the next number.
+  f(randn_on({3, 8}, 2));
+  EXPECT_EQ(fs::path(f.stats().debug_folders.at(1)).filename(), "001_mlp");
+  fs::remove_all(root);
+}
+
+TEST_P(CompileTest, BackwardOfAnUncompiledTensorSaysHowToGetOne) {
+  EXPECT_TRUE(has(error_of([&] { randn({1}, 1).backward(); }), "requires_grad_()"));
+  EXPECT_TRUE(has(error_of([&] { tensor_of_ints({1}, {1}).requires_grad_(); }), "floating-point"));
+}
+
+KILN_DEVICE_TESTS(CompileTest);
+
+}  // namespace
