@@ -142,8 +142,11 @@ JointGraph build_joint(const Graph& forward, const JointOptions& options) {
   }
 
   // Reverse topological order: every user of a value is done before the value's producer.
+  // The Builder appends, so the nodes made for one forward node are the next `count` in order.
+  std::vector<std::pair<const Node*, size_t>> made_by;  // forward node, how many nodes it made
   for (auto it = forward_order.rbegin(); it != forward_order.rend(); ++it) {
     Node* n = *it;
+    const size_t count_before = g.num_nodes();
     std::vector<bool> needs(n->inputs().size());
     bool any_needed = false;
     for (size_t i = 0; i < needs.size(); ++i) any_needed |= needs[i] = rg.count(n->input(static_cast<int>(i))) > 0;
@@ -171,6 +174,15 @@ JointGraph build_joint(const Graph& forward, const JointOptions& options) {
       check_gradient(*n, static_cast<int>(i), in_grads[i]);
       grads.accumulate(n->input(static_cast<int>(i)), in_grads[i]);
     }
+    made_by.emplace_back(n, g.num_nodes() - count_before);
+  }
+  // Recorded by node, not name: the names of gradients are settled only below.
+  std::unordered_map<const Node*, const Node*> made_for;
+  {
+    std::vector<Node*> all = g.nodes();
+    size_t next = forward_order.size();
+    for (const auto& [forward_node, count] : made_by)
+      for (size_t k = 0; k < count; ++k) made_for[all.at(next++)] = forward_node;
   }
 
   std::vector<Value> outputs = g.outputs();
@@ -186,6 +198,10 @@ JointGraph build_joint(const Graph& forward, const JointOptions& options) {
   }
   g.set_outputs(outputs);
   erase_unused(g, forward_nodes);
+  // Only live nodes are looked up (erased ones stay in made_for as keys, never read), and no
+  // node was made after the erasing, so no address was reused.
+  for (Node* n : g.nodes())
+    if (auto it = made_for.find(n); it != made_for.end()) joint.derivative_of[n->name()] = it->second->name();
   verify_or_throw(g, "build_joint");
   return joint;
 }

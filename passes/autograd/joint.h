@@ -11,6 +11,7 @@
 //   named `grad_<input name>`. An input the outputs do not depend on gets a zero gradient.
 // Gradients of values used several times are summed; integer and bool inputs have none.
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "ir/graph.h"
@@ -29,6 +30,11 @@ struct JointGraph {
   int num_forward_outputs = 0;          // graph outputs [0, num_forward_outputs) are F's outputs
   std::vector<std::string> wrt;         // inputs whose gradients follow, in output order
   std::vector<int> tangent_for_output;  // per forward output: index of its tangent input, or -1
+  // Which forward node each backward node differentiates, by result name (a node's first):
+  // {"grad_x": "m"} when %grad_x was made by the derivative rule of %m. A sum of two gradient
+  // contributions counts as made by the node whose rule gave the second one. The zeros of an
+  // input no output depends on, and a copy that gives a gradient its name, differentiate none.
+  std::unordered_map<std::string, std::string> derivative_of;
 };
 
 // Throws kiln::Error naming the input if `wrt` names an unknown or non-floating input, and

@@ -2,6 +2,9 @@
 // subsets, errors), its numbers against hand-computed gradients, and its text round trip.
 #include <gtest/gtest.h>
 
+#include <string>
+#include <unordered_map>
+
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/reference/interpreter.h"
@@ -59,6 +62,33 @@ graph f(%x: f32[3], %w: f32[3]) {
   EXPECT_EQ(j.num_forward_outputs, 1);
   EXPECT_EQ(j.wrt, (std::vector<std::string>{"x", "w"}));
   EXPECT_EQ(j.tangent_for_output, (std::vector<int>{2}));
+}
+
+TEST(Joint, EachBackwardNodeNamesTheForwardNodeItDifferentiates) {
+  // The graph of GoldenTextForMulSum: sum's rule broadcasts the tangent, mul's makes both grads.
+  Graph f = parse_graph(R"(
+graph f(%x: f32[3], %w: f32[3]) {
+  %m = mul(%x, %w) : f32[3]
+  %y = sum(%m) : f32[]
+  return (%y)
+})");
+  JointGraph j = build_joint(f);
+  EXPECT_EQ(j.derivative_of, (std::unordered_map<std::string, std::string>{
+                                 {"grad_reshape", "y"}, {"grad_expand", "y"}, {"grad_x", "m"}, {"grad_w", "m"}}));
+}
+
+TEST(Joint, SummedGradientsBelongToTheRuleThatAddedAndZerosToNone) {
+  // add passes the tangent through with no node; exp's rule makes grad_mul, and the sum of x's
+  // two contributions (the tangent through add, grad_mul through exp) is made with it.
+  Graph f = parse_graph(R"(
+graph f(%x: f64[3], %unused: f64[2]) {
+  %e = exp(%x) : f64[3]
+  %y = add(%e, %x) : f64[3]
+  return (%y)
+})");
+  JointGraph j = build_joint(f);
+  EXPECT_EQ(j.derivative_of, (std::unordered_map<std::string, std::string>{{"grad_mul", "e"}, {"grad_x", "e"}}));
+  EXPECT_EQ(j.graph.outputs().back().name(), "grad_unused");  // zeros: in no rule's part
 }
 
 TEST(Joint, PrintedJointGraphParsesBack) {
@@ -212,6 +242,9 @@ graph f(%a: f32[3], %b: f32[3]) {
 })");
   JointGraph j = build_joint(f);
   EXPECT_EQ(output_names(j.graph), (std::vector<std::string>{"y", "a", "grad_a", "grad_b"}));
+  // a's two contributions (tangent_a, and tangent_y through add) are summed with add's rule;
+  // grad_b, a copy of tangent_y that carries the name, belongs to no rule.
+  EXPECT_EQ(j.derivative_of, (std::unordered_map<std::string, std::string>{{"grad_a", "y"}}));
   EXPECT_EQ(print_graph(parse_graph(print_graph(j.graph))), print_graph(j.graph));
   HostTensor a = make(DType::F32, {3}, {1, 2, 3}), b = make(DType::F32, {3}, {4, 5, 6});
   HostTensor ty = make(DType::F32, {3}, {1, -1, 2}), ta = make(DType::F32, {3}, {10, 20, 30});
