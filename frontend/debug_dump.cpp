@@ -31,8 +31,13 @@ int folder_number(const std::string& name) {
   return n;
 }
 
-void draw(const fs::path& kir_path, const std::string& dot_text) {
-  if (find_dot_program()) {
+// Graphviz lays out a graph of a few hundred nodes in about a second, and one of thousands (a
+// MiniGPT training step) in minutes, or fails: past this size the drawing stays .dot text,
+// for `dot -Tsvg` by hand.
+constexpr size_t kMaxDrawnNodes = 400;
+
+void draw(const fs::path& kir_path, const std::string& dot_text, size_t nodes) {
+  if (find_dot_program() && nodes <= kMaxDrawnNodes) {
     render_dot(dot_text, fs::path(kir_path).replace_extension(".svg").string(), "svg");
   } else {
     write_text(fs::path(kir_path).replace_extension(".dot"), dot_text);
@@ -75,7 +80,7 @@ void DebugDump::graph(const std::string& stage, const Graph& g) {
   if (!active()) return;
   fs::path path = folder_ / (next_stage(stage) + ".kir");
   write_text(path, print_graph(g));
-  draw(path, to_dot(g));
+  draw(path, to_dot(g), g.num_nodes());
   report_["stages"].push_back({{"stage", stage}, {"file", path.filename().string()}});
 }
 
@@ -94,7 +99,8 @@ void DebugDump::compiled(const std::string& graph, const backend::CompileReport&
     if (fs::exists(dir / "fused.dot")) {
       std::ifstream f(dir / "fused.dot");
       std::string dot((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-      if (find_dot_program()) render_dot(dot, (dir / "fused.svg").string(), "svg");
+      if (find_dot_program() && static_cast<size_t>(r.nodes) <= kMaxDrawnNodes)
+        render_dot(dot, (dir / "fused.svg").string(), "svg");
     }
     break;
   }

@@ -13,7 +13,8 @@
 //
 // Stages are numbered in the order they ran. Folders are numbered across the process and
 // across processes sharing the root (a number is taken by creating its folder). Where Graphviz
-// is not installed the drawings stay .dot text.
+// is not installed, or a graph has more than 400 nodes (Graphviz takes minutes on those), the
+// drawings stay .dot text.
 #include <filesystem>
 #include <string>
 #include <vector>

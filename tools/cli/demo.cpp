@@ -1,32 +1,32 @@
-// kiln demo [--out DIR] [--seed N]: the end-to-end tour. Builds the default MiniGPT, traces
-// its forward pass on a batch of token ids, prints the graph, runs the default pass
-// pipeline writing each stage as .kir (00_traced.kir, 01_<pass>.kir, ...), draws the
-// optimized graph, runs it on the reference interpreter, checks it against the traced graph,
-// and prints the next-token distribution's top entries for each sequence.
+// kiln demo [--out DIR] [--seed N] [--steps N] [--device auto|cpu|cuda]: the whole stack
+// learning something real. A MiniGPT (vocab 600, d_model 64) learns English and Spanish verb
+// conjugations that the repository generates (frontend/data/corpus.h), tokenized by a byte-level
+// BPE of 600 entries (frontend/data/tokenizer.h):
+//   - the training step (forward, loss, backward, AdamW) is one graph, compiled by
+//     kiln::compile(model, loss_fn, optimizer); the held-out loss and the generation are
+//     kiln::compile'd functions too, under NoGradGuard;
+//   - it prints the held-out loss before and after, a progress bar, the completions of
+//     conjugations the model never saw, and the debug folder where every compiled graph's
+//     stages are (traced, decomposed, fused, kernel IR, sources, SVGs, report.json).
+// It runs on the GPU when one is present, else on the CPU.
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <numeric>
 #include <optional>
 
-#include "backend/compile.h"
-#if KILN_HAVE_CUDA
 #include "backend/cuda_backend.h"
-#include "runtime/cuda/stream.h"
-#endif
+#include "frontend/compile.h"
+#include "frontend/data/corpus.h"
+#include "frontend/data/tokenizer.h"
+#include "frontend/generate.h"
 #include "frontend/nn/minigpt.h"
-#include "frontend/device.h"
-#include "frontend/optim.h"
+#include "frontend/ops.h"
+#include "ir/error.h"
 #include "runtime/cpu/jit.h"
-#include "frontend/trace.h"
-#include "ir/dot.h"
-#include "ir/printer.h"
-#include "ir/reference/interpreter.h"
-#include "passes/pass_manager.h"
-#include "passes/pipeline.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/common.h"
 
@@ -35,170 +35,178 @@ namespace kiln::cli {
 namespace {
 
 namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
 
-constexpr int64_t kBatch = 2, kSeqLen = 16, kTopK = 5;
+constexpr int64_t kBatch = 32, kSeq = 32;  // 1024 tokens a step; kSeq is MiniGPT's context
+constexpr int kEvalBatches = 8;
 
-// Runs the pipeline one pass at a time so that each stage lands in its own numbered file,
-// and merges the per-pass reports into one.
-PassReport run_stages(Graph& g, const fs::path& out) {
-  PassReport merged;
-  merged.rounds = 1;
-  const auto& pipeline = default_pipeline();
-  for (size_t i = 0; i < pipeline.size(); ++i) {
-    PassReport r = run_pipeline(g, {pipeline[i]});
-    merged.runs.insert(merged.runs.end(), r.runs.begin(), r.runs.end());
-    write_text((out / fmt::format("{:02}_{}.kir", i + 1, pipeline[i])).string(), print_graph(g));
-  }
-  merged.reached_fixpoint = !merged.changed();
-  return merged;
-}
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-void draw(const Graph& g, const fs::path& out, const std::string& stem) {
-  write_graph_image(g, (out / (stem + ".dot")).string());
-  if (!find_dot_program()) {
-    fmt::print("Graphviz is not installed: wrote {}.dot only (apt-get install graphviz for the SVG)\n", stem);
-    return;
-  }
-  write_graph_image(g, (out / (stem + ".svg")).string());
-  fmt::print("drew {}\n", (out / (stem + ".svg")).string());
-}
-
-double max_abs_diff(const HostTensor& a, const HostTensor& b) {
-  double m = 0;
-  for (int64_t i = 0; i < a.numel(); ++i) m = std::max(m, std::abs(a.get(i) - b.get(i)));
-  return m;
-}
-
-// Softmax over the last position's logits of each sequence, and its top entries.
-void print_top_tokens(const HostTensor& logits) {
-  const int64_t B = logits.shape()[0], T = logits.shape()[1], V = logits.shape()[2];
-  for (int64_t b = 0; b < B; ++b) {
-    const int64_t base = (b * T + (T - 1)) * V;
-    std::vector<double> p(V);
-    double mx = -INFINITY;
-    for (int64_t v = 0; v < V; ++v) mx = std::max(mx, logits.get(base + v));
-    double sum = 0;
-    for (int64_t v = 0; v < V; ++v) sum += p[v] = std::exp(logits.get(base + v) - mx);
-    for (double& x : p) x /= sum;
-    std::vector<int64_t> ids(V);
-    std::iota(ids.begin(), ids.end(), 0);
-    std::partial_sort(ids.begin(), ids.begin() + kTopK, ids.end(), [&](int64_t x, int64_t y) { return p[x] > p[y]; });
-    std::string line;
-    for (int64_t k = 0; k < kTopK; ++k) line += fmt::format("{}{:>4} ({:.4f})", k ? "  " : "", ids[k], p[ids[k]]);
-    fmt::print("  sequence {}: {}\n", b, line);
-  }
-}
-
-double ms_of(const std::function<void()>& fn) {
-  auto t0 = std::chrono::steady_clock::now();
-  fn();
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
-// Compiles the forward graph for the CPU, writing every backend stage to out/cpu/, and
-// checks the compiled logits against the interpreter's.
-void compile_for_cpu(const Graph& g, const std::vector<HostTensor>& inputs, const HostTensor& expected,
-                     const fs::path& out) {
-  backend::CpuCompileOptions opts;
-  opts.dump_dir = (out / "cpu").string();
-  backend::CompiledGraph compiled = backend::compile_cpu(g, opts);
-  fmt::print("== compiled for the CPU (decompose, fuse, C++, clang + ORC JIT; stages in {})\n{}", opts.dump_dir,
-             compiled.report.str());
-  HostTensor logits;
-  double compiled_ms = ms_of([&] { logits = compiled.run(inputs).at(0); });
-  double interpreted_ms = ms_of([&] { interpret(g, inputs); });
-  fmt::print("  max |compiled - interpreter| = {:.3g}; one run: {:.2f} ms compiled, {:.1f} ms interpreted\n",
-             max_abs_diff(logits, expected), compiled_ms, interpreted_ms);
-}
-
-// Compiles the forward graph for CUDA (NVRTC: no GPU needed), writing the stages, the CUDA C,
-// PTX and CUBINs to out/cuda/; runs and checks it where there is a GPU.
-void compile_for_cuda(const Graph& g, const std::vector<HostTensor>& inputs, const HostTensor& expected, const fs::path& out) {
-#if KILN_HAVE_CUDA
-  backend::CompileOptions opts;
-  opts.device = Device::cuda(0);
-  opts.dump_dir = (out / "cuda").string();
-  backend::CompiledGraph compiled = backend::compile(g, opts);
-  fmt::print("== compiled for CUDA (the same driver; CUDA C through NVRTC, matmuls through cuBLASLt; stages in {})\n{}",
-             opts.dump_dir, compiled.report.str());
+Device pick_device(const std::string& want) {
+  if (want == "cpu") return Device::cpu();
   std::string why;
-  if (!backend::cuda_device_present(&why)) {
-    fmt::print("  not run: {}\n", why);
-    return;
-  }
-  compiled.run(inputs);  // the first run loads the CUBINs
-  HostTensor logits;
-  double ms = ms_of([&] { logits = compiled.run(inputs).at(0); });
-  fmt::print("  max |cuda - interpreter| = {:.3g}; one run: {:.2f} ms with host copies\n", max_abs_diff(logits, expected), ms);
-#else
-  (void)g, (void)inputs, (void)expected, (void)out;
-  fmt::print("== CUDA: this build has no CUDA backend (no CUDA toolkit was found when it was built)\n");
-#endif
+  bool gpu = backend::cuda_device_present(&why);
+  if (want == "cuda" && !gpu) fail("--device cuda: {}", why);
+  return gpu ? Device::cuda(0) : Device::cpu();
 }
 
-// The same training on the GPU, as a PyTorch user writes it: the model moves once
-// (model.cuda()), the batch is put on the device, and a Trainer compiles the step for the GPU
-// and keeps the parameters and AdamW's state there between steps.
-void train_on_the_gpu(const nn::MiniGPTConfig& cfg, uint64_t seed, const HostTensor& ids, const HostTensor& next) {
-#if KILN_HAVE_CUDA
-  std::string why;
-  if (!backend::cuda_device_present(&why)) {
-    fmt::print("== training on the GPU: skipped ({})\n", why);
-    return;
+std::pair<Tensor, Tensor> batch_tensors(const data::Batch& b, Device device) {
+  return {tensor_of_ints(b.tokens, {b.batch, b.seq_len}).to(device), tensor_of_ints(b.targets, {b.batch, b.seq_len}).to(device)};
+}
+
+// One line that redraws itself on a terminal; elsewhere (a log, CI) a line every tenth.
+class ProgressBar {
+ public:
+  explicit ProgressBar(int total) : total_(total), tty_(isatty(STDOUT_FILENO)) {}
+  void update(int step, double loss, double tokens_per_s) {
+    constexpr int kWidth = 30;
+    int filled = static_cast<int>(kWidth * static_cast<int64_t>(step) / total_);
+    std::string bar = std::string(filled, '#') + std::string(kWidth - filled, '-');
+    std::string line = fmt::format("  [{}] step {:4}/{}  loss {:.3f}  {:.0f} tokens/s", bar, step, total_, loss, tokens_per_s);
+    if (tty_) {
+      fmt::print("\r{}", line);
+      if (step == total_) fmt::print("\n");
+      std::fflush(stdout);
+    } else if (step == total_ || step % std::max(1, total_ / 10) == 0) {
+      fmt::print("{}\n", line);
+    }
   }
+
+ private:
+  int total_;
+  bool tty_;
+};
+
+// Mean loss over fixed batches of a stream (the same batches before and after training).
+double mean_loss(const CompiledFunction& loss, const std::vector<int64_t>& stream, Device device, uint64_t seed) {
+  NoGradGuard no_grad;
+  double sum = 0;
+  for (int i = 0; i < kEvalBatches; ++i) {
+    auto [x, y] = batch_tensors(data::sample_batch(stream, kBatch, kSeq, seed + static_cast<uint64_t>(i)), device);
+    sum += loss(std::vector<Tensor>{x, y})[0].item();
+  }
+  return sum / kEvalBatches;
+}
+
+// Greedy completion of `prompt` up to the end of the line ('\n' before the prompt, as in the
+// training stream, where every line follows a newline).
+std::string complete(const CompiledFunction& logits_of, const data::Tokenizer& tok, const std::string& prompt,
+                     Device device) {
+  GenerateOptions g;
+  g.context = kSeq;
+  g.max_new_tokens = 12;
+  g.stop_token = data::kNewlineToken;
+  g.pad_token = data::kNewlineToken;
+  return tok.decode(generate(logits_of, tok.encode("\n" + prompt), g, device));
+}
+
+// The held-out lines' prompts ("es futuro comer: yo") and answers (" comeré").
+struct Probe {
+  std::string prompt, answer;
+};
+std::vector<Probe> probes_of(const std::vector<std::string>& lines) {
+  std::vector<Probe> out;
+  for (const std::string& l : lines) {
+    size_t colon = l.find(':');
+    size_t space = l.find(' ', colon + 2);  // "key: person answer": the person ends the prompt
+    if (colon == std::string::npos || space == std::string::npos) continue;
+    out.push_back({l.substr(0, space), l.substr(space)});
+  }
+  return out;
+}
+
+void run_demo(const std::string& out_dir, uint64_t seed, int steps, const std::string& device_name) {
+  auto t_start = Clock::now();
+  const Device device = pick_device(device_name);
+  if (device.kind == Device::Kind::CPU && !runtime::cpu::jit_available())
+    fail("the demo compiles for the CPU, and this kiln was built without its CPU backend (LLVM): install "
+         "llvm-14-dev and libclang-14-dev and build again, or run it on a machine with a GPU");
+  const fs::path debug_dir = fs::absolute(fs::path(out_dir) / "debug");
+  fs::remove_all(debug_dir);  // the folders are numbered from 000 on each run
+
+  data::Corpus corpus = data::conjugation_corpus(seed);
+  auto t0 = Clock::now();
+  data::Tokenizer tok = data::Tokenizer::train(corpus.train, 600);
+  std::vector<int64_t> train_stream = data::encode_lines(tok, corpus.train);
+  std::vector<int64_t> heldout_stream = data::encode_lines(tok, corpus.heldout);
+  size_t train_bytes = 0;
+  for (const std::string& l : corpus.train) train_bytes += l.size() + 1;
+  fmt::print("== the corpus: {} lines of English and Spanish verb conjugations, {} more held out (whole verb+tense "
+             "combinations the model never sees)\n",
+             corpus.train.size(), corpus.heldout.size());
+  for (size_t i = 0; i < 3 && i < corpus.train.size(); ++i) fmt::print("     {}\n", corpus.train[i]);
+  fmt::print("== tokenizer: byte-level BPE with {} entries, learned in {:.0f} ms: {} tokens for {} bytes ({:.1f} bytes "
+             "a token)\n",
+             tok.vocab_size(), 1e3 * seconds_since(t0), train_stream.size(), train_bytes,
+             static_cast<double>(train_bytes) / static_cast<double>(train_stream.size()));
+
+  nn::MiniGPTConfig cfg;
   nn::MiniGPT model(cfg, seed);
-  model.cuda();
-  Tensor tokens = Tensor(ids).cuda(), targets = Tensor(next).cuda();
-  std::vector<double> losses;
-  double compile_ms = 0;
-  std::optional<Trainer> trainer;
-  compile_ms = ms_of([&] {
-    trainer.emplace(model, [&](const std::vector<Tensor>& b) { return model.loss(b[0], b[1]); },
-                    std::vector<Tensor>{tokens, targets}, AdamWConfig{.lr = 3e-3});
-  });
-  auto before = runtime::cuda::transfer_stats();
-  double ms = ms_of([&] {
-    for (int i = 0; i < 8; ++i) losses.push_back(trainer->step({tokens, targets}));
-  });
-  auto after = runtime::cuda::transfer_stats();
-  std::string line;
-  for (double l : losses) line += fmt::format("{}{:.4f}", line.empty() ? "" : " ", l);
-  fmt::print("== training on the GPU (model.cuda(); the step compiled for {}, parameters and AdamW state on the device)\n",
-             trainer->device().str());
-  fmt::print("  loss per step: {}  ({:.0f} ms to trace and compile, {:.1f} ms for {} steps)\n", line, compile_ms, ms,
-             losses.size());
-  fmt::print("  host<->device per step: {} B over, {} B back (the step number, the loss, the kernels' error records)\n",
-             (after.host_to_device_bytes - before.host_to_device_bytes) / 8,
-             (after.device_to_host_bytes - before.device_to_host_bytes) / 8);
-#else
-  (void)cfg, (void)seed, (void)ids, (void)next;
-#endif
-}
+  fmt::print("== MiniGPT: vocab {}, d_model {}, {} heads, {} layers, context {}: {} parameters, on {}\n", cfg.vocab_size,
+             cfg.d_model, cfg.n_heads, cfg.n_layers, cfg.context, model.num_parameters(), device.str());
 
-// A training step (forward, backward, AdamW) is one graph; it runs compiled when the CPU
-// backend is built, else on the interpreter.
-void train_a_few_steps(const nn::MiniGPT& model, const HostTensor& ids, uint64_t seed, const fs::path& out) {
-  HostTensor next = random_tensor(TensorMeta(DType::I64, ids.shape()), seed + 1, model.config().vocab_size);
-  Tensor tokens(ids, "tokens"), targets(next, "targets");
-  TracedGraph loss = trace([&](const std::vector<Tensor>& b) { return std::vector<Tensor>{model.loss(b[0], b[1])}; },
-                           {tokens, targets}, "loss");
-  TrainStep step = make_train_step(loss, AdamWConfig{.lr = 3e-3});
-  write_text((out / "train_step.kir").string(), print_graph(step.graph));
-  Executor executor;  // empty: the reference interpreter
-  std::string how = "the reference interpreter (kiln was built without the CPU backend)";
-  if (runtime::cpu::jit_available()) {
-    executor = compiled_executor();
-    how = "the compiled training step";
+  CompileOptions options;
+  options.device = device;
+  options.debug_dir = debug_dir.string();
+  options.name = "train_step";
+  CompiledTrainStep train_step = compile(
+      model, [&](const std::vector<Tensor>& b) { return model.loss(b[0], b[1]); }, AdamWConfig{.lr = 3e-3, .weight_decay = 0.0},
+      options);
+  options.name = "eval_loss";
+  CompiledFunction eval_loss =
+      compile([&](const std::vector<Tensor>& b) { return std::vector<Tensor>{model.loss(b[0], b[1])}; }, options);
+  options.name = "logits";
+  CompiledFunction logits_of = compile([&](const Tensor& t) { return model(t); }, options);
+
+  std::vector<Probe> probes = probes_of(corpus.heldout);
+  const double heldout_before = mean_loss(eval_loss, heldout_stream, device, 1000);
+  fmt::print("   held-out loss before training: {:.3f} (a uniform guess over 600 tokens: {:.3f})\n", heldout_before,
+             std::log(600.0));
+
+  fmt::print("== training: {} steps of {} sequences x {} tokens, AdamW; the step is one compiled graph\n", steps, kBatch, kSeq);
+  ProgressBar bar(steps);
+  double loss = 0, compile_s = 0;
+  auto t_train = Clock::now();
+  for (int i = 1; i <= steps; ++i) {
+    auto [x, y] = batch_tensors(data::sample_batch(train_stream, kBatch, kSeq, seed * 1000003 + static_cast<uint64_t>(i)), device);
+    auto t_step = Clock::now();
+    loss = train_step({x, y});
+    if (i == 1) compile_s = seconds_since(t_step);  // the first step traces and compiles
+    double run_s = std::max(1e-9, seconds_since(t_train) - compile_s);
+    bar.update(i, loss, static_cast<double>(kBatch * kSeq * (i - 1)) / run_s);
   }
-  TrainState state = step.init(loss.parameters);
-  fmt::print("== training on one batch with AdamW ({} nodes in one train-step graph, train_step.kir), on {}\n",
-             step.graph.num_nodes(), how);
-  std::vector<double> losses;
-  double ms = ms_of([&] { losses = train(step, state, {ids, next}, 8, executor); });
-  std::string line;
-  for (double l : losses) line += fmt::format("{}{:.4f}", line.empty() ? "" : " ", l);
-  fmt::print("  loss per step: {}  ({:.0f} ms for {} steps, compilation included)\n", line, ms, losses.size());
-  train_on_the_gpu(model.config(), seed, ids, next);
+  const double train_s = seconds_since(t_train);
+  const double heldout_after = mean_loss(eval_loss, heldout_stream, device, 1000);
+  const double train_after = mean_loss(eval_loss, train_stream, device, 2000);
+  fmt::print("   {:.1f} s: {:.1f} s to trace and compile the step, {:.1f} ms a step after it\n", train_s, compile_s,
+             1e3 * (train_s - compile_s) / std::max(1, steps - 1));
+  fmt::print("   held-out loss: {:.3f} -> {:.3f}   (training text: {:.3f})\n", heldout_before, heldout_after, train_after);
+
+  fmt::print("== completions of held-out conjugations (greedy; the model never saw these verb+tense pairs)\n");
+  int right = 0;
+  for (size_t i = 0; i < probes.size(); ++i) {
+    std::string got = complete(logits_of, tok, probes[i].prompt, device);
+    bool ok = got == probes[i].answer;
+    right += ok;
+    if (i < 10)
+      fmt::print("   {:<34} ->{:<14} {}\n", probes[i].prompt + ":", got,
+                 ok ? "right" : fmt::format("(expected{})", probes[i].answer));
+  }
+  fmt::print("   {} of {} held-out conjugations completed exactly\n", right, probes.size());
+
+  fmt::print("== debug folder: {}\n", debug_dir.string());
+  std::vector<std::pair<std::string, std::string>> folders;  // (folder, what), listed in their numbered order
+  for (const std::string& f : train_step.stats().debug_folders) folders.emplace_back(f, "the training step");
+  for (const std::string& f : eval_loss.stats().debug_folders) folders.emplace_back(f, "the loss, without gradients");
+  for (const std::string& f : logits_of.stats().debug_folders) folders.emplace_back(f, "the logits for generation");
+  std::sort(folders.begin(), folders.end());
+  for (const auto& [f, what] : folders) fmt::print("   {}/  {}\n", fs::path(f).filename().string(), what);
+  fmt::print("   each: 00_traced.kir, the compile folder (passes/, decomposed.kir, fused.kir, fused.svg, kernels.txt, "
+             "kernels.{}), report.json\n",
+             device.kind == Device::Kind::CPU ? "cpp" : "cu");
+  fmt::print("== done in {:.1f} s\n", seconds_since(t_start));
+  if (!(heldout_after < heldout_before - 1.0))
+    fail("the held-out loss did not fall clearly ({:.3f} -> {:.3f})", heldout_before, heldout_after);
 }
 
 }  // namespace
@@ -207,48 +215,19 @@ void add_demo_command(CLI::App& app) {
   struct Opts {
     std::string out = "kiln-demo-out";
     uint64_t seed = 0;
+    int steps = 1000;
+    std::string device = "auto";
   };
   auto o = std::make_shared<Opts>();
-  auto* cmd = app.add_subcommand("demo", "Trace a small GPT, optimize it, draw it, run it: every stage in --out");
-  cmd->add_option("--out", o->out, "output folder")->capture_default_str();
-  cmd->add_option("--seed", o->seed, "seed of the model's weights and the token ids")->capture_default_str();
-  cmd->callback([o] {
-    const fs::path out = o->out;
-    make_dirs(o->out);
-
-    nn::MiniGPTConfig cfg;
-    nn::MiniGPT model(cfg, o->seed);
-    fmt::print("== MiniGPT: vocab {}, d_model {}, {} heads, {} layers, context {} ({} parameters)\n", cfg.vocab_size,
-               cfg.d_model, cfg.n_heads, cfg.n_layers, cfg.context, model.num_parameters());
-
-    // Token ids in [0, vocab): a batch of kBatch sequences of kSeqLen tokens.
-    HostTensor ids = random_tensor(TensorMeta(DType::I64, {kBatch, kSeqLen}), o->seed, cfg.vocab_size);
-    Tensor tokens(ids, "tokens");
-    TracedGraph traced = trace([&](const Tensor& t) { return model.forward(t); }, tokens, "forward");
-    fmt::print("== traced graph ({} nodes; the weights are its inputs after %tokens)\n{}\n", traced.graph.num_nodes(),
-               print_graph(traced.graph));
-    write_text((out / "00_traced.kir").string(), print_graph(traced.graph));
-
-    Graph optimized = traced.graph.clone();
-    PassReport report = run_stages(optimized, out);
-    fmt::print("== passes ({} nodes -> {})\n{}\n", traced.graph.num_nodes(), optimized.num_nodes(),
-               format_report(report));
-    draw(optimized, out, "graph");
-
-    std::vector<HostTensor> inputs = traced.graph_inputs({ids});
-    HostTensor logits = interpret(optimized, inputs).at(0);
-    HostTensor reference = interpret(traced.graph, inputs).at(0);
-    fmt::print("== ran the optimized graph on the reference interpreter\n  logits: {}\n", summarize(logits));
-    fmt::print("  max |optimized - traced| = {:.3g}\n", max_abs_diff(logits, reference));
-    fmt::print("== next-token distribution at the last position (top {} token ids, probability)\n", kTopK);
-    print_top_tokens(logits);
-    if (runtime::cpu::jit_available()) compile_for_cpu(optimized, inputs, logits, out);
-    else fmt::print("== the CPU backend is not built (no LLVM): skipping compilation\n");
-    compile_for_cuda(optimized, inputs, logits, out);
-    train_a_few_steps(model, ids, o->seed, out);
-    fmt::print("== wrote the stages to {}/ (00_traced.kir ... , graph.dot{}, cpu/, cuda/, train_step.kir)\n", o->out,
-               find_dot_program() ? ", graph.svg" : "");
-  });
+  auto* cmd = app.add_subcommand("demo", "Train a MiniGPT on verb conjugations with kiln::compile: losses, samples, "
+                                         "and every compiled graph's stages in --out/debug");
+  cmd->add_option("--out", o->out, "output folder (the debug folder is its debug/)")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "seed of the weights, the held-out split and the batches")->capture_default_str();
+  cmd->add_option("--steps", o->steps, "training steps")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--device", o->device, "auto (the GPU when there is one), cpu or cuda")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  cmd->callback([o] { run_demo(o->out, o->seed, o->steps, o->device); });
 }
 
 }  // namespace kiln::cli
