@@ -2,7 +2,7 @@
 # On the GPU machine (CUDA 13 at /usr/local/cuda, no LLVM, no package registry): builds kiln
 # with the LLVM path off and runs the CUDA tests, then (optionally) compute-sanitizer and the
 # CLI. Logs go to $OUT (the device tool brings them back), a summary table is printed last.
-#   scripts/device-test.sh [tests|examples|sanitize|cli|bench]...   (default: tests examples cli)
+#   scripts/device-test.sh [tests|examples|demo|sanitize|cli|bench]...   (default: tests examples demo cli)
 # KILN_SANITIZE_TOOLS="memcheck racecheck" picks the compute-sanitizer tools (default: all three).
 # Needs .devdeps/include (scripts/device-deps.sh, run on a Debian machine, carried along).
 set -uo pipefail
@@ -11,7 +11,7 @@ OUT="${OUT:-/tmp/kiln-device-out}"
 mkdir -p "$OUT"
 export KILN_CACHE_DIR="${KILN_CACHE_DIR:-/tmp/kiln-cache}"
 steps=("$@")
-((${#steps[@]})) || steps=(tests examples cli)
+((${#steps[@]})) || steps=(tests examples demo cli)
 summary=()
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$OUT/gpu.txt" 2>&1
@@ -57,9 +57,19 @@ for step in "${steps[@]}"; do
       done
       ;;
     examples)
+      # Every example built in the tree (each picks the GPU when there is one).
+      for exe in ./build-gpu/examples/*/kiln_example_custom_op ./build-gpu/examples/*/{linear_softmax,mlp_compile,minigpt_generate}; do
+        [[ -x $exe ]] || continue
+        name=$(basename "$exe")
+        t1=$(date +%s)
+        "$exe" > "$OUT/example_$name.log" 2>&1
+        summary+=("example $name: rc=$? $(( $(date +%s) - t1 )) s: $(grep -E 'loss [0-9.]+ ->|accuracy|FAIL|did not' "$OUT/example_$name.log" | tr '\n' ' ')")
+      done
+      ;;
+    demo)
       t1=$(date +%s)
-      ./build-gpu/examples/custom_op/kiln_example_custom_op > "$OUT/example_custom_op.log" 2>&1
-      summary+=("example custom_op: rc=$? $(( $(date +%s) - t1 )) s: $(grep -E 'loss [0-9.]+ ->|FAIL' "$OUT/example_custom_op.log" | tr '\n' ' ')")
+      ./build-gpu/bin/kiln demo --out /tmp/kiln-demo-out > "$OUT/demo.log" 2>&1
+      summary+=("demo: rc=$? $(( $(date +%s) - t1 )) s: $(grep -E 'held-out loss:|completed exactly|done in' "$OUT/demo.log" | tr '\n' ' ')")
       ;;
     cli)
       k=./build-gpu/bin/kiln

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "backend/cuda_backend.h"
 #include "frontend/kiln.h"
 
 using namespace kiln;
@@ -36,17 +37,20 @@ class TwoLayerMLP : public nn::Module {
 struct Data {
   Tensor x, y;
 };
-Data make_data(int64_t n, uint64_t seed) {
+Data make_data(int64_t n, uint64_t seed, Device device) {
   Tensor x = rand({n, 2}, static_cast<int64_t>(seed)) * 2.0 - 1.0;
   std::vector<double> xs = x.to_doubles();
   std::vector<int64_t> labels;
   for (int64_t i = 0; i < n; ++i) labels.push_back((xs[2 * i] > 0) != (xs[2 * i + 1] > 0));
-  return {x, tensor_of_ints(labels, {n})};
+  return {x.to(device), tensor_of_ints(labels, {n}).to(device)};
 }
 
 int main() {
+  // The GPU when there is one: the model moves once; the data goes there too.
+  const Device device = backend::cuda_device_present() ? Device::cuda() : Device::cpu();
   TwoLayerMLP model(/*seed=*/0);
-  Data train = make_data(256, 1), test = make_data(1000, 2);
+  model.to(device);
+  Data train = make_data(256, 1, device), test = make_data(1000, 2, device);
 
   CompiledTrainStep step = compile(
       model, [&](const std::vector<Tensor>& b) { return cross_entropy(model(b[0]), b[1]); }, AdamWConfig{.lr = 3e-2});
@@ -67,7 +71,7 @@ int main() {
     if (i % 50 == 0 || i == 299) fmt::print("step {:3}  loss {:.4f}\n", i, last);
   }
   double train_acc = accuracy(train), test_acc = accuracy(test);  // 256 then 1000 points: two compiles
-  fmt::print("accuracy: {:.1f}% on the training points, {:.1f}% on {} new points\n", 100 * train_acc, 100 * test_acc,
+  fmt::print("on {}: accuracy: {:.1f}% on the training points, {:.1f}% on {} new points\n", device.str(), 100 * train_acc, 100 * test_acc,
              test.x.size(0));
   fmt::print("training step: {} compile, {} cached calls; predict: {} compiles (recompiled because {})\n",
              step.stats().compiles, step.stats().cache_hits, predict.stats().compiles,
