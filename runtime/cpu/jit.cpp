@@ -69,7 +69,10 @@ std::shared_ptr<CompiledModule> compile(const std::string& source, const Compile
   std::string key = content_key({format, llvm_backend::toolchain_identity(), flags, source});
   bool look_up = !options.vectorizer_remarks;
   if (look_up) {
-    if (auto module = memory_lookup(key)) return module;
+    if (auto module = memory_lookup(key)) {
+      if (log_enabled("cache")) log_line("cache", fmt::format("memory hit {}", key));
+      return module;
+    }
   }
 
   std::lock_guard<std::mutex> lock(compile_mutex);
