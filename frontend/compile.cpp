@@ -490,4 +490,10 @@ CompiledFunction compile(TraceFn1 fn, CompileOptions options) {
                  std::move(options));
 }
 
+CompiledFunction compile(ScalarFn fn, CompileOptions options) {
+  if (!fn) fail("kiln::compile: the function is empty");
+  return compile(TraceFn([fn = std::move(fn)](const std::vector<Tensor>& in) { return std::vector<Tensor>{fn(in)}; }),
+                 std::move(options));
+}
+
 }  // namespace kiln

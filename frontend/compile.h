@@ -104,6 +104,8 @@ class CompiledFunction {
 
 CompiledFunction compile(TraceFn fn, CompileOptions options = {});
 CompiledFunction compile(TraceFn1 fn, CompileOptions options = {});
+// Tensors to one tensor (a loss): called with a vector, it returns the one result in a vector.
+CompiledFunction compile(ScalarFn fn, CompileOptions options = {});
 
 // ---- a training step compiled as one unit
 // compile(module, loss_fn, optimizer): each call takes a batch, runs forward, loss, backward

@@ -185,7 +185,7 @@ TEST_P(CompileTest, GradientsThroughTheCompiledBackwardMatchValueAndGrad) {
   mlp.to(dev());
   Tensor xd = x.to(dev());
   xd.requires_grad_();
-  CompiledFunction f = compile([&](const std::vector<Tensor>& b) { return std::vector<Tensor>{loss_fn(b)}; });
+  CompiledFunction f = compile(loss_fn);  // tensors to one loss, as the README writes it
   Tensor loss = f({xd, target.to(dev())})[0];
   EXPECT_NEAR(loss.item(), want.loss.item(), 1e-5);
   loss.backward();
@@ -299,6 +299,44 @@ TEST_P(CompileTest, DebugFolderHoldsEveryStageInOrderAndAReport) {
   f(randn_on({3, 8}, 2));
   EXPECT_EQ(fs::path(f.stats().debug_folders.at(1)).filename(), "001_mlp");
   fs::remove_all(root);
+}
+
+// What a user tries first: empty and 0-d inputs, an input handed back, a captured tensor
+// returned, integer inputs, several results.
+TEST_P(CompileTest, EdgeCasesMatchTheEagerFunction) {
+  KILN_REQUIRE_RUN();
+  CompiledFunction pw = compile([](const Tensor& x) { return (x * 2.0).exp(); });
+  Tensor empty = randn_on({0, 5}, 1);
+  Tensor e = pw(empty);
+  EXPECT_EQ(e.shape(), (Shape{0, 5}));
+  Tensor scalar = randn_on({}, 2);
+  expect_close(pw(scalar), (scalar.cpu() * 2.0).exp());
+  EXPECT_EQ(pw.stats().recompile_reasons.back(), "input 0: shape [0,5] -> []");
+
+  Tensor w = randn({3}, 3).to(dev());
+  CompiledFunction passthrough = compile([&](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{in[0], w, in[1] + 1, argmax(in[0], 0)};
+  });
+  Tensor a = randn_on({3}, 4), ids = tensor_of_ints({1, 2, 3}, {3}).to(dev());
+  for (int call = 0; call < 2; ++call) {  // traced, then cached
+    std::vector<Tensor> out = passthrough({a, ids});
+    ASSERT_EQ(out.size(), 4u);
+    expect_close(out[0], a);
+    expect_close(out[1], w);
+    EXPECT_EQ(out[2].to_ints(), (std::vector<int64_t>{2, 3, 4}));
+    EXPECT_EQ(out[2].dtype(), DType::I64);
+    EXPECT_EQ(out[3].to_ints(), argmax(a.cpu(), 0).to_ints());
+  }
+  EXPECT_EQ(passthrough.stats().cache_hits, 1);
+  // Another number of inputs is a guard failure too.
+  CompiledFunction sum_all = compile([](const std::vector<Tensor>& in) {
+    Tensor s = in[0];
+    for (size_t i = 1; i < in.size(); ++i) s = s + in[i];
+    return std::vector<Tensor>{s};
+  });
+  expect_close(sum_all({a, a})[0], a.cpu() * 2.0);
+  expect_close(sum_all(std::vector<Tensor>{a})[0], a.cpu());
+  EXPECT_EQ(sum_all.stats().recompile_reasons.back(), "the number of inputs: 2 -> 1");
 }
 
 // Each named log stream speaks during one compile with gradients.
