@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "backend/compile.h"
+#include "frontend/compile_graph.h"
 #include "frontend/compiled_backward.h"
 #include "frontend/debug_dump.h"
 #include "frontend/device.h"
@@ -102,26 +103,9 @@ struct CompiledFunctionState {
     return inputs.empty() ? Device::cpu() : inputs.front().device();
   }
 
-  backend::CompileOptions backend_options(Device device, const std::string& dump_dir) const {
-    backend::CompileOptions b;
-    b.device = device;
-    b.cuda_graphs = options.cuda_graphs;
-    b.allow_tf32 = options.allow_tf32;
-    b.dump_dir = dump_dir;
-    return b;
-  }
-
-  // Compiles one graph (recording it in the debug folder and the logs).
   std::shared_ptr<const backend::Executable> compile_graph(const Graph& g, Device device, DebugDump& debug,
                                                            const std::string& stage) {
-    backend::CompiledGraph c = backend::compile(g, backend_options(device, debug.compile_folder(stage)));
-    debug.compiled(stage, c.report);
-    ++stats.compiles;
-    if (log_enabled("output_code"))
-      log_line("output_code", fmt::format("{} '{}' for {}:\n{}", options.name, g.name(), c.report.device,
-                                          c.executable.source()));
-    if (log_enabled("perf")) log_line("perf", fmt::format("{}: {}", options.name, c.report.str()));
-    return std::make_shared<const backend::Executable>(std::move(c.executable));
+    return compile_one_graph(g, device, options, debug, stage, stats);
   }
 
   std::vector<Tensor> call(const std::vector<Tensor>& inputs);

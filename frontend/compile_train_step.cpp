@@ -8,6 +8,7 @@
 #include <map>
 
 #include "frontend/compile.h"
+#include "frontend/compile_graph.h"
 #include "frontend/debug_dump.h"
 #include "frontend/device.h"
 #include "frontend/guards.h"
@@ -67,20 +68,9 @@ TrainEntry CompiledTrainStepState::make_entry(const std::vector<Tensor>& batch, 
   debug.time("trace", std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   debug.graph("traced", loss.graph);
   debug.graph("train_step", e.step.graph);
-  backend::CompileOptions b;
-  b.device = device;
-  b.cuda_graphs = options.cuda_graphs;
-  b.allow_tf32 = options.allow_tf32;
-  b.dump_dir = debug.compile_folder("train_step");
-  backend::CompiledGraph c = backend::compile(e.step.graph, b);
-  debug.compiled("train_step", c.report);
+  e.compiled = compile_one_graph(e.step.graph, device, options, debug, "train_step", stats);
   debug.finish();
   if (debug.active()) stats.debug_folders.push_back(debug.folder().string());
-  ++stats.compiles;
-  if (log_enabled("output_code"))
-    log_line("output_code", fmt::format("{} for {}:\n{}", options.name, c.report.device, c.executable.source()));
-  if (log_enabled("perf")) log_line("perf", fmt::format("{}: {}", options.name, c.report.str()));
-  e.compiled = std::make_shared<const backend::Executable>(std::move(c.executable));
   return e;
 }
 

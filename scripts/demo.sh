@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fresh Debian 12 machine -> the kiln demo: installs what is missing, builds into build/,
-# then traces, optimizes, draws and runs a small GPT (output in ./kiln-demo-out).
+# then trains a MiniGPT on verb conjugations with kiln::compile (debug folder in ./kiln-demo-out/debug).
 # Extra arguments go to `kiln demo` (e.g. --seed 3 --out /tmp/demo).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
