@@ -96,7 +96,9 @@ struct CompiledFunctionState {
   bool warned_no_grad_through_breaks = false;
   // Graphs between breaks, by content (their text and the device), shared by every entry.
   std::unordered_map<std::string, std::shared_ptr<const backend::Executable>> segments;
-  std::mutex mu;  // calls of one compiled function run one at a time
+  // Calls of one compiled function run one at a time; recursive, since an eager call (past the
+  // limit) may call the function again.
+  std::recursive_mutex mu;
 
   Device device_for(const std::vector<Tensor>& inputs) const {
     if (options.device) return *options.device;
