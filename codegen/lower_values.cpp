@@ -47,7 +47,13 @@ ExprPtr KernelBuilder::bind(ExprPtr e, const std::string& hint, const std::strin
     if (x.kind == ExprKind::Var) used.insert(x.name);
   });
   size_t target = 0;
-  for (size_t i = scopes_.size(); i-- > 0;) {
+  // In an empty iteration space (a dim of size 0) no loop body runs: an index check or a load
+  // hoisted above a loop would run anyway, reading an empty buffer (found by kiln fuzz:
+  // embedding with 0 indices checked a garbage index). There, such lets stay where they are.
+  bool reads = false;
+  visit(e, [&](const Expr& x) { reads |= x.kind == ExprKind::Load || x.kind == ExprKind::Call; });
+  if (reads && group_ && numel(group_->space) == 0) target = scopes_.size() - 1;
+  for (size_t i = scopes_.size(); i-- > target;) {
     bool uses = std::any_of(used.begin(), used.end(), [&](const std::string& u) { return scopes_[i].defines.count(u); });
     if (uses) {
       target = i;

@@ -18,5 +18,6 @@ void add_grad_command(CLI::App& app);    // grad.cpp
 void add_profile_command(CLI::App& app); // profile.cpp
 void add_explain_command(CLI::App& app); // explain.cpp
 void add_ops_command(CLI::App& app);     // ops.cpp
+void add_fuzz_command(CLI::App& app);    // fuzz.cpp
 
 }  // namespace kiln::cli

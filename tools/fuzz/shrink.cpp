@@ -1,0 +1,150 @@
+#include "tools/fuzz/shrink.h"
+
+#include <fmt/format.h>
+
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include "ir/error.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
+
+namespace kiln::fuzz {
+
+namespace {
+
+// A copy of `c` where the nodes in `cut` become inputs of their type and only the outputs in
+// `keep` remain; inputs nothing reads are left out. Nothing when the copy fails (a rule that
+// rejects a cut input's type, which cannot happen for a pure type copy, but is checked).
+std::optional<FuzzCase> rebuild(const FuzzCase& c, const std::set<const Node*>& cut, const std::vector<size_t>& keep) {
+  const Graph& g = c.graph;
+  // What the kept outputs need, walking back from them and stopping at cut nodes.
+  std::set<const Node*> needed;
+  std::vector<const Node*> stack;
+  for (size_t i : keep) stack.push_back(g.outputs()[i].node);
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    if (!needed.insert(n).second || cut.count(n)) continue;
+    for (const Value& v : n->inputs()) stack.push_back(v.node);
+  }
+  FuzzCase out;
+  out.seed = c.seed;
+  out.graph = Graph(g.name());
+  std::unordered_map<const Node*, std::vector<Value>> map;
+  try {
+    for (size_t i = 0; i < g.inputs().size(); ++i) {
+      const Node* n = g.inputs()[i];
+      if (!needed.count(n)) continue;
+      map[n] = {out.graph.add_input(n->name(), n->meta())};
+      out.int_bounds.push_back(c.int_bounds.at(i));
+      out.input_seeds.push_back(c.input_seeds.at(i));
+    }
+    for (const Node* n : g.nodes()) {
+      if (n->is_input() || !needed.count(n)) continue;
+      std::vector<Value>& results = map[n];
+      if (cut.count(n)) {
+        // An input per result, with values of its own (integers kept small: they may index).
+        for (int r = 0; r < n->num_results(); ++r) {
+          results.push_back(out.graph.add_input(n->result_info(r).name, TensorMeta(n->meta(r).dtype, n->meta(r).shape)));
+          out.int_bounds.push_back(2);
+          out.input_seeds.push_back(c.seed * 104729 + out.input_seeds.size());
+        }
+        continue;
+      }
+      std::vector<Value> in;
+      for (const Value& v : n->inputs()) in.push_back(map.at(v.node).at(static_cast<size_t>(v.index)));
+      Node* copy = out.graph.add_node(n->op(), in, n->attrs(), n->name());
+      for (int r = 0; r < copy->num_results(); ++r) results.push_back(copy->result(r));
+    }
+    std::vector<Value> outs;
+    for (size_t i : keep) outs.push_back(map.at(g.outputs()[i].node).at(static_cast<size_t>(g.outputs()[i].index)));
+    out.graph.set_outputs(outs);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  return out;
+}
+
+std::vector<size_t> all_outputs(const Graph& g) {
+  std::vector<size_t> k(g.outputs().size());
+  for (size_t i = 0; i < k.size(); ++i) k[i] = i;
+  return k;
+}
+
+}  // namespace
+
+FuzzCase shrink(const FuzzCase& c, const StillFails& still_fails, int max_tries) {
+  FuzzCase best = c.clone();
+  int tries = 0;
+  auto attempt = [&](std::optional<FuzzCase> candidate) {
+    if (!candidate || tries >= max_tries) return false;
+    ++tries;
+    if (!still_fails(*candidate)) return false;
+    best = std::move(*candidate);
+    return true;
+  };
+  bool progress = true;
+  while (progress && tries < max_tries) {
+    progress = false;
+    // Fewer outputs.
+    for (size_t drop = 0; drop < best.graph.outputs().size() && best.graph.outputs().size() > 1; ++drop) {
+      std::vector<size_t> keep;
+      for (size_t i = 0; i < best.graph.outputs().size(); ++i)
+        if (i != drop) keep.push_back(i);
+      if (attempt(rebuild(best, {}, keep))) {
+        progress = true;
+        break;
+      }
+    }
+    if (progress) continue;
+    // A node replaced by inputs, the earliest first (cutting near the inputs shortens the most).
+    std::vector<const Node*> nodes;
+    for (const Node* n : best.graph.nodes())
+      if (!n->is_input()) nodes.push_back(n);
+    for (const Node* n : nodes) {
+      if (attempt(rebuild(best, {n}, all_outputs(best.graph)))) {
+        progress = true;
+        break;
+      }
+    }
+  }
+  return best;
+}
+
+std::string reproducer_text(const FuzzCase& c, const Finding& finding, const std::string& device) {
+  std::string s = fmt::format("# kiln fuzz reproducer: {} under {} on {}\n", verdict_name(finding.verdict),
+                              finding.config, device);
+  std::istringstream detail(finding.detail);
+  for (std::string line; std::getline(detail, line);) s += "#   " + line + "\n";
+  s += fmt::format("# seed {}; rerun: kiln fuzz --replay THIS_FILE --device {}\n", c.seed, device);
+  for (size_t i = 0; i < c.graph.inputs().size(); ++i)
+    s += fmt::format("# input %{} seed {} bound {}\n", c.graph.inputs()[i]->name(), c.input_seeds.at(i), c.int_bounds.at(i));
+  return s + print_graph(c.graph);
+}
+
+FuzzCase parse_reproducer(const std::string& text, const std::string& file_name) {
+  FuzzCase c;
+  c.graph = parse_graph(text, file_name);
+  std::istringstream in(text);
+  std::unordered_map<std::string, std::pair<uint64_t, int64_t>> by_name;
+  for (std::string line; std::getline(in, line);) {
+    char name[256];
+    unsigned long long seed = 0;
+    long long bound = 0;
+    if (std::sscanf(line.c_str(), "# input %%%255s seed %llu bound %lld", name, &seed, &bound) == 3)
+      by_name[name] = {seed, bound};
+    else if (std::sscanf(line.c_str(), "# seed %llu;", &seed) == 1)
+      c.seed = seed;
+  }
+  for (const Node* n : c.graph.inputs()) {
+    auto it = by_name.find(n->name());
+    if (it == by_name.end()) fail("{}: no '# input %{} seed N bound M' line for input %{}", file_name, n->name(), n->name());
+    c.input_seeds.push_back(it->second.first);
+    c.int_bounds.push_back(it->second.second);
+  }
+  return c;
+}
+
+}  // namespace kiln::fuzz
