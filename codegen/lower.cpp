@@ -56,15 +56,21 @@ void GraphLowering::lower_scatter(const FusionGroup& grp) {
   int64_t dim = normalize_dim(n->attrs().get_int("dim"), rank);
   Value out{const_cast<Node*>(n), 0};
   int out_gb = new_buffer(out);
+  // f16/bf16 sums accumulate in f32, as the reference's do (in double, rounded once) and
+  // PyTorch's embedding backward's: rounding every partial sum to 16 bits lost 2 ulps over 24
+  // additions (found by kiln fuzz). The sums then go to the result in one rounding pass.
+  const DType acc = compute_dtype(dt);
+  const bool widened = acc != dt;
+  const int acc_gb = widened ? temp_buffer(acc, ss, "f32 sums of %" + n->name()) : out_gb;
 
-  // Kernel 1: the result starts as a copy of self.
+  // Kernel 1: the sums start as a copy of self.
   {
     KernelBuilder kb(*this, &grp, group_comment(grp) + " (copy of self)");
-    std::string ob = kb.buffer(out_gb, BufferRole::Output);
+    std::string ob = kb.buffer(acc_gb, BufferRole::Output);
     std::vector<StmtPtr> top;
     kb.push_scope(&top, {});
     kb.loop_over(
-        ss, [&](const Index& idx) { kb.emit(store(ob, simplify(ravel(idx, ss)), cast(dt, kb.value_at(self, idx)))); },
+        ss, [&](const Index& idx) { kb.emit(store(ob, simplify(ravel(idx, ss)), cast(acc, cast(dt, kb.value_at(self, idx))))); },
         "copies %" + self.name() + " into %" + n->name());
     kb.pop_scope();
     Kernel k = kb.finish(block(std::move(top)));
@@ -81,8 +87,9 @@ void GraphLowering::lower_scatter(const FusionGroup& grp) {
   for (size_t d = 0; d < ishape.size(); ++d)
     if (static_cast<int64_t>(d) != dim) across.push_back(ishape[d]);
   int64_t nq = product(across), nd = ishape[dim];
+  {
   KernelBuilder kb(*this, &grp, group_comment(grp));
-  std::string ob = kb.buffer(out_gb, BufferRole::Output);
+  std::string ob = kb.buffer(acc_gb, BufferRole::Output);
   std::vector<StmtPtr> top, qbody, jbody;
   kb.push_scope(&top, {});
   ExprPtr q = var("q", 0, std::max<int64_t>(nq - 1, 0)), j = var("j", 0, std::max<int64_t>(nd - 1, 0));
@@ -98,9 +105,8 @@ void GraphLowering::lower_scatter(const FusionGroup& grp) {
   if (tidx.empty()) tidx.push_back(imm(0));
   tidx[dim] = to;
   ExprPtr at = ss.empty() ? imm(0) : simplify(ravel(tidx, ss));
-  DType ct = compute_dtype(dt);
-  ExprPtr sum = call("add", ct, {cast(ct, load(ob, dt, at)), cast(ct, cast(dt, kb.value_at(src, jidx)))});
-  kb.emit(store(ob, at, cast(dt, sum)));
+  ExprPtr sum = call("add", acc, {load(ob, acc, at), cast(acc, cast(dt, kb.value_at(src, jidx)))});
+  kb.emit(store(ob, at, widened ? sum : cast(dt, sum)));
   kb.pop_scope();
   StmtPtr ordered = for_loop("j", nd, LoopKind::Ordered, std::move(jbody), "scatter_add %" + n->name() + " in index order along its dim");
   if (nq == 1) {
@@ -115,6 +121,26 @@ void GraphLowering::lower_scatter(const FusionGroup& grp) {
   kb.pop_scope();
   Kernel k = kb.finish(block(std::move(top)));
   add_kernel_step(kb, std::move(k), grp.id);
+  }
+
+  // Kernel 3 (f16/bf16): the f32 sums rounded once into the result.
+  if (widened) {
+    KernelBuilder kb(*this, &grp, group_comment(grp) + " (rounding the sums)");
+    std::string sb = kb.buffer(acc_gb, BufferRole::Input);
+    std::string ob = kb.buffer(out_gb, BufferRole::Output);
+    std::vector<StmtPtr> top;
+    kb.push_scope(&top, {});
+    kb.loop_over(
+        ss,
+        [&](const Index& idx) {
+          ExprPtr at = simplify(ravel(idx, ss));
+          kb.emit(store(ob, at, cast(dt, load(sb, acc, at))));
+        },
+        "rounds the sums of %" + n->name());
+    kb.pop_scope();
+    Kernel k = kb.finish(block(std::move(top)));
+    add_kernel_step(kb, std::move(k), grp.id);
+  }
 }
 
 int GraphLowering::lower_copy(Value src, const Shape& shape, const std::function<Index(const Index&)>& map, const std::string& why) {

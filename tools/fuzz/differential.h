@@ -57,10 +57,10 @@ struct CaseReport {
 
 CaseReport check_case(const FuzzCase& c, const CheckOptions& options);
 
-// The comparison above, of one output: `wide` is the float64 reference (or null). Nothing when
-// `got` passes; else the first bad element.
+// The comparison above, of one output: `wide` is the float64 reference and `primitive` the
+// decomposed graph's (either may be null). Nothing when `got` passes; else the first bad element.
 std::optional<Finding> compare_tensor(const HostTensor& got, const HostTensor& want, const HostTensor* wide,
-                                      const std::string& what);
+                                      const std::string& what, const HostTensor* primitive = nullptr);
 
 // The compared form of `g` with every floating dtype widened to f64 (inputs and dtype
 // attributes); nothing when some op's rule rejects the widened call.
