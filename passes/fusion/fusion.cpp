@@ -24,6 +24,30 @@
 namespace kiln::fusion {
 namespace {
 
+// Whether a view sends an element to another position of a same-shaped result: a transpose or
+// permute that reorders dims of size > 1 (shapes alone do not show it).
+bool moves_elements(const Node& n) {
+  if (n.op() != Op::Transpose && n.op() != Op::Permute) return false;
+  const Shape& in = n.input(0).meta().shape;
+  const int64_t rank = static_cast<int64_t>(in.size());
+  std::vector<int64_t> perm(static_cast<size_t>(rank));
+  for (int64_t d = 0; d < rank; ++d) perm[static_cast<size_t>(d)] = d;
+  if (n.op() == Op::Transpose) {
+    if (rank == 0) return false;
+    std::swap(perm[static_cast<size_t>(normalize_dim(n.attrs().get_int("dim0"), rank))],
+              perm[static_cast<size_t>(normalize_dim(n.attrs().get_int("dim1"), rank))]);
+  } else {
+    IntList dims = n.attrs().get_ints("dims");
+    for (int64_t d = 0; d < rank && d < static_cast<int64_t>(dims.size()); ++d)
+      perm[static_cast<size_t>(d)] = normalize_dim(dims[static_cast<size_t>(d)], rank);
+  }
+  // The dims of size > 1, in order, must come out in the same order.
+  std::vector<int64_t> moved;
+  for (int64_t p : perm)
+    if (in[static_cast<size_t>(p)] > 1) moved.push_back(p);
+  return !std::is_sorted(moved.begin(), moved.end());
+}
+
 // "%y = exp"
 std::string node_str(const Node* n) { return fmt::format("%{} = {}", n->name(), n->info().name); }
 
@@ -379,6 +403,10 @@ class Fuser {
               return fmt::format("{} {} is outside the rows of {} reduced over {}", node_str(n), shape_str(sh),
                                  shape_str(s), dims_str(r));
           }
+          // A transpose of a square row space keeps its shape but not its rows: element (i,j)
+          // would be computed with row (j,i)'s accumulators (found by kiln fuzz).
+          if (moves_elements(*n))
+            return fmt::format("{} moves elements to other rows of {}", node_str(n), shape_str(s));
         }
     } else if (!(drafts_.all_alias_views(a) && drafts_.all_alias_views(b))) {
       std::vector<Value> outs = drafts_.outputs_if_merged(a, b);

@@ -169,6 +169,37 @@ graph lsm(%x: f32[4,3,16]) {
   EXPECT_EQ(f.plan.num_kernels(), 1) << f.dump();
 }
 
+// A transpose of a square row space has the rows' shape but not their order: fused into the
+// softmax's kernel, element (i,j) was computed with row (j,i)'s max and sum (kiln fuzz found
+// it). It is refused, naming why; a transpose of the size-1 dims only moves nothing and joins.
+TEST(Fusion, ATransposeThatReordersRowsStaysOutOfTheReduction) {
+  Fused f = fuse_text(R"(
+graph t(%x: f32[4,4,2]) {
+  %m = amax(%x, dim=[2], keepdim=true) : f32[4,4,1]
+  %d = sub(%x, %m) : f32[4,4,2]
+  %e = exp(%d) : f32[4,4,2]
+  %s = sum(%e, dim=[2], keepdim=true) : f32[4,4,1]
+  %y = div(%e, %s) : f32[4,4,2]
+  %t = transpose(%y, dim0=0, dim1=1) : f32[4,4,2]{2,8,1}
+  %u = exp(%t) : f32[4,4,2]
+  return (%u)
+})");
+  EXPECT_TRUE(f.together({"m", "y"})) << f.dump();
+  EXPECT_FALSE(f.together({"y", "t"})) << f.dump();
+  std::string log;
+  for (const auto& grp : f.plan.groups)
+    for (const std::string& r : grp.reasons) log += r + "\n";
+  EXPECT_TRUE(has(log, "refused: %t = transpose with k0: %t = transpose moves elements to other rows of [4,4,2]")) << log;
+  Fused g = fuse_text(R"(
+graph t1(%x: f32[4,1,2]) {
+  %m = amax(%x, dim=[2], keepdim=true) : f32[4,1,1]
+  %y = sub(%x, %m) : f32[4,1,2]
+  %t = transpose(%y, dim0=1, dim1=1) : f32[4,1,2]
+  return (%t)
+})");
+  EXPECT_TRUE(g.together({"m", "y", "t"})) << g.dump();
+}
+
 TEST(Fusion, LayerNormBackwardIsTwoKernels) {
   Fused f = fuse_text(R"(
 graph ln_bwd(%x: f32[8,64], %g: f32[8,64], %w: f32[64], %mean: f32[8,1], %rstd: f32[8,1]) {
