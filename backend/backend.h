@@ -5,9 +5,12 @@
 //   emit     — scheduled kernel IR -> one source module (codegen's C++ or CUDA C emitter);
 //   compile  — that source -> a Program loaded on the device, through the shared
 //              content-addressed kernel cache (runtime/kernel_cache.h);
-//   execute  — Program::run: binds buffers and runs the schedule (kernels and matmuls).
+//   execute  — Program::run: binds buffers and runs the schedule (kernels and matmuls);
+// and, optionally, the memory budget a graph must fit in (Backend::memory_budget).
 // docs/adding-a-backend.md walks through adding one.
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -32,6 +35,13 @@ class Program {
   virtual std::vector<HostTensor> run(const ExecutableState& s, std::span<const HostTensor> inputs) const = 0;
 };
 
+// How much memory a compiled graph's runs may use on a device, and how to say it in an error:
+// {bytes, "this machine's 23.5 GB of memory"}.
+struct MemoryBudget {
+  int64_t bytes = 0;
+  std::string what;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -44,6 +54,10 @@ class Backend {
   // (and writes device-code files to options.dump_dir when set).
   virtual std::shared_ptr<const Program> compile(const ExecutableState& state, const CompileOptions& options,
                                                  CompileReport& report) const = 0;
+  // What the compile driver checks a graph's memory against (check_memory in
+  // executable_state.h) before compiling it: the host's memory for the CPU, the device's for
+  // CUDA; nullopt when unknown (a CUDA compile on a machine with no GPU).
+  virtual std::optional<MemoryBudget> memory_budget(const CompileOptions&) const { return std::nullopt; }
 };
 
 // The backend of `device`'s kind; kiln::Error naming what is missing when this build has none

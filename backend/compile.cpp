@@ -3,9 +3,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <optional>
 
 #include "backend/backend.h"
 #include "backend/executable_state.h"
@@ -59,6 +62,59 @@ void plan_arena(codegen::LoweredGraph& lg, int64_t alignment, CompileReport& rep
   report.naive_bytes = mp.naive_bytes;
 }
 
+// Bytes, added or multiplied without overflow: past 2^63 they stay at the maximum, which the
+// messages below print as such (a graph that large fits nowhere).
+constexpr int64_t kMaxBytes = std::numeric_limits<int64_t>::max();
+int64_t add_bytes(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_add_overflow(a, b, &r) ? kMaxBytes : r;
+}
+std::string bytes_str(int64_t bytes) { return bytes == kMaxBytes ? "more than 2^63 bytes" : format_bytes(bytes); }
+
+// The storage a graph input's layout addresses (its strides may skip memory), in bytes.
+int64_t storage_bytes(const TensorMeta& m) {
+  if (m.numel() == 0) return 0;
+  int64_t extent = 1;
+  for (size_t d = 0; d < m.shape.size(); ++d) {
+    int64_t step;
+    if (__builtin_mul_overflow(m.shape[d] - 1, m.strides[d] < 0 ? -m.strides[d] : m.strides[d], &step)) return kMaxBytes;
+    extent = add_bytes(extent, step);
+  }
+  int64_t bytes;
+  return __builtin_mul_overflow(extent, static_cast<int64_t>(dtype_size(m.dtype)), &bytes) ? kMaxBytes : bytes;
+}
+
+// What a run holds besides the arena: the inputs' storage, and each returned buffer once.
+void count_run_memory(ExecutableState& s) {
+  s.input_bytes = 0;
+  for (const TensorMeta& m : s.input_metas) s.input_bytes = add_bytes(s.input_bytes, storage_bytes(m));
+  s.output_bytes = 0;
+  const std::vector<int>& outs = s.lowered.outputs;
+  for (size_t o = 0; o < outs.size(); ++o)
+    if (std::find(outs.begin(), outs.begin() + static_cast<long>(o), outs[o]) == outs.begin() + static_cast<long>(o))
+      s.output_bytes = add_bytes(s.output_bytes, s.lowered.buffers[outs[o]].meta.contiguous().nbytes());
+}
+
+// Per kernel, the graph nodes it computes (its fusion group's), for errors of the device
+// compiler; a copy the lowering added has no group and keeps its own comment.
+std::vector<std::string> kernel_nodes(const codegen::LoweredGraph& lg, const fusion::FusionPlan& plan) {
+  std::vector<std::string> out(lg.kernels.size());
+  for (size_t k = 0; k < lg.kernels.size(); ++k) out[k] = lg.kernels[k].comment;
+  for (const codegen::Step& st : lg.steps) {
+    if (st.kind != codegen::Step::Kind::Kernel || st.group < 0 || st.group >= static_cast<int>(plan.groups.size())) continue;
+    const std::vector<Node*>& nodes = plan.groups[static_cast<size_t>(st.group)].nodes;
+    std::string text;
+    constexpr size_t kShown = 6;  // a fused group may hold a hundred nodes: the first few name it
+    for (size_t i = 0; i < nodes.size() && i < kShown; ++i) {
+      text += (i ? "; " : "") + print_node(*nodes[i]);
+      if (!nodes[i]->origin().empty()) text += " (from " + nodes[i]->origin() + ")";
+    }
+    if (nodes.size() > kShown) text += fmt::format("; and {} more node{}", nodes.size() - kShown, nodes.size() - kShown == 1 ? "" : "s");
+    out[static_cast<size_t>(st.kernel)] = text;
+  }
+  return out;
+}
+
 // The passes before fusion, on the pass manager: decompose composites, then canonicalize,
 // cse and dce until nothing changes (at most 4 rounds).
 std::vector<std::string> pass_list(const CompileOptions& o) {
@@ -88,9 +144,13 @@ fusion::FusionOptions compile_fusion_options(const CompileOptions& options) {
   return fo;
 }
 
-namespace {
-
-}  // namespace
+void check_memory(const ExecutableState& s, bool with_inputs, int64_t budget, const std::string& budget_what) {
+  int64_t inputs = with_inputs ? s.input_bytes : 0;
+  int64_t need = add_bytes(add_bytes(inputs, s.arena_bytes), s.output_bytes);
+  if (need <= budget) return;
+  fail("graph {} needs {} to run ({}intermediates {} in its arena, outputs {}), more than {}", s.graph_name, bytes_str(need),
+       with_inputs ? "inputs " + bytes_str(inputs) + ", " : "", bytes_str(s.arena_bytes), bytes_str(s.output_bytes), budget_what);
+}
 
 std::string CompileReport::str() const {
   std::string s = fmt::format("graph {} ({}): {} nodes, {} groups -> {} kernels + {} BLAS calls{}\n", graph, device, nodes, groups,
@@ -152,6 +212,13 @@ CompiledGraph compile(const Graph& input, const CompileOptions& options) {
   report.stage_ms.emplace_back("lower", sw.lap());
   plan_arena(state->lowered, state->target.buffer_alignment, report);
   state->arena_bytes = report.arena_bytes;
+  state->graph_name = g.name();
+  count_run_memory(*state);
+  // Resource limits: a graph whose tensors cannot fit in the device's memory is refused now,
+  // before the device compiler runs and before anything is allocated (a run would fail in the
+  // allocator at best, and at worst be killed when the kernels touch memory the OS promised).
+  if (std::optional<MemoryBudget> budget = be.memory_budget(options))
+    check_memory(*state, /*with_inputs=*/true, budget->bytes, budget->what);
   report.stage_ms.emplace_back("memory plan", sw.lap());
   if (dump) write_file(options.dump_dir, "kernels.txt", codegen::print_schedule(state->lowered));
 
@@ -159,8 +226,8 @@ CompiledGraph compile(const Graph& input, const CompileOptions& options) {
   report.stage_ms.emplace_back("emit", sw.lap());
   if (dump) write_file(options.dump_dir, be.source_file_name(), state->source);
 
-  state->graph_name = g.name();
   for (Value v : g.outputs()) state->output_names.push_back(v.name());
+  state->kernel_nodes = kernel_nodes(state->lowered, plan);
   state->program = be.compile(*state, options, report);
   report.stage_ms.emplace_back(options.device.kind == Device::Kind::CPU ? "jit" : "nvrtc", sw.lap());
   if (dump) write_file(options.dump_dir, "report.txt", report.str());

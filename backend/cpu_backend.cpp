@@ -6,9 +6,17 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <new>
+#include <optional>
+#include <sstream>
+#include <string_view>
+#include <utility>
+
+#include <unistd.h>
 
 #include "backend/backend.h"
 #include "backend/compile.h"
@@ -18,6 +26,7 @@
 #include "backend/profile.h"
 #include "codegen/cpp_emitter.h"
 #include "ir/error.h"
+#include "passes/memory_plan.h"
 #include "runtime/cpu/blas.h"
 #include "runtime/cpu/kernel_abi.h"
 
@@ -59,6 +68,64 @@ void run_matmul(const MatmulCall& mm, const void* a, const void* b, void* c) {
 
 using KernelFn = void (*)(void* const* buffers, const int64_t* scalars);
 
+// The memory cap of this process's cgroup, the smallest along its path up to the root (a
+// container, a systemd slice), and the file that sets it; nullopt when there is none. cgroup v2
+// ("0::/path", memory.max, "max" for none) and v1 ("4:memory:/path", memory.limit_in_bytes,
+// a huge number for none).
+std::optional<std::pair<int64_t, std::string>> cgroup_memory_cap() {
+  namespace fs = std::filesystem;
+  std::optional<std::pair<int64_t, std::string>> cap;
+  auto walk = [&](const fs::path& root, const std::string& path, const char* name) {
+    const fs::path rel = fs::path(path).relative_path();
+    for (fs::path dir = rel.empty() ? root : root / rel;; dir = dir.parent_path()) {
+      std::string file = (dir / name).string();
+      std::ifstream in(file);
+      int64_t bytes = 0;
+      if (in >> bytes && bytes > 0 && (!cap || bytes < cap->first)) cap = std::pair(bytes, file);
+      if (dir == root || !dir.has_relative_path()) break;
+    }
+  };
+  std::ifstream self("/proc/self/cgroup");
+  for (std::string line; std::getline(self, line);) {
+    if (line.rfind("0::", 0) == 0) walk("/sys/fs/cgroup", line.substr(3), "memory.max");
+    size_t at = line.find(":memory:");
+    if (at != std::string::npos) walk("/sys/fs/cgroup/memory", line.substr(at + 8), "memory.limit_in_bytes");
+  }
+  return cap;
+}
+
+// The memory of this machine, or less where this process's cgroup caps it: what a graph's
+// tensors must fit in. nullopt where neither is known.
+std::optional<MemoryBudget> host_memory_budget() {
+  std::optional<MemoryBudget> budget;
+  long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  if (pages > 0 && page > 0) {
+    int64_t bytes = static_cast<int64_t>(pages) * page;
+    budget = MemoryBudget{bytes, fmt::format("this machine's {} of memory", format_bytes(bytes))};
+  }
+  if (auto cap = cgroup_memory_cap(); cap && (!budget || cap->first < budget->bytes))
+    budget = MemoryBudget{cap->first, fmt::format("the {} of memory this process's cgroup allows ({})", format_bytes(cap->first), cap->second)};
+  return budget;
+}
+
+// The kernel of a generated module that holds source line `line`: the last whose signature
+// (`extern "C" void k3(`) starts at or before it, its comment line above counted in; -1 for
+// a line of the prelude. The layout is codegen/cpp_emitter.h's: a comment, then the signature.
+int kernel_at_line(const ExecutableState& s, int line) {
+  std::istringstream in(s.source);
+  std::string text;
+  int found = -1;
+  for (int n = 1; std::getline(in, text) && n <= line + 1; ++n) {
+    constexpr std::string_view sig = "extern \"C\" void ";
+    if (text.rfind(sig, 0) != 0) continue;
+    std::string name = text.substr(sig.size(), text.find('(') - sig.size());
+    for (size_t k = 0; k < s.lowered.kernels.size(); ++k)
+      if (s.lowered.kernels[k].name == name && (n <= line || (n == line + 1 && !s.lowered.kernels[k].comment.empty())))
+        found = static_cast<int>(k);
+  }
+  return found;
+}
+
 // The intermediates' memory of one run. Allocated once and kept by the program: a fresh arena
 // per run cost a zero-fill (or the kernel's page faults, which zero too) over all of it, more
 // than the kernels themselves for memory-bound graphs. A new arena is filled once with 0xFF
@@ -71,7 +138,7 @@ class ArenaPool {
   using Block = std::unique_ptr<std::byte[], AlignedDelete>;
 
  public:
-  explicit ArenaPool(int64_t bytes) : bytes_(bytes) {}
+  ArenaPool(int64_t bytes, std::string graph) : bytes_(bytes), graph_(std::move(graph)) {}
   // An arena for one run, returned to the pool when the run ends.
   class Lease {
    public:
@@ -97,7 +164,13 @@ class ArenaPool {
       }
     }
     size_t bytes = static_cast<size_t>(std::max<int64_t>(bytes_, 1));
-    Block block(static_cast<std::byte*>(::operator new[](bytes, std::align_val_t{64})));
+    Block block;
+    try {
+      block.reset(static_cast<std::byte*>(::operator new[](bytes, std::align_val_t{64})));
+    } catch (const std::bad_alloc&) {
+      // The compile checked the machine's memory; what is free now may be less.
+      fail("graph {}: out of memory allocating its arena of intermediates ({})", graph_, format_bytes(bytes_));
+    }
     std::memset(block.get(), 0xFF, bytes);
     return Lease(this, std::move(block));
   }
@@ -108,6 +181,7 @@ class ArenaPool {
     free_.push_back(std::move(block));
   }
   int64_t bytes_;
+  std::string graph_;
   std::mutex mu_;
   std::vector<Block> free_;  // one per run that was in flight at once
 };
@@ -198,6 +272,7 @@ class CpuBackend final : public Backend {
   codegen::Target target(const CompileOptions&) const override { return codegen::cpu_target(); }
   std::string emit(const std::vector<codegen::Kernel>& kernels) const override { return codegen::emit_cpp_module(kernels); }
   std::string source_file_name() const override { return "kernels.cpp"; }
+  std::optional<MemoryBudget> memory_budget(const CompileOptions&) const override { return host_memory_budget(); }
   std::shared_ptr<const Program> compile(const ExecutableState& state, const CompileOptions& options,
                                          CompileReport& report) const override {
     for (const codegen::Step& st : state.lowered.steps)
@@ -205,9 +280,16 @@ class CpuBackend final : public Backend {
         fail("graph {}: {} has no CPU kernel ({}); register one with the op to compile it for the CPU", state.graph_name,
              op_name(st.opaque.op), st.opaque.label);
     auto p = std::make_shared<CpuProgram>();
-    p->arenas = std::make_unique<ArenaPool>(state.arena_bytes);
+    p->arenas = std::make_unique<ArenaPool>(state.arena_bytes, state.graph_name);
     if (!state.lowered.kernels.empty()) {
-      p->module = runtime::cpu::compile(state.source, options.jit);
+      try {
+        p->module = runtime::cpu::compile(state.source, options.jit);
+      } catch (const runtime::cpu::SourceError& e) {
+        // One module holds every kernel: the line of clang's first error says which one failed.
+        int k = kernel_at_line(state, e.line());
+        if (k < 0) fail("graph {}: the generated C++ module failed to compile (outside every kernel): {}", state.graph_name, e.what());
+        throw kiln::Error(kernel_compile_error_message(state, static_cast<size_t>(k), e.what()));
+      }
       report.jit = p->module->stats();
       for (const codegen::Kernel& k : state.lowered.kernels)
         p->kernels.push_back(reinterpret_cast<KernelFn>(p->module->symbol(k.name)));

@@ -107,6 +107,14 @@ void require_device(int device) {
     fail("device cuda:{} does not exist: this machine has {} CUDA device{}", device, cu::device_count(), cu::device_count() == 1 ? "" : "s");
 }
 
+// Refuses a run that cannot fit in what `device` has free now, before allocating any of it:
+// the allocator would fail halfway with a message that names no graph.
+void check_device_memory(const ExecutableState& s, bool with_inputs, int device) {
+  cu::DeviceMemory m = cu::device_memory(device);
+  check_memory(s, with_inputs, m.available_bytes,
+               fmt::format("the {} free on cuda:{} (of {})", format_bytes(m.available_bytes), device, format_bytes(m.total_bytes)));
+}
+
 CudaProgram::Loaded& CudaProgram::load(const ExecutableState& s) const {
   if (loaded_) return *loaded_;
   require_device(device);
@@ -275,6 +283,7 @@ std::vector<cu::DeviceTensor> CudaProgram::run_device(const ExecutableState& s, 
       fail("input {} (%{}) of graph {} starts {} bytes past a 16-byte boundary (a view at an element offset): pass a copy",
            gb.input_index, s.input_names[gb.input_index], s.graph_name, reinterpret_cast<uintptr_t>(ptr[b]) % 16);
   }
+  check_device_memory(s, /*with_inputs=*/false, device);  // the inputs are on the device already
   cu::DeviceBuffer arena = cu::device_alloc(static_cast<size_t>(s.arena_bytes), device);
   for (size_t b = 0; b < lg.buffers.size(); ++b)
     if (lg.buffers[b].kind == GraphBuffer::Kind::Arena) ptr[b] = static_cast<std::byte*>(arena->data()) + lg.buffers[b].offset;
@@ -301,6 +310,7 @@ std::vector<cu::DeviceTensor> CudaProgram::run_device(const ExecutableState& s, 
 std::vector<HostTensor> CudaProgram::run(const ExecutableState& s, std::span<const HostTensor> inputs) const {
   if (!cuda_graphs) {
     require_device(device);
+    check_device_memory(s, /*with_inputs=*/true, device);
     std::vector<cu::DeviceTensor> dev;
     for (size_t i = 0; i < inputs.size(); ++i) {
       const TensorMeta& want = s.input_metas[i];
@@ -326,6 +336,7 @@ std::vector<HostTensor> CudaProgram::run(const ExecutableState& s, std::span<con
   cu::ScopedContext ctx(device);
   const codegen::LoweredGraph& lg = s.lowered;
   if (!L.graph) {
+    check_device_memory(s, /*with_inputs=*/true, device);  // the static buffers hold all three
     std::vector<void*> ptr(lg.buffers.size(), nullptr);
     for (size_t i = 0; i < s.input_metas.size(); ++i) {
       TensorMeta m = s.input_metas[i];
@@ -390,6 +401,15 @@ class CudaBackend final : public Backend {
   std::string emit(const std::vector<codegen::Kernel>& kernels) const override { return codegen::emit_cuda_module(kernels); }
   std::string source_file_name() const override { return "kernels.cu"; }
 
+  // The device's whole memory where there is a device (what is free is checked again at each
+  // run); none where there is no GPU, so that compiling for CUDA works everywhere.
+  std::optional<MemoryBudget> memory_budget(const CompileOptions& options) const override {
+    if (!cu::driver_available() || options.device.index >= cu::device_count()) return std::nullopt;
+    const cu::DeviceInfo& info = cu::device_info(options.device.index);
+    return MemoryBudget{info.total_memory, fmt::format("the {} of memory of cuda:{} ({})", format_bytes(info.total_memory),
+                                                       options.device.index, info.name)};
+  }
+
   std::shared_ptr<const Program> compile(const ExecutableState& state, const CompileOptions& options,
                                          CompileReport& report) const override {
     auto p = std::make_shared<CudaProgram>();
@@ -422,7 +442,20 @@ class CudaBackend final : public Backend {
     cu::NvrtcOptions no;
     no.arch = p->arch;
     no.use_cache = options.jit.use_cache;
-    p->binaries = cu::compile_cuda_parallel(sources, no);
+    try {
+      p->binaries = cu::compile_cuda_parallel(sources, no);
+    } catch (const cu::NvrtcError& e) {
+      // Name the kernel and the graph nodes it computes (or the custom op), not only NVRTC's
+      // program name.
+      size_t i = 0;
+      while (i < sources.size() && sources[i].first != e.program()) ++i;
+      if (i < state.lowered.kernels.size()) throw kiln::Error(kernel_compile_error_message(state, i, e.what()));
+      if (i < sources.size()) {
+        const codegen::OpaqueCall& c = steps[static_cast<size_t>(p->opaque[i - state.lowered.kernels.size()].step)].opaque;
+        fail("graph {}: the CUDA kernel of {} ({}) failed to compile: {}", state.graph_name, op_name(c.op), c.label, e.what());
+      }
+      throw;
+    }
     for (size_t j = 0; j < p->opaque.size(); ++j) p->opaque[j].binary = std::move(p->binaries[state.lowered.kernels.size() + j]);
     p->binaries.resize(state.lowered.kernels.size());
     int hits = 0;

@@ -20,6 +20,7 @@
 
 #include "codegen/kernel_ir.h"
 #include "codegen/target.h"
+#include "ir/error.h"
 #include "ir/graph.h"
 #include "passes/fusion/fusion.h"
 
@@ -36,7 +37,14 @@ struct GraphBuffer {
   std::string what;      // the value it holds, "%name"
   int first_step = 0, last_step = 0;  // lifetime in schedule steps (inclusive)
   int64_t offset = -1;   // Arena: byte offset, set by the memory plan
-  int64_t nbytes() const { return numel * dtype_size(meta.dtype); }
+  // Checked: shapes are user input, and a product past int64 must be an error, not a small
+  // arena that kernels write past.
+  int64_t nbytes() const {
+    int64_t bytes = 0;
+    if (__builtin_mul_overflow(numel, dtype_size(meta.dtype), &bytes))
+      fail("buffer {} ({}) holds {} elements of {} bytes: more than 2^63 bytes", what, meta.str(), numel, dtype_size(meta.dtype));
+    return bytes;
+  }
 };
 
 // What a GEMM applies to its result before storing it (cuBLASLt's epilogues): a bias

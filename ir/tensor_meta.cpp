@@ -38,7 +38,12 @@ int64_t numel(const Shape& shape) {
 
 std::string shape_str(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ",")); }
 
-int64_t TensorMeta::nbytes() const { return checked_mul(numel(), dtype_size(dtype), shape); }
+int64_t TensorMeta::nbytes() const {
+  int64_t r;
+  if (__builtin_mul_overflow(numel(), dtype_size(dtype), &r))
+    fail("a {}{} tensor holds more than 2^63 bytes", dtype_name(dtype), shape_str(shape));
+  return r;
+}
 
 bool TensorMeta::is_contiguous() const {
   // Size-1 dims may have any stride, as in PyTorch.

@@ -140,7 +140,10 @@ MemoryPlan plan_memory(std::span<const BufferInterval> intervals, int64_t alignm
     if (b.bytes < 0) fail("memory plan: buffer {} has a negative size ({} bytes)", i, b.bytes);
     if (b.last < b.first) fail("memory plan: buffer {} dies (group {}) before it is written (group {})", i, b.last, b.first);
     sizes.push_back(align_up(b.bytes, alignment));
-    plan.naive_bytes += sizes.back();
+    // Every layout below places a buffer below the sum of the sizes: checked here once, no
+    // offset can overflow after.
+    if (__builtin_add_overflow(plan.naive_bytes, sizes.back(), &plan.naive_bytes))
+      fail("memory plan: the buffers need more than 2^63 bytes together");
   }
   // Two heuristics, the smaller arena wins; both are exact on the shapes they suit.
   Layout a = greedy_by_size(intervals, sizes);
@@ -213,10 +216,10 @@ BufferPlan plan_buffers(const Graph& g, const FusionPlan& plan, int64_t alignmen
 
 std::string format_bytes(int64_t bytes) {
   if (bytes < 1024) return fmt::format("{} B", bytes);
-  const char* units[] = {"KB", "MB", "GB", "TB"};
+  const char* units[] = {"KB", "MB", "GB", "TB", "PB", "EB"};
   double v = static_cast<double>(bytes) / 1024;
   int u = 0;
-  while (v >= 1024 && u < 3) {
+  while (v >= 1024 && u < 5) {
     v /= 1024;
     ++u;
   }

@@ -255,7 +255,7 @@ ObjectCode compile_to_object(const std::string& source, const CompileOptions& op
     if (consumer.first_error_line > 0)
       message += fmt::format("source around {}:{}:\n{}", kSourceName, consumer.first_error_line,
                              excerpt(source, consumer.first_error_line));
-    throw kiln::Error(message);
+    throw SourceError(message, consumer.first_error_line);
   }
   std::unique_ptr<llvm::Module> module = action.takeModule();
   KILN_INTERNAL_ASSERT(module != nullptr, "a successful EmitLLVMOnlyAction yields a module");

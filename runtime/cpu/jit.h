@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "ir/error.h"
+
 namespace kiln::runtime::cpu {
 
 struct CompileOptions {
@@ -34,6 +36,18 @@ struct CompileStats {
   std::vector<std::string> remarks;  // vectorizer remarks when asked for
 };
 
+// Source that clang rejects: the message holds clang's diagnostics and the source lines around
+// the first error; `line` is that error's line in the source (0 when clang gave none), so that
+// a caller that put many kernels in one source can say which of them failed.
+class SourceError : public kiln::Error {
+ public:
+  SourceError(const std::string& message, int line) : kiln::Error(message), line_(line) {}
+  int line() const { return line_; }
+
+ private:
+  int line_ = 0;
+};
+
 // A compiled module: symbols stay valid while the module lives.
 class CompiledModule {
  public:
@@ -50,7 +64,7 @@ class CompiledModule {
 // kiln::Error saying so.
 bool jit_available();
 
-// Compiles `source`; throws kiln::Error with clang's diagnostics (file:line:col in the
+// Compiles `source`; throws SourceError with clang's diagnostics (file:line:col in the
 // generated source) when it does not compile. Thread-safe. Looks in this process's memory
 // first (instant), then in the disk cache (no clang: object -> callable only).
 std::shared_ptr<CompiledModule> compile(const std::string& source, const CompileOptions& options = {});

@@ -24,7 +24,7 @@ struct ObjectCode {
   std::vector<std::string> remarks;  // "line:col: message" when options.vectorizer_remarks
 };
 
-// Compiles C++ source to an object file in memory; kiln::Error with clang's diagnostics and
+// Compiles C++ source to an object file in memory; SourceError with clang's diagnostics and
 // the source lines around the first error when it does not compile. Not thread-safe: the
 // caller serializes.
 ObjectCode compile_to_object(const std::string& source, const CompileOptions& options);

@@ -237,6 +237,15 @@ void empty_cache() {
   }
 }
 
+DeviceMemory device_memory(int device) {
+  ScopedContext ctx(device);
+  size_t free_bytes = 0, total = 0;
+  check(api().cuMemGetInfo(&free_bytes, &total), fmt::format("cuMemGetInfo on cuda:{}", device));
+  std::lock_guard<std::mutex> lock(mutex);
+  const MemoryStats& s = cache(device).stats;
+  return {static_cast<int64_t>(free_bytes) + (s.reserved_bytes - s.allocated_bytes), static_cast<int64_t>(total)};
+}
+
 std::string memory_summary(int device) {
   MemoryStats s = memory_stats(device);
   return fmt::format("cuda:{}: allocated {} (peak {}), reserved {} (peak {}), {} allocations, {} frees, {} cuMemAlloc "

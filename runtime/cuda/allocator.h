@@ -66,6 +66,14 @@ MemoryStats memory_stats(int device = 0);
 void reset_peak_stats();
 // Returns the free whole segments of every device to the driver (cuMemFree).
 void empty_cache();
+// The memory kiln may still obtain on `device`: what the driver reports free (cuMemGetInfo)
+// plus what this cache reserved and holds free (empty_cache would return it); and the device's
+// total. For refusing work that cannot fit before allocating any of it.
+struct DeviceMemory {
+  int64_t available_bytes = 0;
+  int64_t total_bytes = 0;
+};
+DeviceMemory device_memory(int device = 0);
 // One line: "cuda:0: allocated 1.5 MiB (peak 4.0 MiB), reserved 6.0 MiB (peak 6.0 MiB), ...".
 std::string memory_summary(int device = 0);
 

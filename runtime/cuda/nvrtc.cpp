@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <exception>
+#include <map>
 #include <optional>
 #include <regex>
 #include <set>
@@ -85,8 +86,10 @@ NvrtcOutput run_nvrtc(const std::string& source, const std::string& program_name
   NvrtcOutput out;
   out.log = program_log(program);
   if (r != NVRTC_SUCCESS) {
-    kiln::fail("NVRTC could not compile CUDA program '{}' for {} ({}):\n{}{}", program_name, options.arch,
-               nvrtcGetErrorString(r), out.log.empty() ? "(no log)" : out.log, quote_error_lines(out.log, source));
+    throw NvrtcError(fmt::format("NVRTC could not compile CUDA program '{}' for {} ({}):\n{}{}", program_name, options.arch,
+                                 nvrtcGetErrorString(r), out.log.empty() ? "(no log)" : out.log,
+                                 quote_error_lines(out.log, source)),
+                     program_name);
   }
   size_t size = 0;
   check_nvrtc(nvrtcGetCUBINSize(program, &size), fmt::format("nvrtcGetCUBINSize({})", program_name));
@@ -127,10 +130,20 @@ NvrtcOutput compile_cuda(const std::string& source, const std::string& program_n
     if (auto dir = KernelCache::default_dir()) disk.emplace(*dir);
   }
   if (disk) {
-    if (std::optional<std::string> cubin = disk->load(key, "cubin")) {
+    // The same fault handling as the CPU's objects (runtime/kernel_cache.h): a CUBIN loads only
+    // with its .cu and .ptx present and intact, and is checked before the driver ever sees it.
+    std::map<std::string, std::string> texts;
+    std::optional<std::string> cubin = disk->load(key, "cubin", &texts);
+    // Intact bytes that are no ELF image would only fail later, in cuModuleLoadData on a GPU:
+    // as corrupt as torn ones (the CPU's loader refuses a non-object the same way).
+    if (cubin && cubin->compare(0, 4, "\x7f" "ELF") != 0) {
+      if (log_enabled("cache")) log_line("cache", fmt::format("entry {} holds no ELF image: recompiling", key));
+      cubin.reset();
+    }
+    if (cubin) {
       NvrtcOutput out;
       out.cubin = std::move(*cubin);
-      out.ptx = disk->load_text(key, "ptx").value_or("");
+      if (auto ptx = texts.find("ptx"); ptx != texts.end()) out.ptx = std::move(ptx->second);
       out.cache_hit = true;
       out.key = key;
       return out;

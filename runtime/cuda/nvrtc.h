@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "ir/error.h"
+
 namespace kiln::runtime::cuda {
 
 struct NvrtcOptions {
@@ -28,14 +30,26 @@ struct NvrtcOutput {
   std::string key;  // the cache key (also when the cache is off)
 };
 
+// A program NVRTC rejects. The message says everything (the program's name, NVRTC's log, the
+// offending source lines); program() lets a caller that compiles many programs at once
+// (compile_cuda_parallel) say which of its kernels it was.
+class NvrtcError : public kiln::Error {
+ public:
+  NvrtcError(const std::string& message, std::string program) : kiln::Error(message), program_(std::move(program)) {}
+  const std::string& program() const { return program_; }
+
+ private:
+  std::string program_;
+};
+
 // Compiles `source`; `program_name` names it in messages and in NVRTC's log ("<name>.cu(12):
-// error: ..."). A failed compile is a kiln::Error holding the program name, the NVRTC log and,
+// error: ..."). A failed compile is an NvrtcError holding the program name, the NVRTC log and,
 // for each error line of the log, the offending source line quoted with its number.
 NvrtcOutput compile_cuda(const std::string& source, const std::string& program_name, const NvrtcOptions& options = {});
 
 // Compiles independent programs on the host's cores (at most hardware_concurrency threads;
 // NVRTC is thread-safe for distinct programs). Results in the order given; the first failure
-// (in that order) is raised after all have finished.
+// (in that order, an NvrtcError for a program NVRTC rejects) is raised after all have finished.
 std::vector<NvrtcOutput> compile_cuda_parallel(const std::vector<std::pair<std::string, std::string>>& name_and_source,
                                                const NvrtcOptions& options = {});
 

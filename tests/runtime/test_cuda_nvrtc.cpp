@@ -1,20 +1,31 @@
 // NVRTC compiles (no GPU needed): CUBINs for sm_80 and sm_90, errors quoting the source, the
-// parallel driver, and the disk cache (hits, corrupt entries recompiled).
+// parallel driver, and the disk cache: hits, and the same faults as the CPU's objects
+// (tests/runtime/test_kernel_cache.cpp) ending in a recompile with the same CUBIN: corrupt,
+// empty and non-ELF CUBINs, a missing or damaged .cu or .ptx, a read-only or uncreatable
+// folder, a full disk, and several processes compiling the same kernels at once.
 #if KILN_HAVE_CUDA
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <iterator>
+#include <random>
 
 #include "ir/error.h"
 #include "runtime/cuda/nvrtc.h"
 #include "runtime/kernel_cache.h"
+#include "tests/runtime/cache_faults.h"
 #include "tests/runtime/cuda_test_env.h"
 
 namespace kiln::runtime::cuda::testing {
 namespace {
 
 namespace fs = std::filesystem;
+using runtime::testing::flip_bytes_in_the_middle;
+using runtime::testing::FullDisk;
+using runtime::testing::ReadOnlyFolder;
+using runtime::testing::regular_files_under;
+using runtime::testing::run_processes;
+using runtime::testing::temp_files_under;
 
 std::string add_kernel(int value) {
   return "extern \"C\" __global__ void add(float* x, long n) {\n"
@@ -137,6 +148,136 @@ TEST_F(NvrtcTest, CorruptCachedCubinIsRecompiled) {
   EXPECT_EQ(again.cubin, cold.cubin);
   EXPECT_EQ(read_file(cubin), good) << "the entry is rewritten";
   EXPECT_TRUE(compile_cuda(add_kernel(4), "add4").cache_hit);
+}
+
+// Damages the entry of a cold compile, then checks that the next compile misses, gives the same
+// CUBIN and PTX, rewrites the entry whole, and that the one after hits.
+template <typename Damage>
+void check_cubin_repaired(const fs::path& dir, int value, Damage damage) {
+  std::string name = "add" + std::to_string(value);
+  NvrtcOutput cold = compile_cuda(add_kernel(value), name);
+  ASSERT_FALSE(cold.cache_hit);
+  KernelCache cache(dir);
+  std::map<std::string, std::string> before;
+  for (const char* ext : {"cubin", "cu", "ptx"}) before[ext] = read_file(cache.path(cold.key, ext));
+  damage(cache, cold.key);
+  NvrtcOutput again = compile_cuda(add_kernel(value), name);
+  EXPECT_FALSE(again.cache_hit);
+  EXPECT_EQ(again.cubin, cold.cubin);
+  EXPECT_EQ(again.ptx, cold.ptx);
+  for (const char* ext : {"cubin", "cu", "ptx"}) EXPECT_EQ(read_file(cache.path(cold.key, ext)), before[ext]) << ext << " rewritten";
+  EXPECT_EQ(temp_files_under(dir), 0u);
+  NvrtcOutput warm = compile_cuda(add_kernel(value), name);
+  EXPECT_TRUE(warm.cache_hit);
+  EXPECT_EQ(warm.cubin, cold.cubin);
+  EXPECT_EQ(warm.ptx, cold.ptx);
+}
+
+TEST_F(NvrtcTest, EmptyCubinIsRecompiled) {
+  check_cubin_repaired(dir_, 20, [](KernelCache& c, const std::string& key) { fs::resize_file(c.path(key, "cubin"), 0); });
+}
+
+TEST_F(NvrtcTest, TruncatedCubinIsRecompiled) {
+  check_cubin_repaired(dir_, 21, [](KernelCache& c, const std::string& key) {
+    fs::resize_file(c.path(key, "cubin"), fs::file_size(c.path(key, "cubin")) - 1);
+  });
+}
+
+TEST_F(NvrtcTest, IntactHeaderAroundANonElfIsRecompiled) {
+  // Bytes that pass every checksum but are no ELF image: refused before a driver sees them.
+  check_cubin_repaired(dir_, 22, [](KernelCache& c, const std::string& key) {
+    std::string cu = read_file(c.path(key, "cu")), ptx = read_file(c.path(key, "ptx"));
+    ASSERT_TRUE(c.store(key, {{"cu", cu, true}, {"cubin", "not an ELF image"}, {"ptx", ptx, true}}));
+  });
+}
+
+TEST_F(NvrtcTest, MissingSourceOrPtxVoidsTheEntry) {
+  check_cubin_repaired(dir_, 23, [](KernelCache& c, const std::string& key) { fs::remove(c.path(key, "cu")); });
+  check_cubin_repaired(dir_, 24, [](KernelCache& c, const std::string& key) { fs::remove(c.path(key, "ptx")); });
+  check_cubin_repaired(dir_, 25, [](KernelCache& c, const std::string& key) { fs::remove(c.path(key, "cubin")); });
+}
+
+TEST_F(NvrtcTest, DamagedPtxVoidsTheEntry) {
+  check_cubin_repaired(dir_, 26, [](KernelCache& c, const std::string& key) { flip_bytes_in_the_middle(c.path(key, "ptx")); });
+  check_cubin_repaired(dir_, 27, [](KernelCache& c, const std::string& key) { fs::resize_file(c.path(key, "ptx"), 0); });
+}
+
+TEST_F(NvrtcTest, ReadOnlyFolder) {
+  NvrtcOutput kept = compile_cuda(add_kernel(30), "add30");
+  NvrtcOutput damaged = compile_cuda(add_kernel(31), "add31");
+  KernelCache cache(dir_);
+  flip_bytes_in_the_middle(cache.path(damaged.key, "cubin"));
+  {
+    ReadOnlyFolder read_only(dir_);
+    if (!read_only.works()) GTEST_SKIP() << "cannot make a folder read-only here (root without capset?)";
+    NvrtcOutput hit = compile_cuda(add_kernel(30), "add30");
+    EXPECT_TRUE(hit.cache_hit) << "a read-only cache still serves its entries";
+    EXPECT_EQ(hit.cubin, kept.cubin);
+    NvrtcOutput recompiled = compile_cuda(add_kernel(31), "add31");
+    EXPECT_FALSE(recompiled.cache_hit);
+    EXPECT_EQ(recompiled.cubin, damaged.cubin);
+    NvrtcOutput fresh = compile_cuda(add_kernel(32), "add32");
+    EXPECT_FALSE(fresh.cache_hit);
+    EXPECT_TRUE(is_elf(fresh.cubin));
+    EXPECT_FALSE(fs::exists(cache.path(fresh.key, "cubin")));
+  }
+  EXPECT_EQ(regular_files_under(dir_), 6u) << "two entries, no temp files";
+  EXPECT_FALSE(compile_cuda(add_kernel(31), "add31").cache_hit) << "repaired once writable";
+  EXPECT_TRUE(compile_cuda(add_kernel(31), "add31").cache_hit);
+}
+
+TEST_F(NvrtcTest, UncreatableFolderStillCompiles) {
+  fs::path file = dir_ / "a_file";
+  std::ofstream(file) << "not a folder";
+  ::setenv("KILN_CACHE_DIR", (file / "cache").c_str(), 1);
+  for (int round = 0; round < 2; ++round) {
+    NvrtcOutput out = compile_cuda(add_kernel(33), "add33");
+    EXPECT_FALSE(out.cache_hit);
+    EXPECT_TRUE(is_elf(out.cubin));
+  }
+}
+
+TEST_F(NvrtcTest, FullDiskLeavesNoPartialEntry) {
+  NvrtcOutput reference = compile_cuda(add_kernel(34), "add34", no_cache());
+  for (rlim_t room : {rlim_t{0}, static_cast<rlim_t>(add_kernel(34).size() + 40)}) {
+    SCOPED_TRACE("room for " + std::to_string(room) + " bytes per file");
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    NvrtcOutput out;
+    {
+      FullDisk full(room);
+      ASSERT_TRUE(full.ok());
+      out = compile_cuda(add_kernel(34), "add34");
+    }
+    EXPECT_FALSE(out.cache_hit);
+    EXPECT_EQ(out.cubin, reference.cubin);
+    EXPECT_FALSE(fs::exists(KernelCache(dir_).path(out.key, "cubin"))) << "no partial CUBIN";
+    EXPECT_LE(regular_files_under(dir_), 2u) << "texts at most, and no temp file";
+    NvrtcOutput again = compile_cuda(add_kernel(34), "add34");
+    EXPECT_FALSE(again.cache_hit);
+    EXPECT_EQ(regular_files_under(dir_), 3u);
+    EXPECT_TRUE(compile_cuda(add_kernel(34), "add34").cache_hit);
+  }
+}
+
+TEST_F(NvrtcTest, ManyProcessesCompileTheSameKernelsAtOnce) {
+  constexpr int kProcesses = 6, kKernels = 4;
+  std::vector<std::string> cubins;
+  for (int i = 0; i < kKernels; ++i) cubins.push_back(compile_cuda(add_kernel(40 + i), "add", no_cache()).cubin);
+  std::vector<int> status = run_processes(kProcesses, [&](int child) {
+    std::vector<int> order = {0, 1, 2, 3};
+    std::shuffle(order.begin(), order.end(), std::mt19937(static_cast<unsigned>(child)));
+    for (int i : order)
+      if (compile_cuda(add_kernel(40 + i), "add").cubin != cubins[static_cast<size_t>(i)]) return false;
+    return true;
+  });
+  EXPECT_EQ(status, std::vector<int>(kProcesses, 0)) << "every process got the right CUBINs";
+  EXPECT_EQ(regular_files_under(dir_), 3u * kKernels) << "whole entries, no temp files";
+  for (int i = 0; i < kKernels; ++i) {
+    NvrtcOutput warm = compile_cuda(add_kernel(40 + i), "add");
+    EXPECT_TRUE(warm.cache_hit) << i;
+    EXPECT_EQ(warm.cubin, cubins[static_cast<size_t>(i)]);
+  }
 }
 
 TEST_F(NvrtcTest, CacheOffWritesNothing) {
