@@ -93,18 +93,25 @@ std::vector<Value> embedding_backward(VjpContext& c) {
 }
 
 // The scale each row's gradient gets from the loss's reduction: g itself per row ("none"), or
-// the 0-d g, divided for "mean" by the number of rows not ignored; ignored rows get 0.
+// the 0-d g, divided for "mean" by the number of rows not ignored. Ignored rows get exactly 0
+// through a where, not a product with the mask: PyTorch's nll_loss_backward never writes
+// them, so they stay 0 when the scale is not finite (all rows ignored under "mean" is g / 0,
+// and 0 * inf would be NaN), and when g itself is inf or NaN.
 Var row_scale(Builder& b, const Attrs& a, Var g, Var valid) {
   const std::string& reduction = a.get_string("reduction");
   int64_t n = valid.shape()[0];
-  if (reduction == "none") return b.reshape(g, {n}) * valid;
-  if (reduction == "sum") return g * valid;
-  return g / b.sum(valid) * valid;
+  Var zero = b.scalar(0, g.dtype());
+  if (reduction == "none") return b.where(valid, b.reshape(g, {n}), zero);
+  if (reduction == "sum") return b.where(valid, g, zero);
+  return b.where(valid, g / b.sum(b.to(valid, g.dtype())), zero);
 }
 
 // cross_entropy / nll_loss on scores [C] (target 0-d) or [N,C] (target [N]), viewed as [N,C].
 //   cross_entropy: d/dx = softmax(x) - ((1 - eps) * onehot + eps / C), per row scaled;
-//   nll_loss:      d/dx = -onehot, per row scaled.
+//   nll_loss:      d/dx = -scale at the target, 0 elsewhere (selected, not multiplied by the
+//                  one-hot: PyTorch writes only the target's entry).
+// A row of cross_entropy keeps softmax's NaN even when its scale is 0 (an ignored row of
+// +inf or NaN logits), as PyTorch's log_softmax_backward gives g - exp(NaN) * 0 = NaN there.
 std::vector<Value> class_loss_backward(VjpContext& c, bool with_softmax) {
   std::vector<Value> grads(2);
   if (!wants(c, 0)) return grads;
@@ -113,19 +120,20 @@ std::vector<Value> class_loss_backward(VjpContext& c, bool with_softmax) {
   DType dt = xm.dtype;
   int64_t classes = xm.shape.back(), n = xm.rank() == 2 ? xm.shape[0] : 1;
   Var target = b.reshape(c.input(1), {n});
-  Var onehot = b.to(b.eq(b.unsqueeze(target, 1), b.arange(classes, target.dtype())), dt);  // [N,C]
+  Var is_target = b.eq(b.unsqueeze(target, 1), b.arange(classes, target.dtype()));  // [N,C]
   Var ignore = b.scalar(static_cast<double>(c.attrs().get_int("ignore_index")), target.dtype());
-  Var valid = b.to(b.ne(target, ignore), dt);  // [N]
+  Var valid = b.ne(target, ignore);  // [N]
   Var scale = b.unsqueeze(row_scale(b, c.attrs(), c.grad(), valid), 1);  // [N,1]
   Var dx;
   if (with_softmax) {
     double eps = c.attrs().get_float("label_smoothing");
     Var x = b.reshape(c.input(0), {n, classes});
     Var p = b.op(Op::Softmax, {x}, Attrs{{"dim", int64_t{-1}}});
+    Var onehot = b.to(is_target, dt);
     Var smoothed = eps > 0 ? onehot * (1 - eps) + eps / static_cast<double>(classes) : onehot;
     dx = (p - smoothed) * scale;
   } else {
-    dx = -onehot * scale;
+    dx = b.where(is_target, -scale, b.scalar(0, dt));
   }
   grads[0] = b.reshape(dx, xm.shape);
   return grads;

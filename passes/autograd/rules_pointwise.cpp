@@ -121,10 +121,12 @@ void install_pointwise_vjps() {
          Var y = c.result();
          return g * (1.0 - y) * y;
        }});
-  // threshold_backward(grad, result, 0): the gradient passes where the result is positive.
+  // threshold_backward(grad, result, 0): 0 where result <= 0, else the gradient. Written with
+  // <= as PyTorch's kernel is: a NaN input gives a NaN result, which is not <= 0, so its
+  // gradient passes through and the NaN stays visible in training (`y > 0 ? g : 0` gave 0).
   rule(Op::Relu, {[](VjpContext& c, Var g) {
          Var y = c.result();
-         return c.b.where(c.b.gt(y, num(c, 0, y)), g, num(c, 0, g));
+         return c.b.where(c.b.le(y, num(c, 0, y)), num(c, 0, g), g);
        }});
   rule(Op::Gelu, {gelu_grad});
   rule(Op::Silu, {[](VjpContext& c, Var g) {

@@ -3,6 +3,8 @@
 // The gradient of a reduction is broadcast back over the reduced dims: Builder::unreduce, or
 // restore_reduced_dims where it broadcasts against the input in a later op anyway.
 // argmax has no rule: it is not differentiable (vjp.cpp's is_differentiable).
+#include <limits>
+
 #include "ir/error.h"
 #include "passes/autograd/rules.h"
 #include "passes/autograd/vjp.h"
@@ -68,8 +70,18 @@ Var var_grad(VjpContext& c, Var g) {
   Var x = c.input(0);
   IntList dims = reduced_dims(c);
   double dof = static_cast<double>(reduced_count(x.shape(), dims)) - c.attrs().get_float("correction");
-  // dof <= 0 gives inf (or nan where x equals its mean), as in PyTorch.
-  return (restore(c, g) * (2.0 / dof)) * (x - b.mean(x, dims, /*keepdim=*/true));
+  Var mean = b.mean(x, dims, /*keepdim=*/true);
+  if ((dims.empty() || x.rank() == 0) && dof <= 0) {
+    // PyTorch's var_backward special-cases the full reduction with no degrees of freedom:
+    // g * (x == mean ? nan : +inf), so +inf whatever the side of the mean (2/0 * (x - mean)
+    // would give -inf below it) and for dof < 0 too (2/dof would be finite and negative).
+    Var factor = b.where(b.eq(x, mean), b.scalar(std::numeric_limits<double>::quiet_NaN(), mean.dtype()),
+                         b.scalar(std::numeric_limits<double>::infinity(), mean.dtype()));
+    return restore(c, g) * factor;
+  }
+  // Over given dims PyTorch divides by (n - correction) as it is: 0 gives inf (nan where x
+  // equals its mean), a negative dof a finite negative factor.
+  return (restore(c, g) * (2.0 / dof)) * (x - mean);
 }
 
 // prod's gradient is the product of the other elements of the slice. Without division by

@@ -5,6 +5,7 @@
 
 #include "ir/half.h"
 #include "ir/random.h"
+#include "tests/support/support.h"
 
 namespace kiln {
 namespace {
@@ -60,6 +61,24 @@ TEST(BFloat16, RoundsToNearestEven) {
   EXPECT_EQ(bf16_bits_to_float(0x3f80), 1.0f);
   EXPECT_TRUE(std::isnan(bf16_bits_to_float(float_to_bf16_bits(NAN))));
   EXPECT_EQ(float_to_bf16_bits(INFINITY), 0x7f80);
+}
+
+// tests/support's tensors_close, which every edge-case test leans on: NaN matches only NaN,
+// an infinity only the same infinity (an infinite expected value makes atol + rtol * |e|
+// infinite, which once let any finite value or the other infinity through).
+TEST(TestSupport, TensorsCloseMatchesNaNAndInfinityByPosition) {
+  using testing::make;
+  using testing::tensors_close;
+  const double inf = INFINITY, nan = NAN;
+  HostTensor want = make(DType::F32, {4}, {nan, inf, -inf, 1});
+  EXPECT_TRUE(tensors_close(make(DType::F32, {4}, {nan, inf, -inf, 1 + 1e-7}), want));
+  EXPECT_FALSE(tensors_close(make(DType::F32, {4}, {0, inf, -inf, 1}), want));      // NaN expected
+  EXPECT_FALSE(tensors_close(make(DType::F32, {4}, {nan, 3e38, -inf, 1}), want));   // inf expected, finite got
+  EXPECT_FALSE(tensors_close(make(DType::F32, {4}, {nan, -inf, -inf, 1}), want));   // the other infinity
+  EXPECT_FALSE(tensors_close(make(DType::F32, {4}, {nan, inf, nan, 1}), want));     // NaN for -inf
+  EXPECT_FALSE(tensors_close(make(DType::F32, {4}, {nan, inf, -inf, inf}), want));  // inf for a finite value
+  EXPECT_FALSE(tensors_close(make(DType::F32, {4}, {nan, inf, -inf, nan}), want));  // NaN for a finite value
+  EXPECT_TRUE(tensors_close(make(DType::F32, {1}, {-0.0}), make(DType::F32, {1}, {0.0}), 0, 0));
 }
 
 }  // namespace

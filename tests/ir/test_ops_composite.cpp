@@ -198,5 +198,41 @@ TEST(OpsComposite, Dropout) {
   EXPECT_EQ(one_node_round_trip(Op::Dropout, {F({4})}, {{"p", 0.1}, {"seed", int64_t{3}}}), "%y = dropout(%x0, p=0.1, seed=3) : f32[4]");
 }
 
+// NaN and infinities as PyTorch treats them: any NaN or +inf in a softmax row makes the whole
+// row NaN (x - max is NaN somewhere, so the sum is), as does a row of -inf alone; a -inf among
+// finite values gets probability exactly 0 (log-probability -inf). layer_norm is NaN over a
+// row holding a NaN or an infinity (the mean or the variance is); other rows are untouched.
+// cross_entropy is NaN for such logits, +inf when the target's logit alone is -inf.
+TEST(OpsComposite, NaNAndInfinityThroughSoftmaxLayerNormAndCrossEntropy) {
+  const double nan = NAN;
+  HostTensor x = f64({5, 3}, {1, nan, 2, kInf, 0, 1, kInf, kInf, 0, -kInf, -kInf, -kInf, 0, -kInf, ln2});
+  Attrs last{{"dim", int64_t{-1}}};
+  std::vector<double> nan9(9, nan);
+  std::vector<double> sm = nan9, lsm = nan9;
+  sm.insert(sm.end(), {nan, nan, nan, 1.0 / 3, 0, 2.0 / 3});
+  lsm.insert(lsm.end(), {nan, nan, nan, -std::log(3.0), -kInf, ln2 - std::log(3.0)});
+  EXPECT_TRUE(tensors_close(run1(Op::Softmax, {x}, last), f64({5, 3}, sm), 1e-15, 0));
+  EXPECT_TRUE(tensors_close(run1(Op::LogSoftmax, {x}, last), f64({5, 3}, lsm), 1e-15, 0));
+  // Along dim 0 of the transpose: the same values.
+  HostTensor xt = x.view(TensorMeta(DType::F64, {3, 5}, {1, 3}), 0);
+  HostTensor st = run1(Op::Softmax, {xt}, {{"dim", int64_t{0}}});
+  for (int64_t r = 0; r < 5; ++r)
+    for (int64_t c = 0; c < 3; ++c) {
+      double want = sm[static_cast<size_t>(r * 3 + c)], got = st.get(c * 5 + r);
+      EXPECT_TRUE(std::isnan(want) ? std::isnan(got) : got == want) << r << "," << c;
+    }
+
+  HostTensor rows = f64({4, 2}, {0, 2, nan, 1, kInf, 1, -kInf, -kInf});
+  EXPECT_TRUE(tensors_close(run1(Op::LayerNorm, {rows}, {{"normalized_shape", IntList{2}}, {"eps", 0.0}}),
+                            f64({4, 2}, {-1, 1, nan, nan, nan, nan, nan, nan})));
+
+  // Row 0: target 1 with logit -inf alone: -log(0) = +inf; row 1: a NaN logit; row 2: +inf.
+  HostTensor logits = f64({3, 2}, {0, -kInf, nan, 0, kInf, 0});
+  HostTensor losses = run1(Op::CrossEntropy, {logits, i64({3}, {1, 0, 1})}, {{"reduction", std::string("none")}});
+  EXPECT_TRUE(tensors_close(losses, f64({3}, {kInf, nan, nan})));
+  // The finite row alone: the -inf class is never the target, so the loss is 0.
+  EXPECT_EQ(run1(Op::CrossEntropy, {f64({1, 2}, {0, -kInf}), i64({1}, {0})}).get(0), 0);
+}
+
 }  // namespace
 }  // namespace kiln

@@ -131,6 +131,28 @@ TEST(ReductionKernel, AmaxAmin) {
   EXPECT_EQ(run1(Op::Amax, {HostTensor::empty(DType::F32, {0, 3})}, {{"dim", IntList{1}}}).shape(), (Shape{0}));
 }
 
+// PyTorch's rules at the edges: amax propagates NaN wherever it sits (after an +inf too);
+// argmax treats NaN as the maximum and returns the first NaN, otherwise the first index of the
+// maximum (ties of +inf, of -inf, of equal finite values); -0 and +0 are a tie.
+TEST(ReductionKernel, AmaxAndArgmaxWithNaNInfinityAndTies) {
+  HostTensor x = make(DType::F32, {6, 4},
+                      {kInf, 1, kNan, 2,            //
+                       -kInf, -kInf, -kInf, -kInf,  //
+                       3, kInf, kInf, 3,            //
+                       kNan, kNan, kInf, kNan,      //
+                       7, -0.0, 7, 0,               //
+                       -0.0, 0.0, -1, -2});
+  EXPECT_TRUE(tensors_close(run1(Op::Amax, {x}, {{"dim", IntList{1}}}), make(DType::F32, {6}, {kNan, -kInf, kInf, kNan, 7, 0})));
+  EXPECT_TRUE(tensors_close(run1(Op::Amin, {x}, {{"dim", IntList{1}}}), make(DType::F32, {6}, {kNan, -kInf, 3, kNan, -0.0, -2})));
+  EXPECT_EQ(run1(Op::Argmax, {x}, {{"dim", int64_t(1)}}).to_ints(), (std::vector<int64_t>{2, 0, 1, 0, 0, 0}));
+  EXPECT_EQ(run1(Op::Argmax, {x}).get_int(0), 2);  // the first NaN in row-major order
+  // Down the columns: a NaN in row 3 of columns 0, 1 and 3 wins; column 2 has NaN in row 0.
+  EXPECT_EQ(run1(Op::Argmax, {x}, {{"dim", int64_t(0)}}).to_ints(), (std::vector<int64_t>{3, 3, 0, 3}));
+  HostTensor no_nan = make(DType::F32, {5}, {1, kInf, -kInf, kInf, 0});
+  EXPECT_EQ(run1(Op::Argmax, {no_nan}).get_int(0), 1);
+  EXPECT_EQ(run1(Op::Amax, {no_nan}).get(0), kInf);
+}
+
 TEST(ReductionKernel, ArgmaxFirstMaxAndNaN) {
   EXPECT_EQ(run1(Op::Argmax, {make(DType::F32, {4}, {1, kNan, 5, kNan})}).get_int(0), 1);  // NaN is the max
   EXPECT_EQ(run1(Op::Argmax, {make(DType::F32, {3}, {-kInf, -kInf, -kInf})}).get_int(0), 0);

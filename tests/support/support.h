@@ -17,8 +17,9 @@ namespace kiln::testing {
 std::string data_dir();
 std::string read_text(const std::string& path);
 
-// Expects `actual` to equal `expected` elementwise within atol + rtol*|expected| (NaNs must
-// match NaNs); on failure prints the first mismatching index and values.
+// Expects `actual` to equal `expected` elementwise within atol + rtol*|expected|; NaN and
+// +-inf must sit at the same positions (a NaN matches any NaN, an infinity only the same
+// infinity). On failure prints the first mismatching index and values.
 ::testing::AssertionResult tensors_close(const HostTensor& actual, const HostTensor& expected, double atol = 1e-6,
                                          double rtol = 1e-5);
 // Builds a tensor from row-major values.
