@@ -70,6 +70,8 @@ TEST(FuzzGenerator, MergedCasesKeepEachCasesInputs) {
 // wrong type, and forgives what the graph's own conditioning explains.
 TEST(FuzzCompare, CatchesWhatItMustAndForgivesIllConditionedElements) {
   auto f32 = [](std::vector<double> v) { return HostTensor::from_doubles(DType::F32, {static_cast<int64_t>(v.size())}, v); };
+  auto f64 = [](std::vector<double> v) { return HostTensor::from_doubles(DType::F64, {static_cast<int64_t>(v.size())}, v); };
+  auto i64 = [](std::vector<int64_t> v) { return HostTensor::from_ints(DType::I64, {static_cast<int64_t>(v.size())}, v); };
   const double nan = std::nan(""), inf = INFINITY;
   HostTensor want = f32({1.0, nan, inf, 100.0});
   EXPECT_FALSE(fuzz::compare_tensor(f32({1.0, nan, inf, 100.0}), want, nullptr, "%y"));
@@ -80,19 +82,19 @@ TEST(FuzzCompare, CatchesWhatItMustAndForgivesIllConditionedElements) {
   EXPECT_TRUE(has(v->detail, "%y[0] = 1.10000002")) << v->detail;
   EXPECT_EQ(fuzz::compare_tensor(f32({1.0, 0.0, inf, 100.0}), want, nullptr, "%y")->verdict, fuzz::Verdict::NanMismatch);
   EXPECT_EQ(fuzz::compare_tensor(f32({1.0, nan, -inf, 100.0}), want, nullptr, "%y")->verdict, fuzz::Verdict::NanMismatch);
-  EXPECT_EQ(fuzz::compare_tensor(HostTensor::from_doubles(DType::F64, {4}, {1.0, nan, inf, 100.0}), want, nullptr, "%y")->verdict,
+  EXPECT_EQ(fuzz::compare_tensor(f64({1.0, nan, inf, 100.0}), want, nullptr, "%y")->verdict,
             fuzz::Verdict::TypeMismatch);
-  HostTensor ints = HostTensor::from_ints(DType::I64, {2}, {3, 4});
-  EXPECT_EQ(fuzz::compare_tensor(HostTensor::from_ints(DType::I64, {2}, {3, 5}), ints, nullptr, "%i")->verdict,
+  HostTensor ints = i64({3, 4});
+  EXPECT_EQ(fuzz::compare_tensor(i64({3, 5}), ints, nullptr, "%i")->verdict,
             fuzz::Verdict::Mismatch);
   // Where float64 says otherwise, the element is ill-conditioned: an overflow to inf in f32
   // (float64 finite), a comparison that flips.
-  HostTensor wide = HostTensor::from_doubles(DType::F64, {4}, {1.0, nan, 3.5e38, 100.0});
+  HostTensor wide = f64({1.0, nan, 3.5e38, 100.0});
   EXPECT_FALSE(fuzz::compare_tensor(f32({1.0, nan, 3.4e38, 100.0}), want, &wide, "%y"));
-  HostTensor ints_wide = HostTensor::from_ints(DType::I64, {2}, {3, 5});
-  EXPECT_FALSE(fuzz::compare_tensor(HostTensor::from_ints(DType::I64, {2}, {3, 5}), ints, &ints_wide, "%i"));
+  HostTensor ints_wide = i64({3, 5});
+  EXPECT_FALSE(fuzz::compare_tensor(i64({3, 5}), ints, &ints_wide, "%i"));
   // The allowance grows with the distance to float64: 100 vs 100.01 passes when float64 says 100.01.
-  HostTensor wide2 = HostTensor::from_doubles(DType::F64, {4}, {1.0, nan, inf, 100.01});
+  HostTensor wide2 = f64({1.0, nan, inf, 100.01});
   EXPECT_FALSE(fuzz::compare_tensor(f32({1.0, nan, inf, 100.01}), want, &wide2, "%y"));
 }
 

@@ -44,6 +44,9 @@ struct FuzzOptions {
   std::string configs = "fused,unfused,unoptimized";
   std::vector<std::string> replay;
   int max_shrinks = 20;
+  int batch_timeout = 300;
+  int64_t show = -1;        // print graph N of the run as a reproducer instead of checking
+  // seconds a batch may take before its job is stopped (a hung kernel)
 };
 
 // One graph's outcome, a line in a job's results file: verdict, config, seed, joint state, detail.
@@ -94,9 +97,17 @@ Outcome check_one(const fuzz::FuzzCase& c, const fuzz::CheckOptions& co, const F
   out.detail = f.detail.substr(0, f.detail.find('\n'));
   if (*shrinks_left <= 0) return out;
   --*shrinks_left;
-  // Shrink while the same kind of failure shows under the same config.
+  // Shrink while the same kind of failure shows under the same config; each try checks that
+  // config alone (a joint failure: the joint graph under the first config).
+  fuzz::CheckOptions only = co;
+  const bool joint = f.config.starts_with("joint/");
+  const std::string config = joint ? f.config.substr(6) : f.config;
+  only.configs.clear();
+  for (const fuzz::CompileConfig& k : co.configs)
+    if (k.name == config) only.configs.push_back(k);
+  only.joint = joint;
   fuzz::FuzzCase small = fuzz::shrink(c, [&](const fuzz::FuzzCase& cand) {
-    fuzz::CaseReport cr = fuzz::check_case(cand, co);
+    fuzz::CaseReport cr = fuzz::check_case(cand, only);
     for (const fuzz::Finding& x : cr.findings)
       if (x.verdict == f.verdict && x.config == f.config) return true;
     return false;
@@ -121,6 +132,11 @@ void run_job(const FuzzOptions& o, int job, std::ostream& results) {
   int shrinks_left = std::max(1, o.max_shrinks / std::max(1, o.jobs));
   const int64_t batches = (o.graphs + o.batch - 1) / o.batch;
   for (int64_t b = job; b < batches; b += o.jobs) {
+    // A kernel that never ends is a finding too: the batch's job is stopped (SIGALRM) and the
+    // parent names the batch from this marker.
+    results << "#batch\t" << b << '\n';
+    results.flush();
+    alarm(static_cast<unsigned>(o.batch_timeout));
     std::vector<fuzz::FuzzCase> cases;
     for (int64_t i = b * o.batch; i < std::min(o.graphs, (b + 1) * o.batch); ++i)
       cases.push_back(fuzz::random_graph(o.seed * 1000003 + static_cast<uint64_t>(i), gen));
@@ -144,10 +160,14 @@ void run_job(const FuzzOptions& o, int job, std::ostream& results) {
   }
 }
 
-std::vector<Outcome> read_results(const std::string& path) {
+std::vector<Outcome> read_results(const std::string& path, int64_t* last_batch = nullptr) {
   std::vector<Outcome> out;
   std::ifstream in(path);
   for (std::string line; std::getline(in, line);) {
+    if (line.starts_with("#batch\t")) {
+      if (last_batch) *last_batch = std::stoll(line.substr(7));
+      continue;
+    }
     std::stringstream ss(line);
     Outcome x;
     std::string seed;
@@ -170,10 +190,8 @@ int run_fuzz(const FuzzOptions& o) {
   fs::create_directories(dir);
   std::vector<Outcome> all;
   int crashed_jobs = 0;
-  if (o.jobs == 1) {
-    std::ofstream f(dir / "job0.tsv");
-    run_job(o, 0, f);
-  } else {
+  std::vector<bool> crashed(static_cast<size_t>(o.jobs), false);
+  {
     // Processes, not threads: the CPU JIT compiles one module at a time per process, and a
     // crash in a job must not take the others down.
     std::vector<pid_t> pids;
@@ -199,14 +217,22 @@ int run_fuzz(const FuzzOptions& o) {
       waitpid(pids[j], &status, 0);
       if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         ++crashed_jobs;
+        crashed[j] = true;
         fmt::print(stderr, "kiln fuzz: job {} ended abnormally ({}); its graphs after the last one recorded are not counted\n",
                    j, WIFSIGNALED(status) ? fmt::format("signal {}", WTERMSIG(status)) : fmt::format("exit {}", WEXITSTATUS(status)));
       }
     }
   }
+  std::vector<std::string> hung;
   for (int j = 0; j < o.jobs; ++j) {
-    auto part = read_results((dir / fmt::format("job{}.tsv", j)).string());
+    int64_t last = -1;
+    auto part = read_results((dir / fmt::format("job{}.tsv", j)).string(), &last);
     all.insert(all.end(), part.begin(), part.end());
+    // A job that ended abnormally stopped inside its last batch, whose graphs went unrecorded.
+    if (crashed[static_cast<size_t>(j)] && last >= 0)
+      hung.push_back(fmt::format("batch {} of job {} (graphs {} to {}, the first's seed {})", last, j, last * o.batch,
+                                 std::min<int64_t>(o.graphs, (last + 1) * o.batch) - 1,
+                                 o.seed * 1000003 + static_cast<uint64_t>(last * o.batch)));
   }
   fs::remove_all(dir);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -224,6 +250,8 @@ int run_fuzz(const FuzzOptions& o) {
   for (const auto& [verdict, n] : counts) fmt::print("  {:<22} {:>8}\n", verdict, n);
   if (!o.no_joint) fmt::print("  {:<22} {:>8}\n", "(joint graph checked)", joint_checked);
   if (crashed_jobs) fmt::print("  {:<22} {:>8}\n", "crashed jobs", crashed_jobs);
+  for (const std::string& h : hung)
+    fmt::print("  stopped in {} (SIGALRM: past --batch-timeout, a kernel that does not end; or a crash)\n", h);
   for (const Outcome& x : all)
     if (x.verdict != "pass" && x.verdict != "reference rejected")
       fmt::print("  seed {} {} under {}: {}\n", x.seed, x.verdict, x.config, x.detail);
@@ -267,7 +295,18 @@ void add_fuzz_command(CLI::App& app) {
   cmd->add_option("--save", o->save, "folder for the shrunk reproducers")->capture_default_str();
   cmd->add_option("--max-shrinks", o->max_shrinks, "failing graphs shrunk and saved, at most")->capture_default_str();
   cmd->add_option("--replay", o->replay, "check saved reproducers instead of random graphs");
-  cmd->callback([o] { std::exit(o->replay.empty() ? run_fuzz(*o) : replay(*o)); });
+  cmd->add_option("--show", o->show, "print graph N of the run (with --seed) as a .kir reproducer, and stop");
+  cmd->add_option("--batch-timeout", o->batch_timeout, "seconds a batch may take before its job is stopped")->capture_default_str();
+  cmd->callback([o] {
+    if (o->show >= 0) {
+      fuzz::GenOptions gen;
+      gen.max_nodes = o->max_nodes;
+      fuzz::FuzzCase c = fuzz::random_graph(o->seed * 1000003 + static_cast<uint64_t>(o->show), gen);
+      fmt::print("{}", fuzz::reproducer_text(c, fuzz::Finding{fuzz::Verdict::Pass, "-", "shown with --show"}, o->device));
+      std::exit(0);
+    }
+    std::exit(o->replay.empty() ? run_fuzz(*o) : replay(*o));
+  });
 }
 
 }  // namespace kiln::cli

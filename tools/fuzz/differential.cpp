@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <set>
 #include <unordered_map>
 
 #include "ir/error.h"
@@ -61,14 +62,15 @@ HostTensor widen(const HostTensor& t) {
 }  // namespace
 
 std::optional<Finding> compare_tensor(const HostTensor& got, const HostTensor& want, const HostTensor* wide,
-                                      const std::string& what, const HostTensor* primitive) {
+                                      const std::string& what, const HostTensor* primitive,
+                                      std::optional<DType> tolerance_of) {
   if (got.dtype() != want.dtype() || got.shape() != want.shape())
     return Finding{Verdict::TypeMismatch, "",
                    fmt::format("{}: {} where the reference has {}", what, got.meta().str(), want.meta().str())};
   if (primitive && primitive->shape() != want.shape()) primitive = nullptr;
   const int64_t n = want.numel();
   const bool fl = is_floating(want.dtype());
-  const backend::Tolerance tol = assert_close_tolerance(want.dtype());
+  const backend::Tolerance tol = assert_close_tolerance(tolerance_of.value_or(want.dtype()));
   auto kind = [](double x) { return std::isnan(x) ? 0 : std::isinf(x) ? (x > 0 ? 1 : 2) : 3; };
   for (int64_t i = 0; i < n; ++i) {
     const double g = got.get(i), w = want.get(i);
@@ -134,6 +136,27 @@ References references(const Graph& g, const std::vector<HostTensor>& inputs) {
   return r;
 }
 
+// The float dtype with the loosest tolerance among a value and everything it is computed from:
+// an f32 sum cast to f64 carries f32's rounding, and is judged by f32's tolerance.
+std::optional<DType> narrowest_float_ancestor(Value v) {
+  std::optional<DType> best;
+  std::set<const Node*> seen;
+  std::vector<const Node*> stack{v.node};
+  auto consider = [&](DType t) {
+    if (!is_floating(t)) return;
+    if (!best || assert_close_tolerance(t).rtol > assert_close_tolerance(*best).rtol) best = t;
+  };
+  consider(v.meta().dtype);
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    if (!seen.insert(n).second) continue;
+    for (int r = 0; r < n->num_results(); ++r) consider(n->meta(r).dtype);
+    for (const Value& in : n->inputs()) stack.push_back(in.node);
+  }
+  return best;
+}
+
 // Compiles and runs `g` under one config and compares with the references.
 std::optional<Finding> check_config(const Graph& g, const std::vector<HostTensor>& inputs, const References& ref,
                                     const CompileConfig& config, Device device) {
@@ -158,7 +181,8 @@ std::optional<Finding> check_config(const Graph& g, const std::vector<HostTensor
   if (got.size() != want.size())
     return Finding{Verdict::TypeMismatch, config.name, fmt::format("{} outputs, the reference has {}", got.size(), want.size())};
   for (size_t i = 0; i < got.size(); ++i) {
-    if (auto f = compare_tensor(got[i], want[i], ref.wide_at(i), "%" + g.outputs()[i].name(), ref.primitive_at(i))) {
+    if (auto f = compare_tensor(got[i], want[i], ref.wide_at(i), "%" + g.outputs()[i].name(), ref.primitive_at(i),
+                                narrowest_float_ancestor(g.outputs()[i]))) {
       f->config = config.name;
       return f;
     }

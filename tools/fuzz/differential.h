@@ -58,9 +58,13 @@ struct CaseReport {
 CaseReport check_case(const FuzzCase& c, const CheckOptions& options);
 
 // The comparison above, of one output: `wide` is the float64 reference and `primitive` the
-// decomposed graph's (either may be null). Nothing when `got` passes; else the first bad element.
+// decomposed graph's (either may be null); `tolerance_of` the dtype whose tolerance applies
+// (default: the output's; check_case passes the loosest float dtype the output is computed
+// from, since an f32 sum cast to f64 carries f32's rounding). Nothing when `got` passes; else
+// the first bad element.
 std::optional<Finding> compare_tensor(const HostTensor& got, const HostTensor& want, const HostTensor* wide,
-                                      const std::string& what, const HostTensor* primitive = nullptr);
+                                      const std::string& what, const HostTensor* primitive = nullptr,
+                                      std::optional<DType> tolerance_of = std::nullopt);
 
 // The compared form of `g` with every floating dtype widened to f64 (inputs and dtype
 // attributes); nothing when some op's rule rejects the widened call.

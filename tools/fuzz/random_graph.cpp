@@ -51,7 +51,10 @@ class Generator {
     Shape s;
     const int64_t rank = one_of(std::vector<int64_t>{0, 1, 1, 2, 2, 2, 3, 3, 4});
     for (int64_t i = 0; i < rank; ++i) s.push_back(random_dim());
-    while (numel(s) > o_.max_numel) s.back() = std::max<int64_t>(1, s.back() / 2);
+    while (numel(s) > o_.max_numel) {  // halve the largest dim (the last may already be 1)
+      int64_t& big = *std::max_element(s.begin(), s.end());
+      big = std::max<int64_t>(1, big / 2);
+    }
     return s;
   }
   DType random_dtype() {

@@ -17,12 +17,12 @@ namespace {
 // A copy of `c` where the nodes in `cut` become inputs of their type and only the outputs in
 // `keep` remain; inputs nothing reads are left out. Nothing when the copy fails (a rule that
 // rejects a cut input's type, which cannot happen for a pure type copy, but is checked).
-std::optional<FuzzCase> rebuild(const FuzzCase& c, const std::set<const Node*>& cut, const std::vector<size_t>& keep) {
+std::optional<FuzzCase> rebuild(const FuzzCase& c, const std::set<const Node*>& cut, const std::vector<Value>& keep) {
   const Graph& g = c.graph;
   // What the kept outputs need, walking back from them and stopping at cut nodes.
   std::set<const Node*> needed;
   std::vector<const Node*> stack;
-  for (size_t i : keep) stack.push_back(g.outputs()[i].node);
+  for (const Value& v : keep) stack.push_back(v.node);
   while (!stack.empty()) {
     const Node* n = stack.back();
     stack.pop_back();
@@ -59,7 +59,7 @@ std::optional<FuzzCase> rebuild(const FuzzCase& c, const std::set<const Node*>& 
       for (int r = 0; r < copy->num_results(); ++r) results.push_back(copy->result(r));
     }
     std::vector<Value> outs;
-    for (size_t i : keep) outs.push_back(map.at(g.outputs()[i].node).at(static_cast<size_t>(g.outputs()[i].index)));
+    for (const Value& v : keep) outs.push_back(map.at(v.node).at(static_cast<size_t>(v.index)));
     out.graph.set_outputs(outs);
   } catch (const Error&) {
     return std::nullopt;
@@ -67,11 +67,7 @@ std::optional<FuzzCase> rebuild(const FuzzCase& c, const std::set<const Node*>& 
   return out;
 }
 
-std::vector<size_t> all_outputs(const Graph& g) {
-  std::vector<size_t> k(g.outputs().size());
-  for (size_t i = 0; i < k.size(); ++i) k[i] = i;
-  return k;
-}
+std::vector<Value> all_outputs(const Graph& g) { return g.outputs(); }
 
 }  // namespace
 
@@ -88,14 +84,30 @@ FuzzCase shrink(const FuzzCase& c, const StillFails& still_fails, int max_tries)
   bool progress = true;
   while (progress && tries < max_tries) {
     progress = false;
+    const std::vector<Value> outs = best.graph.outputs();
     // Fewer outputs.
-    for (size_t drop = 0; drop < best.graph.outputs().size() && best.graph.outputs().size() > 1; ++drop) {
-      std::vector<size_t> keep;
-      for (size_t i = 0; i < best.graph.outputs().size(); ++i)
-        if (i != drop) keep.push_back(i);
+    for (size_t drop = 0; drop < outs.size() && outs.size() > 1; ++drop) {
+      std::vector<Value> keep;
+      for (size_t i = 0; i < outs.size(); ++i)
+        if (i != drop) keep.push_back(outs[i]);
       if (attempt(rebuild(best, {}, keep))) {
         progress = true;
         break;
+      }
+    }
+    if (progress) continue;
+    // An output's last node dropped: one of its operands returned instead (removes consumers
+    // of the node that fails, as cutting removes its producers).
+    for (size_t i = 0; i < outs.size() && !progress; ++i) {
+      if (outs[i].node->is_input()) continue;
+      for (const Value& operand : outs[i].node->inputs()) {
+        if (operand.node->is_input()) continue;
+        std::vector<Value> keep = outs;
+        keep[i] = operand;
+        if (attempt(rebuild(best, {}, keep))) {
+          progress = true;
+          break;
+        }
       }
     }
     if (progress) continue;

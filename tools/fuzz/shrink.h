@@ -16,7 +16,7 @@ using StillFails = std::function<bool(const FuzzCase&)>;
 
 // The smallest case reached (by node count) that still fails; `c` itself if nothing smaller does.
 // `max_tries` bounds the checks run (each compiles the candidate).
-FuzzCase shrink(const FuzzCase& c, const StillFails& still_fails, int max_tries = 400);
+FuzzCase shrink(const FuzzCase& c, const StillFails& still_fails, int max_tries = 150);
 
 // The case as a .kir file: a comment header (what failed, the seed, how to rerun it) and the
 // graph. kiln fuzz --replay FILE.kir reads it back (inputs from the recorded seeds and bounds).
