@@ -9,7 +9,7 @@
 // - NaN where the reference has NaN, +-inf where it has the same infinity;
 // - other floats within PyTorch's assert_close defaults (f64 rtol 1e-7 atol 1e-7, f16 1e-3 and
 //   1e-5, bf16 1.6e-2 and 1e-5; f32 atol 1e-5 but rtol 1e-5, kiln's own, rather than 1.3e-6:
-//   see differential.cpp), widened by the graph's own conditioning: twice the distance between
+//   see differential.cpp), widened by the graph's own conditioning: four times the distance between
 //   the reference (or the reference of its decomposed form) and the same graph in float64.
 //   An element where the two references disagree on NaN, infinity, an integer or a bool is
 //   ill-conditioned (a comparison of near-equal values, an overflow in the narrow dtype) and
