@@ -244,10 +244,7 @@ class BreakingTrace {
   // function's own handles see it.
   void make_concrete(TensorImpl& impl, const Tensor& value) {
     if (impl.trace_id == 0) return;
-    const TensorImpl& v = *value.impl();
-    impl.meta = v.meta;
-    impl.data = v.data;
-    impl.device_data = v.device_data;
+    impl.set_storage_from(*value.impl());
     impl.value = Value{};
     impl.trace_id = 0;
   }
@@ -392,7 +389,6 @@ std::vector<Tensor> CompiledFunctionState::call(const std::vector<Tensor>& input
   }
   const Device device = device_for(inputs);
   const bool grad = grad_enabled();
-  std::vector<std::string> labels = input_labels(inputs.size());
   // Newest first: the entry most likely to match is the one compiled for the latest change.
   for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
     CacheEntry& e = **it;
@@ -434,7 +430,7 @@ std::vector<Tensor> CompiledFunctionState::call(const std::vector<Tensor>& input
   }
   auto e = std::make_unique<CacheEntry>();
   e->number = static_cast<int>(entries.size()) + 1;
-  e->input_guards = guards_of(inputs, labels);
+  e->input_guards = guards_of(inputs, input_labels(inputs.size()));
   e->grad_mode = grad;
   CacheEntry& entry = *entries.emplace_back(std::move(e));
   try {

@@ -119,13 +119,7 @@ double CompiledTrainStepState::run(TrainEntry& e, const std::vector<Tensor>& bat
   KILN_INTERNAL_ASSERT(outs.size() == 1 + ts.state_names.size() + e.params.size(),
                        "a train step returns the loss, the new parameters and the new state");
   // The new values replace the old in the module's own tensors: no copy.
-  for (size_t i = 0; i < e.params.size(); ++i) {
-    TensorImpl* impl = e.params[i].impl();
-    const TensorImpl& v = *outs[1 + i].impl();
-    impl->meta = v.meta;
-    impl->data = v.data;
-    impl->device_data = v.device_data;
-  }
+  for (size_t i = 0; i < e.params.size(); ++i) e.params[i].impl()->set_storage_from(*outs[1 + i].impl());
   for (size_t i = 0; i < ts.state_names.size(); ++i) opt_state[ts.state_names[i]] = outs[1 + e.params.size() + i];
   ++steps;
   return outs[0].item();

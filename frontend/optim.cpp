@@ -286,11 +286,7 @@ double Trainer::step_on_device(const std::vector<Tensor>& batch) {
   KILN_INTERNAL_ASSERT(outs.size() == static_cast<size_t>(1 + step_.num_params + step_.num_state),
                        "a train step returns the loss, the new parameters and the new state");
   // The new values replace the old in the module's own tensors: no copy.
-  for (size_t i = 0; i < trained_.size(); ++i) {
-    TensorImpl* impl = trained_[i].impl();
-    impl->meta = outs[1 + i].meta();
-    impl->device_data = outs[1 + i].impl()->device_data;
-  }
+  for (size_t i = 0; i < trained_.size(); ++i) trained_[i].impl()->set_storage_from(*outs[1 + i].impl());
   device_state_.assign(outs.begin() + 1 + step_.num_params, outs.end());
   ++device_steps_;
   return outs[0].item();

@@ -42,6 +42,15 @@ struct TensorImpl {
   // compiled backward graph and what it saved, shared by the call's results.
   std::shared_ptr<CompiledBackward> grad_fn;
   int grad_fn_output = 0;  // which result of that call this tensor is
+
+  // Takes `other`'s type and storage (host or device memory), keeping this impl's identity
+  // (name, gradient state): an in-place update that every holder of the tensor sees, as a
+  // module's parameters after a training step or a move to another device.
+  void set_storage_from(const TensorImpl& other) {
+    meta = other.meta;
+    data = other.data;
+    device_data = other.device_data;
+  }
 };
 
 class Tensor {

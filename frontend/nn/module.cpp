@@ -64,11 +64,7 @@ int64_t Module::num_parameters() const {
 Module& Module::to(Device device) {
   for (auto& [path, p] : named_parameters()) {
     if (p.device() == device) continue;
-    Tensor moved = p.to(device);
-    TensorImpl* impl = p.impl();
-    impl->meta = moved.meta();
-    impl->data = moved.impl()->data;
-    impl->device_data = moved.impl()->device_data;
+    p.impl()->set_storage_from(*p.to(device).impl());
   }
   return *this;
 }

@@ -143,8 +143,8 @@ void run_job(const FuzzOptions& o, int job, std::ostream& results) {
     fuzz::CaseReport merged = fuzz::check_case(fuzz::merge_cases(cases), co);
     std::vector<Outcome> outcomes;
     if (merged.passed()) {
-      // The merged joint graph covers the cases with floating inputs and outputs; count each
-      // case as checked when it has a derivative path (cheaply: try to build its joint).
+      // The merged joint graph covers its cases with floating inputs and outputs; each case of
+      // the batch is counted with it (an overcount for a case with no floating path).
       for (const auto& c : cases) {
         Outcome x;
         x.seed = c.seed;
