@@ -42,6 +42,15 @@ inline DType acc_dtype(DType t) {
   if (t == DType::F64) return DType::F64;
   return is_floating(t) ? DType::F32 : DType::I64;
 }
+// A reduction's accumulator: sums as acc_dtype; a float product in f64, because an f32
+// running product overflows to inf (or underflows to 0) where the result is representable,
+// and inf * 0 then makes a product that holds a zero NaN (found by kiln fuzz: a bf16 prod of
+// 429 values); max/min/argmax and the online forms in the input's compute type.
+inline DType reduction_acc_dtype(const Node* n) {
+  if (n->op() == Op::Prod) return is_floating(n->meta().dtype) ? DType::F64 : DType::I64;
+  if (n->op() == Op::Sum) return acc_dtype(n->meta().dtype);
+  return compute_dtype(n->input(0).meta().dtype);
+}
 
 inline bool is_predicate(Op op) {
   switch (op) {

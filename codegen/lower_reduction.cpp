@@ -143,8 +143,7 @@ void GraphLowering::lower_reduction(const FusionGroup& grp) {
     for (const Node* n : here) {
       std::string a = kb.fresh(n->name() + "_acc");
       acc[n] = a;
-      bool arith = n->op() == Op::Sum || n->op() == Op::Prod;
-      acc_type[n] = arith ? acc_dtype(n->meta().dtype) : compute_dtype(n->input(0).meta().dtype);
+      acc_type[n] = reduction_acc_dtype(n);
       kb.emit(decl_acc(a, acc_type[n], combine_for(n)));
       for (const char* part : {"", "_idx", "_max", "_mean", "_n"}) kb.define(a + part);
     }
@@ -276,8 +275,7 @@ bool GraphLowering::lower_column_reduction(const FusionGroup& grp, const std::ve
     std::map<const Node*, DType> acc_type;
     std::string names;
     for (const Node* n : here) {
-      bool arith = n->op() == Op::Sum || n->op() == Op::Prod;
-      acc_type[n] = arith ? acc_dtype(n->meta().dtype) : compute_dtype(n->input(0).meta().dtype);
+      acc_type[n] = reduction_acc_dtype(n);
       acc[n] = kb.buffer(temp_buffer(acc_type[n], {nrow}, "%" + n->name() + " accumulators"), BufferRole::Temp);
       names += " %" + n->name();
     }

@@ -84,8 +84,7 @@ bool GraphLowering::lower_split_reduction(const FusionGroup& grp, const std::vec
   std::map<const Node*, DType> acc_type;
   std::map<const Node*, int> partial;  // graph buffer of each reduction's partials
   for (const Node* n : reductions) {
-    bool arith = n->op() == Op::Sum || n->op() == Op::Prod;
-    acc_type[n] = arith ? acc_dtype(n->meta().dtype) : compute_dtype(n->input(0).meta().dtype);
+    acc_type[n] = reduction_acc_dtype(n);
     partial[n] = temp_buffer(acc_type[n], {P, nrow}, fmt::format("%{} partials ({} chunks of {})", n->name(), P, L));
   }
 

@@ -46,6 +46,10 @@ class HostTensor {
   HostTensor contiguous() const;
   // A contiguous copy converted to `dt`.
   HostTensor to(DType dt) const;
+  // A copy laid out with exactly these strides (negative ones start from the far end; where
+  // they overlap, as in an expanded tensor, the last element written wins), converted to `dt`:
+  // view kernels compute their results' strides from their argument's declared layout.
+  HostTensor laid_out(const Strides& strides, DType dt) const;
   HostTensor clone() const { return to(dtype()); }
 
   // Element access by logical row-major index (0 .. numel-1), honoring strides.

@@ -37,6 +37,13 @@ Metas meta_arange(In, const Attrs& a) {
   for (const char* k : {"start", "end", "step"})
     if (std::holds_alternative<double>(*a.find(k))) inferred = kDefaultFloat;
   DType dt = a.opt_dtype("dtype").value_or(inferred);
+  // Lengths past 2^62 are errors before any conversion to int64 (which would be undefined for
+  // a double that large; found by libFuzzer: end=6.7e95).
+  constexpr double kMaxLength = 0x1p62;
+  const double length = std::ceil((end - start) / step);
+  if (!(length < kMaxLength)) fail("arange from {} to {} by {} would have {:.3g} elements", start, end, step, length);
+  if (dt == DType::I64 && (std::abs(start) >= kMaxLength || std::abs(end) >= kMaxLength || std::abs(step) >= kMaxLength))
+    fail("arange bounds and step must be below 2^62 in magnitude for i64, got start {}, end {}, step {}", start, end, step);
   int64_t n;
   if (dt == DType::I64) {
     // PyTorch computes an int64 arange's length in int64 with the bounds and step truncated.
@@ -49,7 +56,7 @@ Metas meta_arange(In, const Attrs& a) {
     int64_t sgn = st > 0 ? 1 : -1;
     n = (e - s + st - sgn) / st;
   } else {
-    n = static_cast<int64_t>(std::ceil((end - start) / step));
+    n = static_cast<int64_t>(length);
   }
   return {TensorMeta(dt, Shape{std::max<int64_t>(n, 0)})};
 }

@@ -203,15 +203,24 @@ Metas meta_split(In in, const Attrs& a) {
   auto size = a.opt_int("split_size");
   auto sizes = a.opt_ints("split_sizes");
   if (size.has_value() == sizes.has_value()) fail("give exactly one of split_size and split_sizes");
+  // One result per part: a split into millions of values is a mistake (found by libFuzzer: a
+  // split of f16[62777777777777] into parts of 1 tried to build 6e13 results).
+  constexpr int64_t kMaxParts = int64_t{1} << 16;
   IntList parts;
   if (size) {
     if (*size <= 0 && t.shape[d] > 0) fail("split_size must be positive, got {}", *size);
+    if (*size > 0 && t.shape[d] / *size >= kMaxParts)
+      fail("split of dim {} (size {}) into parts of {} would make more than {} results", d, t.shape[d], *size, kMaxParts);
     if (t.shape[d] == 0) parts.push_back(0);
-    for (int64_t at = 0; at < t.shape[d]; at += *size) parts.push_back(std::min(*size, t.shape[d] - at));
+    for (int64_t at = 0; at < t.shape[d]; at += *size) {
+      parts.push_back(std::min(*size, t.shape[d] - at));
+      if (*size >= t.shape[d] - at) break;  // the last part (and no overflow of `at`)
+    }
   } else {
     int64_t total = 0;
     for (int64_t p : *sizes) {
       if (p < 0) fail("split_sizes {} has a negative entry", shape_str(*sizes));
+      if (p > t.shape[d] - total) fail("split_sizes {} add up to more than dim {}'s size {}", shape_str(*sizes), d, t.shape[d]);
       total += p;
     }
     if (total != t.shape[d])

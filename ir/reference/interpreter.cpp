@@ -16,29 +16,13 @@ std::string node_label(const Node& n) {
   return fmt::format("{} = {}", lhs, n.info().name);
 }
 
-// A graph input declared with non-contiguous strides gets a tensor laid out with exactly those
-// strides, since view kernels downstream compute their strides from the declared layout.
-// (Where declared strides overlap, as in an expanded input, the last element written wins.)
-HostTensor as_declared(const HostTensor& t, const TensorMeta& declared) {
-  if (t.strides() == declared.strides) return t;
-  if (declared.is_contiguous() || t.numel() == 0) return t.contiguous();
-  int64_t extent = 1;
-  for (size_t d = 0; d < declared.shape.size(); ++d) extent += (declared.shape[d] - 1) * std::abs(declared.strides[d]);
-  int64_t base = 0;  // negative strides start from the far end
-  for (size_t d = 0; d < declared.shape.size(); ++d)
-    if (declared.strides[d] < 0) base -= (declared.shape[d] - 1) * declared.strides[d];
-  HostTensor out = HostTensor::empty(t.dtype(), {extent})
-                       .view(TensorMeta(t.dtype(), declared.shape, declared.strides, t.meta().device), base);
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    if (is_floating(t.dtype())) out.set(i, t.get(i));
-    else out.set_int(i, t.get_int(i));
-  }
-  return out;
-}
-
 }  // namespace
 
 std::vector<HostTensor> interpret(const Graph& g, std::span<const HostTensor> inputs) {
+  return interpret(g, inputs, AfterNodeHook{});
+}
+
+std::vector<HostTensor> interpret(const Graph& g, std::span<const HostTensor> inputs, const AfterNodeHook& after_node) {
   const auto& params = g.inputs();
   if (inputs.size() != params.size())
     fail("graph '{}' takes {} inputs, got {}", g.name(), params.size(), inputs.size());
@@ -57,7 +41,9 @@ std::vector<HostTensor> interpret(const Graph& g, std::span<const HostTensor> in
     if (!got.defined() || got.dtype() != want.dtype || got.shape() != want.shape)
       fail("input %{}: expected {}, got {}", params[i]->name(), TensorMeta(want.dtype, want.shape).str(),
            got.defined() ? TensorMeta(got.dtype(), got.shape()).str() : "an undefined tensor");
-    values[{params[i], 0}] = as_declared(got, want);
+    // A graph input declared with non-contiguous strides gets a tensor laid out with exactly
+    // those strides, since view kernels downstream compute their strides from the declared layout.
+    values[{params[i], 0}] = got.strides() == want.strides ? got : got.laid_out(want.strides, got.dtype());
   }
 
   for (Node* n : g.nodes()) {
@@ -74,6 +60,7 @@ std::vector<HostTensor> interpret(const Graph& g, std::span<const HostTensor> in
       throw Error(fmt::format("{}: {}", node_label(*n), e.what()));
     }
     KILN_INTERNAL_ASSERT(results.size() == metas.size(), "a reference kernel returns one tensor per result");
+    if (after_node) after_node(*n, args, results);
     for (int r = 0; r < n->num_results(); ++r) {
       KILN_INTERNAL_ASSERT(results[r].dtype() == metas[r].dtype && results[r].shape() == metas[r].shape,
                            node_label(*n) + ": reference kernel results match the inferred metas");

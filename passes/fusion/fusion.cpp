@@ -394,6 +394,9 @@ class Fuser {
                              shape_str(other->input(0).meta().shape), first->info().name, dims_str(r), shape_str(s));
       }
       Shape keep = keepdim_shape(s, r), removed = removed_shape(s, r);
+      std::set<const Node*> members;
+      for (int d : {a, b})
+        for (const Node* n : drafts_.nodes(d)) members.insert(n);
       for (int d : {a, b})
         for (const Node* n : drafts_.nodes(d)) {
           if (n->category() == OpCategory::Reduction || is_creation(*n)) continue;
@@ -407,6 +410,17 @@ class Fuser {
           // would be computed with row (j,i)'s accumulators (found by kiln fuzz).
           if (moves_elements(*n))
             return fmt::format("{} moves elements to other rows of {}", node_str(n), shape_str(s));
+          // Likewise a gather of a value computed in the group, along a dim that is not reduced:
+          // the value is recomputed at the gathered row with this row's accumulators (found by
+          // kiln fuzz: exp(softmax(x)) gathered along dim 0 used row i's max and sum for row
+          // idx[i]). Along a reduced dim it stays in its row; from a buffer it is a plain load.
+          if (n->op() == Op::Gather && members.count(n->input(0).node) && !n->input(0).meta().shape.empty()) {
+            const Shape& in = n->input(0).meta().shape;
+            const int64_t dim = normalize_dim(n->attrs().get_int("dim"), static_cast<int64_t>(in.size()));
+            const bool along_reduced = in == s && std::find(r.begin(), r.end(), dim) != r.end();
+            if (!along_reduced && in[static_cast<size_t>(dim)] > 1)
+              return fmt::format("{} reads other rows of %{}, computed in the group", node_str(n), n->input(0).name());
+          }
         }
     } else if (!(drafts_.all_alias_views(a) && drafts_.all_alias_views(b))) {
       std::vector<Value> outs = drafts_.outputs_if_merged(a, b);

@@ -222,4 +222,18 @@ TEST(OpsView, CatCopiesAndPromotes) {
 }
 
 }  // namespace
+// Found by libFuzzer on the parser (scripts/fuzz-parser.sh): a split into 6e13 parts of 1 ran
+// until the timeout building results; parts are now limited, and huge sizes do not overflow.
+TEST(OpsView, SplitIntoTooManyPartsIsAnError) {
+  EXPECT_TRUE(meta_fails(Op::Split, {TensorMeta(DType::F16, {62777777777777})}, (Attrs{{"split_size", int64_t{1}}}),
+                         "more than 65536 results"));
+  EXPECT_TRUE(meta_fails(Op::Split, {TensorMeta(DType::F16, {int64_t{1} << 40})},
+                         (Attrs{{"split_sizes", IntList{int64_t{1} << 62, int64_t{1} << 62, int64_t{1} << 62}}}),
+                         "add up to more than"));
+  auto metas = infer_meta(op_info(Op::Split), std::vector<TensorMeta>{TensorMeta(DType::F32, {int64_t{1} << 61})},
+                          complete_attrs(op_info(Op::Split), Attrs{{"split_size", int64_t{3} << 60}}, 1));
+  ASSERT_EQ(metas.size(), 1u);
+  EXPECT_EQ(metas[0].shape[0], int64_t{1} << 61);
+}
+
 }  // namespace kiln

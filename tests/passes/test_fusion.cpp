@@ -200,6 +200,47 @@ graph t1(%x: f32[4,1,2]) {
   EXPECT_TRUE(g.together({"m", "y", "t"})) << g.dump();
 }
 
+// A gather along a row dim of a value computed in a reduction group reads another row, and the
+// kernel would recompute that row's value with this row's accumulators (found by kiln fuzz on
+// the GPU and the CPU: exp(softmax(x)) gathered along dim 0). Along the reduced dim, or from a
+// buffer the group does not compute, it may join.
+TEST(Fusion, AGatherAcrossRowsOfAValueTheGroupComputesStaysOut) {
+  Fused f = fuse_text(R"(
+graph g(%x: f32[2,3]) {
+  %i = full(size=[2,3], fill_value=1, dtype=i64) : i64[2,3]
+  %m = amax(%x, dim=[1], keepdim=true) : f32[2,1]
+  %d = sub(%x, %m) : f32[2,3]
+  %e = exp(%d) : f32[2,3]
+  %g = gather(%e, %i, dim=0) : f32[2,3]
+  return (%g)
+})");
+  EXPECT_TRUE(f.together({"m", "e"})) << f.dump();
+  EXPECT_FALSE(f.together({"e", "g"})) << f.dump();
+  std::string log;
+  for (const auto& grp : f.plan.groups)
+    for (const std::string& r : grp.reasons) log += r + "\n";
+  EXPECT_TRUE(has(log, "%g = gather reads other rows of %e, computed in the group")) << log;
+
+  Fused along_row = fuse_text(R"(
+graph g(%x: f32[2,3]) {
+  %i = full(size=[2,3], fill_value=1, dtype=i64) : i64[2,3]
+  %m = amax(%x, dim=[1], keepdim=true) : f32[2,1]
+  %d = sub(%x, %m) : f32[2,3]
+  %g = gather(%d, %i, dim=1) : f32[2,3]
+  return (%g)
+})");
+  EXPECT_TRUE(along_row.together({"m", "d", "g"})) << along_row.dump();
+  Fused from_input = fuse_text(R"(
+graph g(%w: f32[5,3]) {
+  %i = full(size=[2,3], fill_value=4, dtype=i64) : i64[2,3]
+  %g = gather(%w, %i, dim=0) : f32[2,3]
+  %m = amax(%g, dim=[1], keepdim=true) : f32[2,1]
+  %d = sub(%g, %m) : f32[2,3]
+  return (%d)
+})");
+  EXPECT_TRUE(from_input.together({"g", "m", "d"})) << from_input.dump();
+}
+
 TEST(Fusion, LayerNormBackwardIsTwoKernels) {
   Fused f = fuse_text(R"(
 graph ln_bwd(%x: f32[8,64], %g: f32[8,64], %w: f32[64], %mean: f32[8,1], %rstd: f32[8,1]) {

@@ -10,7 +10,10 @@
 // - other floats within PyTorch's assert_close defaults (f64 rtol 1e-7 atol 1e-7, f16 1e-3 and
 //   1e-5, bf16 1.6e-2 and 1e-5; f32 atol 1e-5 but rtol 1e-5, kiln's own, rather than 1.3e-6:
 //   see differential.cpp), widened by the graph's own conditioning: four times the distance between
-//   the reference (or the reference of its decomposed form) and the same graph in float64.
+//   the reference (or the reference of its decomposed form) and the same graph in float64, plus
+//   a running bound of the rounding a correct compiled kernel may make, carried through the
+//   decomposed graph (tools/fuzz/error_bounds.h). An element whose bound is not finite is not
+//   judged.
 //   An element where the two references disagree on NaN, infinity, an integer or a bool is
 //   ill-conditioned (a comparison of near-equal values, an overflow in the narrow dtype) and
 //   not held against the compiler.
@@ -57,14 +60,16 @@ struct CaseReport {
 
 CaseReport check_case(const FuzzCase& c, const CheckOptions& options);
 
-// The comparison above, of one output: `wide` is the float64 reference and `primitive` the
-// decomposed graph's (either may be null); `tolerance_of` the dtype whose tolerance applies
-// (default: the output's; check_case passes the loosest float dtype the output is computed
-// from, since an f32 sum cast to f64 carries f32's rounding). Nothing when `got` passes; else
-// the first bad element.
+// The comparison above, of one output: `wide` is the float64 reference, `primitive` the
+// decomposed graph's and `bound` the decomposed graph's running error bound
+// (tools/fuzz/error_bounds.h); any may be null.
+// `tolerance_of` the dtype whose tolerance applies (default: the output's; check_case passes the
+// loosest float dtype the output is computed from, since an f32 sum cast to f64 carries f32's
+// rounding). Nothing when `got` passes; else the first bad element.
 std::optional<Finding> compare_tensor(const HostTensor& got, const HostTensor& want, const HostTensor* wide,
                                       const std::string& what, const HostTensor* primitive = nullptr,
-                                      std::optional<DType> tolerance_of = std::nullopt);
+                                      std::optional<DType> tolerance_of = std::nullopt,
+                                      const HostTensor* bound = nullptr);
 
 // The compared form of `g` with every floating dtype widened to f64 (inputs and dtype
 // attributes); nothing when some op's rule rejects the widened call.

@@ -1,0 +1,262 @@
+#include "tools/fuzz/error_bounds.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <memory>
+
+#include "ir/reference/interpreter.h"
+
+namespace kiln::fuzz {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Values of every float dtype but f64 are computed and summed in f32. The rounding of storing
+// f16/bf16 results is left out: the reference of the decomposed graph rounds every primitive
+// to its dtype as unfused code does, and its distance from float64 is part of the allowance
+// already; counted here as well, it would add up over every term of a sum and hide 16-bit
+// accumulation (which kiln fuzz once found in scatter_add).
+double compute_roundoff(DType t) { return t == DType::F64 ? 0x1p-53 : 0x1p-24; }
+
+enum class Rule { Exact, Linear, Summation, Lipschitz, MatmulRule, Sign, Probe };
+
+Rule rule_of(const Node& n) {
+  switch (n.info().category) {
+    case OpCategory::View:
+    case OpCategory::Gather: return Rule::Linear;
+    case OpCategory::Creation:
+    case OpCategory::Placeholder: return Rule::Exact;
+    case OpCategory::Matmul: return Rule::MatmulRule;
+    default: break;
+  }
+  switch (n.op()) {
+    case Op::Amax: case Op::Amin: case Op::Where: case Op::Maximum: case Op::Minimum:
+    case Op::MaskedFill: case Op::To: return Rule::Linear;
+    case Op::Sum: case Op::Mean: case Op::ScatterAdd: return Rule::Summation;
+    case Op::Neg: case Op::Abs: case Op::Relu: case Op::Clamp: case Op::Sin: case Op::Cos:
+    case Op::Tanh: case Op::Sigmoid: case Op::Erf: return Rule::Lipschitz;
+    case Op::Sign: return Rule::Sign;
+    default: return Rule::Probe;
+  }
+}
+
+// The rounding an op adds, as a multiple of the compute dtype's unit roundoff.
+double local_ulps(Op op) {
+  switch (op) {
+    case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Sqrt: case Op::Rsqrt:
+    case Op::Reciprocal: case Op::Square: return 2;  // 1 ulp
+    case Op::Neg: case Op::Abs: case Op::Relu: case Op::Clamp: case Op::Prod: return 0;
+    default: return 8;  // 4 ulps: exp, log, pow, erf, tanh, sigmoid, gelu, silu, var, ...
+  }
+}
+
+std::vector<double> doubles(const HostTensor& t) { return t.to_doubles(); }
+
+// A float64 tensor of logical-order values, laid out like `like` (view kernels compute their
+// results' strides from their argument's layout).
+HostTensor laid_out_like(const HostTensor& like, const std::vector<double>& v) {
+  HostTensor flat = HostTensor::from_doubles(DType::F64, like.shape(), v);
+  return like.is_contiguous() ? flat : flat.laid_out(like.strides(), DType::F64);
+}
+HostTensor widened(const HostTensor& t) {
+  return is_floating(t.dtype()) ? laid_out_like(t, doubles(t)) : t;
+}
+HostTensor absolute(const HostTensor& t) {
+  if (!is_floating(t.dtype())) return t;
+  std::vector<double> v = doubles(t);
+  for (double& x : v) x = std::abs(x);
+  return laid_out_like(t, v);
+}
+
+class Tracker {
+ public:
+  void after(const Node& n, std::span<const HostTensor> args, const std::vector<HostTensor>& results) {
+    const Rule rule = rule_of(n);
+    if (rule == Rule::Exact) return;
+    std::vector<HostTensor> bounds_in;
+    bool any_float_result = false, any_bound = false;
+    for (int r = 0; r < n.num_results(); ++r) any_float_result |= is_floating(results[r].dtype());
+    if (!any_float_result) return;
+    for (size_t j = 0; j < args.size(); ++j) {
+      auto it = bounds_.find({n.input(static_cast<int>(j)).node, n.input(static_cast<int>(j)).index});
+      bounds_in.push_back(it != bounds_.end() ? it->second : HostTensor());
+      any_bound |= bounds_in.back().defined();
+    }
+    std::vector<std::vector<double>> e = propagate(n, rule, args, results, bounds_in, any_bound);
+    for (int r = 0; r < n.num_results(); ++r) {
+      if (!is_floating(results[r].dtype()) || e[r].empty()) continue;
+      std::vector<double>& b = e[r];
+      const std::vector<double> y = doubles(results[r]);
+      const double local = local_ulps(n.op()) * compute_roundoff(results[r].dtype());
+      for (size_t i = 0; i < b.size(); ++i) {
+        if (rule != Rule::Linear && rule != Rule::Summation) b[i] += local * std::abs(y[i]);
+        if (std::isnan(b[i])) b[i] = kInf;
+      }
+      if (std::any_of(b.begin(), b.end(), [](double x) { return x != 0; }))
+        bounds_[{&n, r}] = laid_out_like(results[r], b);
+    }
+  }
+
+  HostTensor bound_of(Value v) const {
+    auto it = bounds_.find({v.node, v.index});
+    return it != bounds_.end() ? it->second : HostTensor();
+  }
+
+ private:
+  std::vector<HostTensor> run(const Node& n, const std::vector<HostTensor>& args, const Attrs& attrs) const {
+    std::vector<TensorMeta> metas;
+    for (int r = 0; r < n.num_results(); ++r) {
+      TensorMeta m = n.meta(r);
+      if (is_floating(m.dtype)) m.dtype = DType::F64;
+      metas.push_back(m);
+    }
+    return n.info().reference(args, attrs, metas);
+  }
+  // The arguments with every float one replaced: by its bound (zeros where it has none), its
+  // absolute value, or widened as it is.
+  enum class Arg { Bound, Absolute, Value };
+  std::vector<HostTensor> with(std::span<const HostTensor> args, const std::vector<HostTensor>& bounds,
+                               std::vector<Arg> how) const {
+    std::vector<HostTensor> out;
+    for (size_t j = 0; j < args.size(); ++j) {
+      const HostTensor& a = args[j];
+      if (!is_floating(a.dtype())) {
+        out.push_back(a);
+        continue;
+      }
+      switch (how[std::min(j, how.size() - 1)]) {
+        case Arg::Bound:
+          out.push_back(bounds[j].defined() ? bounds[j] : laid_out_like(a, std::vector<double>(a.numel(), 0.0)));
+          break;
+        case Arg::Absolute: out.push_back(absolute(a)); break;
+        case Arg::Value: out.push_back(widened(a)); break;
+      }
+    }
+    return out;
+  }
+
+  std::vector<std::vector<double>> propagate(const Node& n, Rule rule, std::span<const HostTensor> args,
+                                             const std::vector<HostTensor>& results,
+                                             const std::vector<HostTensor>& bounds_in, bool any_bound) const {
+    const size_t nres = results.size();
+    std::vector<std::vector<double>> e(nres);
+    auto zeros = [&](size_t r) { return std::vector<double>(static_cast<size_t>(results[r].numel()), 0.0); };
+    switch (rule) {
+      case Rule::Exact: break;
+      case Rule::Linear: {
+        if (!any_bound) break;
+        Attrs attrs = n.attrs();
+        if (n.op() == Op::MaskedFill) attrs.set("value", 0.0);  // filled elements are exact
+        std::vector<HostTensor> out = run(n, with(args, bounds_in, {Arg::Bound}), attrs);
+        for (size_t r = 0; r < nres; ++r) e[r] = doubles(out[r]);
+        break;
+      }
+      case Rule::Summation: {
+        // sum(E) + u * sqrt(n) * sum|x|
+        std::vector<double> b = any_bound ? doubles(run(n, with(args, bounds_in, {Arg::Bound}), n.attrs())[0]) : zeros(0);
+        std::vector<double> magnitude = doubles(run(n, with(args, bounds_in, {Arg::Absolute}), n.attrs())[0]);
+        const HostTensor& summed = n.op() == Op::ScatterAdd ? args[2] : args[0];
+        const double terms = static_cast<double>(summed.numel()) / static_cast<double>(std::max<int64_t>(results[0].numel(), 1)) + 1;
+        const double gamma = compute_roundoff(results[0].dtype()) * std::sqrt(terms);
+        for (size_t i = 0; i < b.size(); ++i)
+          b[i] += gamma * magnitude[i];
+        e[0] = b;
+        break;
+      }
+      case Rule::MatmulRule: {
+        // |A| E_B + E_A |B| + u * sqrt(K) * |A||B|
+        std::vector<double> magnitude = doubles(run(n, with(args, bounds_in, {Arg::Absolute}), n.attrs())[0]);
+        std::vector<double> b = zeros(0);
+        if (any_bound) {
+          std::vector<double> ab = doubles(run(n, with(args, bounds_in, {Arg::Absolute, Arg::Bound}), n.attrs())[0]);
+          std::vector<double> ea = doubles(run(n, with(args, bounds_in, {Arg::Bound, Arg::Absolute}), n.attrs())[0]);
+          for (size_t i = 0; i < b.size(); ++i) b[i] = ab[i] + ea[i];
+        }
+        const double k = args[0].shape().empty() ? 1.0 : static_cast<double>(args[0].shape().back());
+        const double gamma = compute_roundoff(results[0].dtype()) * std::sqrt(k);
+        for (size_t i = 0; i < b.size(); ++i) b[i] += gamma * magnitude[i];
+        e[0] = b;
+        break;
+      }
+      case Rule::Lipschitz: {
+        // One float argument of the result's shape; slope <= 1 (sigmoid 1/4, erf 2/sqrt(pi)),
+        // and the result's range caps the bound.
+        e[0] = zeros(0);
+        if (!bounds_in[0].defined()) break;
+        const double slope = n.op() == Op::Sigmoid ? 0.25 : n.op() == Op::Erf ? 1.1284 : 1.0;
+        const double range = n.op() == Op::Sigmoid ? 1.0
+                             : (n.op() == Op::Sin || n.op() == Op::Cos || n.op() == Op::Tanh || n.op() == Op::Erf) ? 2.0
+                                                                                                                   : kInf;
+        std::vector<double> in = doubles(bounds_in[0]);
+        if (in.size() != e[0].size()) return propagate(n, Rule::Probe, args, results, bounds_in, any_bound);
+        for (size_t i = 0; i < in.size(); ++i) e[0][i] = std::min(slope * in[i], range);
+        break;
+      }
+      case Rule::Sign: {
+        // Exact unless the argument may cross zero.
+        e[0] = zeros(0);
+        if (!bounds_in[0].defined()) break;
+        std::vector<double> x = doubles(args[0]), b = doubles(bounds_in[0]);
+        if (x.size() != e[0].size()) break;
+        for (size_t i = 0; i < x.size(); ++i) e[0][i] = b[i] > 0 && std::abs(x[i]) <= b[i] ? 2.0 : 0.0;
+        break;
+      }
+      case Rule::Probe: {
+        // Each float argument with a bound moved by +-E (var: by +-E with alternating signs, as
+        // a shift of all elements leaves it unchanged; prod: |x| + E, as it is monotone there).
+        for (size_t r = 0; r < nres; ++r) e[r] = zeros(r);
+        if (!any_bound) break;
+        std::vector<HostTensor> base = with(args, bounds_in, {Arg::Value});
+        if (n.op() == Op::Prod) base = with(args, bounds_in, {Arg::Absolute});
+        const std::vector<HostTensor> f0 = run(n, base, n.attrs());
+        for (size_t j = 0; j < args.size(); ++j) {
+          if (!bounds_in[j].defined()) continue;
+          const std::vector<double> x = doubles(base[j]), b = doubles(bounds_in[j]);
+          for (double dir : {1.0, -1.0}) {
+            if (n.op() == Op::Prod && dir < 0) continue;
+            std::vector<double> moved(x.size());
+            for (size_t i = 0; i < x.size(); ++i)
+              moved[i] = x[i] + dir * b[i] * (n.op() == Op::Var && (i & 1) ? -1.0 : 1.0);
+            std::vector<HostTensor> probe = base;
+            probe[j] = laid_out_like(args[j], moved);
+            const std::vector<HostTensor> f = run(n, probe, n.attrs());
+            for (size_t r = 0; r < nres; ++r) {
+              if (!is_floating(results[r].dtype())) continue;
+              const std::vector<double> a = doubles(f0[r]), c = doubles(f[r]);
+              for (size_t i = 0; i < a.size(); ++i) {
+                const double d = std::isfinite(a[i]) && !std::isfinite(c[i]) ? kInf : std::abs(c[i] - a[i]);
+                if (!std::isnan(d)) e[r][i] += d;
+              }
+            }
+          }
+        }
+        break;
+      }
+    }
+    return e;
+  }
+
+  std::map<std::pair<const Node*, int>, HostTensor> bounds_;
+};
+
+}  // namespace
+
+std::vector<HostTensor> error_bounds(const Graph& decomposed, const std::vector<HostTensor>& inputs) {
+  auto tracker = std::make_shared<Tracker>();
+  interpret(decomposed, inputs, [tracker](const Node& n, std::span<const HostTensor> args, std::vector<HostTensor>& results) {
+    tracker->after(n, args, results);
+  });
+  std::vector<HostTensor> out;
+  for (const Value& v : decomposed.outputs()) {
+    HostTensor b = tracker->bound_of(v);
+    out.push_back(b.defined() || !is_floating(v.meta().dtype)
+                      ? b
+                      : HostTensor::from_doubles(DType::F64, v.meta().shape, std::vector<double>(static_cast<size_t>(v.meta().numel()), 0.0)));
+  }
+  return out;
+}
+
+}  // namespace kiln::fuzz

@@ -1,0 +1,32 @@
+#pragma once
+// How far a correct compiled kernel may land from exact arithmetic, element by element: the
+// conditioning allowance of kiln fuzz. The reference computes each op in double and rounds once;
+// compiled code computes in the dtype (f32 for f16/bf16), uses approximations a few ulps off,
+// contracts into FMAs and sums in its own order. Where a graph amplifies such differences (a
+// mean subtracted from equal values and divided by sqrt(eps), a gradient that cancels before it
+// is multiplied by 1/x^2, cos of exp of a large value), a right compiler lands far from the
+// reference.
+//
+// A first-order running error bound is carried through the decomposed graph beside its values
+// (each a float64 tensor laid out like its value):
+// - each primitive adds its own rounding: 1 ulp for arithmetic (add, mul, div, sqrt, ...),
+//   4 ulps for transcendentals (exp, log, pow, erf, tanh, ...), u * sqrt(n) * sum|terms| for an
+//   n-term sum, mean, matmul or scatter_add, in the dtype it computes in (f32 for f16/bf16;
+//   storing those is the rounding the decomposed graph's reference already has);
+// - and passes on its inputs' bounds: linear ops with non-negative weights (views, cat, sums,
+//   gather, where, max/min) apply themselves to the bounds; matmul uses |A| E_B + E_A |B|;
+//   1-Lipschitz ops (neg, abs, relu, clamp, sin, cos, tanh) pass them through, capped by their
+//   range; every other op is probed at x + E and x - E.
+// An element whose bound is not finite is ill-conditioned and not judged.
+#include <vector>
+
+#include "ir/graph.h"
+#include "ir/host_tensor.h"
+
+namespace kiln::fuzz {
+
+// The bound of each output of `decomposed` (a float64 tensor for a float output, undefined
+// for others), from running it on `inputs` with the reference interpreter.
+std::vector<HostTensor> error_bounds(const Graph& decomposed, const std::vector<HostTensor>& inputs);
+
+}  // namespace kiln::fuzz
