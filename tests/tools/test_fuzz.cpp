@@ -94,6 +94,26 @@ TEST(FuzzErrorBounds, FollowTheGraphsConditioning) {
   return (%c)
 })", {big});
   EXPECT_GE(d.get(0), 2.0);
+  // An argmax of values equal in exact arithmetic (exp of equal inputs) may pick either: unsure;
+  // a clear maximum is sure. A where on an unsure comparison is unsure.
+  const char* argmax_graph = R"(graph g(%x: f32[3]) {
+  %e = exp(%x) : f32[3]
+  %i = argmax(%e) : i64[]
+  %z = full(size=[], fill_value=7.389056099) : f32[]
+  %c = gt(%e, %z) : bool[3]
+  %w = where(%c, %e, %x) : f32[3]
+  return (%i, %w)
+})";
+  auto bounds = [&](std::vector<double> v) {
+    return fuzz::error_bounds(parse_graph(argmax_graph), {HostTensor::from_doubles(DType::F32, {3}, v)});
+  };
+  std::vector<HostTensor> tie = bounds({2.0, 2.0, 1.0});
+  ASSERT_TRUE(tie[0].defined());
+  EXPECT_FALSE(std::isfinite(tie[0].get(0)));
+  EXPECT_FALSE(std::isfinite(tie[1].get(0)));  // exp(2) against its own f32 value: either side
+  std::vector<HostTensor> clear = bounds({1.0, 3.0, 0.5});
+  EXPECT_TRUE(!clear[0].defined() || clear[0].get(0) == 0);
+  EXPECT_TRUE(std::isfinite(clear[1].get(1)));  // exp(3) = 20 is clearly above
   // A wrong value is still wrong: 1e-3 off where the bound is ~1e-7.
   HostTensor want = HostTensor::from_doubles(DType::F32, {2}, std::vector<double>{std::exp(1.0) + 1, std::exp(-2.0) + 1});
   HostTensor got = HostTensor::from_doubles(DType::F32, {2}, std::vector<double>{std::exp(1.0) + 1.001, std::exp(-2.0) + 1});

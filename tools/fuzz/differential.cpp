@@ -81,7 +81,7 @@ std::optional<Finding> compare_tensor(const HostTensor& got, const HostTensor& w
     const double b = bound && bound->shape() == want.shape() ? bound->get(i) : 0.0;
     // The evaluations disagree on the kind of value (NaN, an infinity, an integer, a bool):
     // the element is ill-conditioned, and the compiler may land on either side.
-    const bool fragile = fl ? (kind(w) != kind(w64) || kind(w) != kind(wp) || !std::isfinite(b)) : (w != w64 || w != wp);
+    const bool fragile = fl ? (kind(w) != kind(w64) || kind(w) != kind(wp) || !std::isfinite(b)) : (w != w64 || w != wp || b != 0);
     if (!fl) {
       if (g != w && !fragile)
         return Finding{Verdict::Mismatch, "", fmt::format("{}[{}] = {} where the reference has {}", what, i, g, w)};

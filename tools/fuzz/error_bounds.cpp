@@ -77,23 +77,29 @@ class Tracker {
     const Rule rule = rule_of(n);
     if (rule == Rule::Exact) return;
     std::vector<HostTensor> bounds_in;
-    bool any_float_result = false, any_bound = false;
+    bool any_float_result = false, any_float_bound = false, any_unsure_integer = false;
     for (int r = 0; r < n.num_results(); ++r) any_float_result |= is_floating(results[r].dtype());
-    if (!any_float_result) return;
     for (size_t j = 0; j < args.size(); ++j) {
       auto it = bounds_.find({n.input(static_cast<int>(j)).node, n.input(static_cast<int>(j)).index});
       bounds_in.push_back(it != bounds_.end() ? it->second : HostTensor());
-      any_bound |= bounds_in.back().defined();
+      if (bounds_in.back().defined()) (is_floating(args[j].dtype()) ? any_float_bound : any_unsure_integer) = true;
     }
-    std::vector<std::vector<double>> e = propagate(n, rule, args, results, bounds_in, any_bound);
+    std::vector<std::vector<double>> e;
+    if (any_float_result) e = propagate(n, rule, args, results, bounds_in, any_float_bound);
     for (int r = 0; r < n.num_results(); ++r) {
-      if (!is_floating(results[r].dtype()) || e[r].empty()) continue;
-      std::vector<double>& b = e[r];
-      const std::vector<double> y = doubles(results[r]);
-      const double local = local_ulps(n.op()) * compute_roundoff(results[r].dtype());
-      for (size_t i = 0; i < b.size(); ++i) {
-        if (rule != Rule::Linear && rule != Rule::Summation) b[i] += local * std::abs(y[i]);
-        if (std::isnan(b[i])) b[i] = kInf;
+      std::vector<double> b;
+      if (is_floating(results[r].dtype())) {
+        if (e[r].empty()) e[r].assign(static_cast<size_t>(results[r].numel()), 0.0);
+        b = std::move(e[r]);
+        const std::vector<double> y = doubles(results[r]);
+        const double local = local_ulps(n.op()) * compute_roundoff(results[r].dtype());
+        for (size_t i = 0; i < b.size(); ++i) {
+          if (rule != Rule::Linear && rule != Rule::Summation) b[i] += local * std::abs(y[i]);
+          if (std::isnan(b[i])) b[i] = kInf;
+        }
+        if (any_unsure_integer) b = unsure_selection(n, args, bounds_in, results[r], b);
+      } else {
+        b = integer_doubt(n, r, args, bounds_in, results[r], any_float_bound, any_unsure_integer);
       }
       if (std::any_of(b.begin(), b.end(), [](double x) { return x != 0; }))
         bounds_[{&n, r}] = laid_out_like(results[r], b);
@@ -136,6 +142,66 @@ class Tracker {
       }
     }
     return out;
+  }
+
+  // A float result computed with an integer or bool argument that may differ in compiled code
+  // (a comparison of near-equal values, an argmax of near ties): where(cond, a, b) may take the
+  // other side where cond is unsure; any other op (a gather at an unsure index) is unsure all
+  // over. Unsure elements get an infinite bound: they are not judged.
+  std::vector<double> unsure_selection(const Node& n, std::span<const HostTensor> args,
+                                       const std::vector<HostTensor>& bounds_in, const HostTensor& result,
+                                       std::vector<double> b) const {
+    if (n.op() == Op::Where && bounds_in[0].defined()) {
+      std::vector<double> c = doubles(bounds_in[0]);
+      std::vector<int64_t> unsure(c.size());
+      for (size_t i = 0; i < c.size(); ++i) unsure[i] = c[i] != 0;
+      HostTensor mask = HostTensor::from_ints(DType::Bool, args[0].shape(), unsure);
+      std::vector<HostTensor> w{mask, HostTensor::scalar(DType::F64, kInf), laid_out_like(result, b)};
+      return doubles(run(n, w, n.attrs()).front());
+    }
+    return std::vector<double>(b.size(), kInf);
+  }
+
+  // Which elements of an integer or bool result may differ in compiled code (infinite there,
+  // 0 elsewhere). From float arguments: the op run again with them moved by their bounds, up
+  // and down, each element weighted by its position so that near ties resolve both ways (an
+  // argmax's later candidate wins going up, the earlier going down); where either run differs,
+  // the element is unsure. From unsure integer arguments: views move the doubt along; any
+  // other op is unsure all over.
+  std::vector<double> integer_doubt(const Node& n, int r, std::span<const HostTensor> args,
+                                    const std::vector<HostTensor>& bounds_in, const HostTensor& result,
+                                    bool any_float_bound, bool any_unsure_integer) const {
+    std::vector<double> d(static_cast<size_t>(result.numel()), 0.0);
+    if (any_unsure_integer) {
+      if (n.info().category != OpCategory::View) return std::vector<double>(d.size(), kInf);
+      std::vector<HostTensor> doubt;
+      for (size_t j = 0; j < args.size(); ++j)
+        doubt.push_back(bounds_in[j].defined() ? bounds_in[j] : laid_out_like(args[j], std::vector<double>(args[j].numel(), 0.0)));
+      std::vector<TensorMeta> metas;
+      for (int k = 0; k < n.num_results(); ++k) metas.push_back(TensorMeta(DType::F64, n.meta(k).shape, n.meta(k).strides));
+      d = doubles(n.info().reference(doubt, n.attrs(), metas)[static_cast<size_t>(r)]);
+    }
+    if (!any_float_bound) return d;
+    const std::vector<HostTensor> base = with(args, bounds_in, {Arg::Value});
+    const std::vector<int64_t> want = run(n, base, n.attrs())[static_cast<size_t>(r)].to_ints();
+    for (double dir : {1.0, -1.0}) {
+      std::vector<HostTensor> moved = base;
+      double side = dir;  // the first float argument goes one way, the others the other way
+      for (size_t j = 0; j < args.size(); ++j) {
+        if (!is_floating(args[j].dtype())) continue;
+        if (bounds_in[j].defined()) {
+          std::vector<double> x = doubles(base[j]), e = doubles(bounds_in[j]);
+          const double count = static_cast<double>(x.size());
+          for (size_t i = 0; i < x.size(); ++i) x[i] += side * e[i] * (static_cast<double>(i) + 1) / count;
+          moved[j] = laid_out_like(args[j], x);
+        }
+        side = -dir;
+      }
+      const std::vector<int64_t> got = run(n, moved, n.attrs())[static_cast<size_t>(r)].to_ints();
+      for (size_t i = 0; i < d.size() && i < got.size(); ++i)
+        if (got[i] != want[i]) d[i] = kInf;
+    }
+    return d;
   }
 
   std::vector<std::vector<double>> propagate(const Node& n, Rule rule, std::span<const HostTensor> args,

@@ -17,7 +17,11 @@
 //   gather, where, max/min) apply themselves to the bounds; matmul uses |A| E_B + E_A |B|;
 //   1-Lipschitz ops (neg, abs, relu, clamp, sin, cos, tanh) pass them through, capped by their
 //   range; every other op is probed at x + E and x - E.
-// An element whose bound is not finite is ill-conditioned and not judged.
+// Integer and bool results get a bound too: infinite where compiled code may differ (a
+// comparison of values within their bounds, an argmax of near ties, a cast), 0 elsewhere; a
+// float computed from an unsure one (where(cond, ...), a gather at an unsure index) is unsure.
+// An element whose bound is not finite (or, for integers, not 0) is ill-conditioned and not
+// judged.
 #include <vector>
 
 #include "ir/graph.h"
@@ -25,8 +29,9 @@
 
 namespace kiln::fuzz {
 
-// The bound of each output of `decomposed` (a float64 tensor for a float output, undefined
-// for others), from running it on `inputs` with the reference interpreter.
+// The bound of each output of `decomposed` (a float64 tensor; for an integer or bool output,
+// undefined where no element is unsure), from running it on `inputs` with the reference
+// interpreter.
 std::vector<HostTensor> error_bounds(const Graph& decomposed, const std::vector<HostTensor>& inputs);
 
 }  // namespace kiln::fuzz
