@@ -254,9 +254,14 @@ ExprPtr KernelBuilder::view(const Node* n, int result, const Index& idx) {
       };
       std::vector<ExprPtr> branches;  // in input order, so buffers are numbered in input order
       for (const Part& p : parts) branches.push_back(branch(p));
-      ExprPtr e = branches.back();
-      for (size_t j = parts.size() - 1; j-- > 0;) e = select(call("lt", DType::Bool, {idx[d], imm(parts[j].end)}), branches[j], e);
-      return e;
+      // A balanced tree of selects, log2(parts) deep: a chain as deep as a cat of 396 parts
+      // (a joint graph's gradient of a split) broke clang's nesting limit (found by kiln fuzz).
+      std::function<ExprPtr(size_t, size_t)> pick = [&](size_t lo, size_t hi) -> ExprPtr {
+        if (lo == hi) return branches[lo];
+        const size_t mid = lo + (hi - lo) / 2;
+        return select(call("lt", DType::Bool, {idx[d], imm(parts[mid].end)}), pick(lo, mid), pick(mid + 1, hi));
+      };
+      return pick(0, parts.size() - 1);
     }
     default: fail("node %{}: view '{}' has no index lowering", n->name(), op_name(n->op()));
   }

@@ -42,20 +42,38 @@ for step in "${steps[@]}"; do
     sanitize)
       # Every CUDA backend test, the frontend's device tests, and the runtime's GPU tests but the
       # three that provoke errors on purpose (an illegal address, an impossible allocation, a
-      # missing kernel name and a bad launch, which the sanitizer reports as API errors).
+      # missing kernel name and a bad launch, which the sanitizer reports as API errors), under
+      # each tool. Every (tool, suite) runs in KILN_SANITIZE_SHARDS gtest shards (default 3) at
+      # once, each stopped after KILN_SANITIZE_SECONDS (default 420): the sanitizer is slow and
+      # mostly on the CPU, which has 16 cores.
+      t1=$(date +%s)
+      shards=${KILN_SANITIZE_SHARDS:-3}
       for tool in ${KILN_SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
         for t in backend runtime frontend; do
           # (not the test over 2^31 elements: under the sanitizer its 4 GB kernels take minutes)
           filter="${KILN_SANITIZE_FILTER:-*/cuda:BackendCuda.*:-*LargeIndex*}"
           [[ $t == runtime ]] && filter="CudaGpu.*:CublasLt.*:-*IllegalAddress*:*OutOfMemory*:*LaunchACompiledKernel*"
-          [[ $t == frontend ]] && filter="Device.*"
-          t1=$(date +%s)
-          compute-sanitizer --tool "$tool" --error-exitcode 99 \
-            ./build-gpu/tests/kiln_tests_$t --gtest_brief=1 --gtest_filter="$filter" > "$OUT/sanitize_${tool}_$t.log" 2>&1
-          r=$?
-          summary+=("compute-sanitizer $tool $t: rc=$r $(( $(date +%s) - t1 )) s: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^\[  (PASSED|FAILED)' "$OUT/sanitize_${tool}_$t.log" | tr '\n' ' ')")
+          [[ $t == frontend ]] && filter="Device.*:*/cuda"
+          for ((k = 0; k < shards; k++)); do
+            GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$k timeout "${KILN_SANITIZE_SECONDS:-420}" \
+              compute-sanitizer --tool "$tool" --error-exitcode 99 ./build-gpu/tests/kiln_tests_$t --gtest_brief=1 \
+              --gtest_filter="$filter" > "$OUT/sanitize_${tool}_${t}_$k.log" 2>&1 &
+          done
         done
       done
+      wait
+      for tool in ${KILN_SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
+        for t in backend runtime frontend; do
+          logs=("$OUT"/sanitize_${tool}_${t}_*.log)
+          ran=$(grep -hE '^\[==========\] [0-9]+ tests? from' "${logs[@]}" | awk '{s += $2} END {print s + 0}')
+          passed=$(grep -hE '^\[  PASSED  \] [0-9]+' "${logs[@]}" | awk '{s += $4} END {print s + 0}')
+          failed=$(grep -hcE '^\[  FAILED  \] .*\(' "${logs[@]}" | awk '{s += $1} END {print s + 0}')
+          errors=$(grep -hE 'ERROR SUMMARY: [0-9]+|RACECHECK SUMMARY: [0-9]+' "${logs[@]}" | grep -oE '[0-9]+ (error|hazard)' | awk '{s += $1} END {print s + 0}')
+          unfinished=$(grep -LE 'ERROR SUMMARY|RACECHECK SUMMARY' "${logs[@]}" | wc -l)
+          summary+=("compute-sanitizer $tool $t: $ran tests, $passed passed, $failed failed, $errors errors/hazards, $unfinished shards unfinished")
+        done
+      done
+      summary+=("sanitize: $(( $(date +%s) - t1 )) s")
       ;;
     fuzz)
       # kiln fuzz on the GPU for KILN_FUZZ_SECONDS (default 240): rounds of KILN_FUZZ_GRAPHS

@@ -48,6 +48,20 @@ bool moves_elements(const Node& n) {
   return !std::is_sorted(moved.begin(), moved.end());
 }
 
+// Whether a value of the reduced shape (the rows, no keepdim), broadcast into `out` (of the
+// space's rank) by numpy's rule, lands on other dims than the rows of `space` reduced over
+// `reduced` (each row dim of size > 1 must keep its place).
+bool rows_misaligned(const Shape& space, const std::vector<int64_t>& reduced, const Shape& out) {
+  if (out.size() != space.size()) return false;
+  std::vector<size_t> kept;
+  for (size_t d = 0; d < space.size(); ++d)
+    if (std::find(reduced.begin(), reduced.end(), static_cast<int64_t>(d)) == reduced.end()) kept.push_back(d);
+  const size_t shift = out.size() - kept.size();
+  for (size_t k = 0; k < kept.size(); ++k)
+    if (space[kept[k]] > 1 && kept[k] != shift + k) return true;
+  return false;
+}
+
 // "%y = exp"
 std::string node_str(const Node* n) { return fmt::format("%{} = {}", n->name(), n->info().name); }
 
@@ -267,7 +281,10 @@ class Fuser {
       }
     std::optional<Shape> space;
     for (const Node* m : nodes) {
-      if (is_creation(*m) || is_alias_view(*m)) continue;
+      // Without a reduction, views count too: a part split off to run alone must give every
+      // result it hands on in one space (an expand [1] -> [8] read by another kernel broke
+      // lowering's assertion; found by kiln fuzz).
+      if (is_creation(*m) || (red && is_alias_view(*m))) continue;
       if (red && m->category() == OpCategory::Reduction) {
         if (m->input(0).meta().shape != red->input(0).meta().shape || reduced_dims(*m) != reduced_dims(*red)) return false;
         continue;
@@ -410,6 +427,15 @@ class Fuser {
           // would be computed with row (j,i)'s accumulators (found by kiln fuzz).
           if (moves_elements(*n))
             return fmt::format("{} moves elements to other rows of {}", node_str(n), shape_str(s));
+          // A per-row value of the reduced shape (no keepdim) broadcast into the row space aligns
+          // its dims to the right, which are the rows' dims only when the reduced dims lead:
+          // maximum(x[5,17,5], amin(x, dim=[1,2])[5]) pairs amin[k] with x[i,j,k], not amin[i]
+          // (found by kiln fuzz; the kernel used row i's amin).
+          if (n->category() == OpCategory::Pointwise && removed != keep)
+            for (const Value& v : n->inputs())
+              if (members.count(v.node) && v.meta().shape == removed && rows_misaligned(s, r, n->meta(0).shape))
+                return fmt::format("{} broadcasts %{} {} against other dims than its rows", node_str(n), v.name(),
+                                   shape_str(removed));
           // Likewise a gather of a value computed in the group, along a dim that is not reduced:
           // the value is recomputed at the gathered row with this row's accumulators (found by
           // kiln fuzz: exp(softmax(x)) gathered along dim 0 used row i's max and sum for row

@@ -14,12 +14,18 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// Values of every float dtype but f64 are computed and summed in f32. The rounding of storing
-// f16/bf16 results is left out: the reference of the decomposed graph rounds every primitive
-// to its dtype as unfused code does, and its distance from float64 is part of the allowance
-// already; counted here as well, it would add up over every term of a sum and hide 16-bit
-// accumulation (which kiln fuzz once found in scatter_add).
+// Values of every float dtype but f64 are computed and summed in f32.
 double compute_roundoff(DType t) { return t == DType::F64 ? 0x1p-53 : 0x1p-24; }
+// Storing an f16/bf16 result: the reference rounds the exact value once, compiled code rounds
+// its f32 value (or keeps it in f32, fused), so the two may sit an ulp apart, and a later
+// cancellation makes that ulp large (te + g * a / b^2 in f16, found by kiln fuzz).
+double narrow_ulp(DType t) {
+  switch (t) {
+    case DType::F16: return 0x1p-10;
+    case DType::BF16: return 0x1p-7;
+    default: return 0.0;
+  }
+}
 
 enum class Rule { Exact, Linear, Summation, Lipschitz, MatmulRule, Sign, Probe };
 
@@ -93,8 +99,10 @@ class Tracker {
         b = std::move(e[r]);
         const std::vector<double> y = doubles(results[r]);
         const double local = local_ulps(n.op()) * compute_roundoff(results[r].dtype());
+        const double store = rule == Rule::Linear ? 0.0 : narrow_ulp(results[r].dtype());
         for (size_t i = 0; i < b.size(); ++i) {
           if (rule != Rule::Linear && rule != Rule::Summation) b[i] += local * std::abs(y[i]);
+          b[i] += store * std::abs(y[i]);
           if (std::isnan(b[i])) b[i] = kInf;
         }
         if (any_unsure_integer) b = unsure_selection(n, args, bounds_in, results[r], b);
@@ -120,6 +128,13 @@ class Tracker {
       metas.push_back(m);
     }
     return n.info().reference(args, attrs, metas);
+  }
+  // A min's bound is the larger of its arguments' bounds: the max kernel applied to them.
+  std::vector<HostTensor> run_on_bounds(const Node& n, const std::vector<HostTensor>& bounds, const Attrs& attrs) const {
+    if (n.op() != Op::Minimum && n.op() != Op::Amin) return run(n, bounds, attrs);
+    std::vector<TensorMeta> metas{n.meta(0)};
+    metas[0].dtype = DType::F64;
+    return op_info(n.op() == Op::Minimum ? Op::Maximum : Op::Amax).reference(bounds, attrs, metas);
   }
   // The arguments with every float one replaced: by its bound (zeros where it has none), its
   // absolute value, or widened as it is.
@@ -216,7 +231,7 @@ class Tracker {
         if (!any_bound) break;
         Attrs attrs = n.attrs();
         if (n.op() == Op::MaskedFill) attrs.set("value", 0.0);  // filled elements are exact
-        std::vector<HostTensor> out = run(n, with(args, bounds_in, {Arg::Bound}), attrs);
+        std::vector<HostTensor> out = run_on_bounds(n, with(args, bounds_in, {Arg::Bound}), attrs);
         for (size_t r = 0; r < nres; ++r) e[r] = doubles(out[r]);
         break;
       }

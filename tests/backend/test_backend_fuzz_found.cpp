@@ -1,0 +1,89 @@
+// Compiler bugs kiln fuzz found (issue 12), each as a small graph compiled on every test device
+// and compared with the reference interpreter. The fuzzer's reproducers replay in
+// tests/tools/fuzz_regressions/; these pin each bug down where the fuzzer's tolerance might
+// not (a 16-bit accumulation is within the rounding bound of a cancelling sum).
+#include <string>
+
+#include "ir/parser.h"
+#include "tests/backend/backend_check.h"
+
+namespace kiln::testing {
+namespace {
+
+class BackendFuzzFound : public DeviceTest {};
+KILN_DEVICE_TESTS(BackendFuzzFound);
+
+// A per-row value without keepdim, broadcast into the row space, aligns to the right:
+// maximum(x[5,17,5], amin(x, dim=[1,2])[5]) pairs amin[k] with x[i,j,k]. The fused kernel
+// used row i's amin.
+TEST_P(BackendFuzzFound, AReducedValueBroadcastAgainstOtherDimsThanItsRows) {
+  expect_matches_reference(parse_graph(R"(graph g(%x: f32[5,17,5]) {
+  %m = amin(%x, dim=[1,2]) : f32[5]
+  %y = maximum(%x, %m) : f32[5,17,5]
+  %s = sum(%x, dim=[0,1]) : f32[5]
+  %z = sub(%x, %s) : f32[5,17,5]
+  return (%y, %z)
+})"));
+}
+
+// A gather along dim 0 of a value the softmax's kernel computes: it was recomputed there with
+// the current row's max and sum.
+TEST_P(BackendFuzzFound, AGatherAcrossTheRowsOfASoftmax) {
+  Graph g = parse_graph(R"(graph g(%x: f32[6,7], %i: i64[6,7]) {
+  %p = softmax(%x, dim=1) : f32[6,7]
+  %e = exp(%p) : f32[6,7]
+  %g = gather(%e, %i, dim=0) : f32[6,7]
+  return (%g)
+})");
+  expect_matches_reference(g, inputs_for(g, 3, /*int_bound=*/6));
+}
+
+// A cat of 400 parts (a joint graph's gradient of a split into ones): its select chain was 400
+// deep and broke clang's nesting limit; NVRTC's too.
+TEST_P(BackendFuzzFound, ACatOfFourHundredParts) {
+  std::string args, types, names;
+  for (int k = 0; k < 400; ++k) {
+    names += (k ? ", %p" : "%p") + std::to_string(k);
+    types += (k ? ", f32[1]" : "f32[1]");
+  }
+  Graph g = parse_graph("graph g(%x: f32[400]) {\n  " + names + " = split(%x, split_size=1) : " + types +
+                        "\n  %y = cat(" + names + ") : f32[400]\n  %z = exp(%y) : f32[400]\n  return (%z)\n}");
+  expect_matches_reference(g);
+}
+
+// scatter_add into f16 summed in f16: 4096 ones into one element stopped at 2048, where f16's
+// spacing reaches 2. Sums of f16/bf16 accumulate in f32 and round once.
+TEST_P(BackendFuzzFound, AnF16ScatterAddAccumulatesInF32) {
+  Graph g = parse_graph(R"(graph g(%src: f16[4096]) {
+  %self = zeros(size=[1], dtype=f16) : f16[1]
+  %i = zeros(size=[4096], dtype=i64) : i64[4096]
+  %one = full(size=[], fill_value=1.0, dtype=f16) : f16[]
+  %ones = mul(%src, %one) : f16[4096]
+  %y = scatter_add(%self, %i, %ones, dim=0) : f16[1]
+  return (%y)
+})");
+  backend::CompiledGraph c = compile_for_test(g);
+  KILN_REQUIRE_RUN();
+  HostTensor ones = HostTensor::from_doubles(DType::F16, {4096}, std::vector<double>(4096, 1.0));
+  EXPECT_EQ(c.run(std::vector<HostTensor>{ones})[0].get(0), 4096.0);
+}
+
+// A float product that overflows f32 on the way to a zero is 0, not inf * 0 = NaN: products
+// accumulate in f64.
+TEST_P(BackendFuzzFound, AProductThatOverflowsF32BeforeAZeroIsZero) {
+  Graph g = parse_graph(R"(graph g(%x: bf16[64]) {
+  %p = prod(%x) : bf16[]
+  return (%p)
+})");
+  backend::CompiledGraph c = compile_for_test(g);
+  KILN_REQUIRE_RUN();
+  std::vector<double> v(64, 1e4);  // 1e4^63 = 1e252: past f32, within f64
+  v[63] = 0;
+  EXPECT_EQ(c.run(std::vector<HostTensor>{HostTensor::from_doubles(DType::BF16, {64}, v)})[0].get(0), 0.0);
+  v[63] = 1e-30;  // 1e252 * 1e-30 overflows bf16: inf, as the reference says
+  EXPECT_EQ(c.run(std::vector<HostTensor>{HostTensor::from_doubles(DType::BF16, {64}, v)})[0].get(0),
+            interpret(g, std::vector<HostTensor>{HostTensor::from_doubles(DType::BF16, {64}, v)})[0].get(0));
+}
+
+}  // namespace
+}  // namespace kiln::testing
