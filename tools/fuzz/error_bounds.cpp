@@ -27,6 +27,16 @@ double narrow_ulp(DType t) {
   }
 }
 
+// The absolute error of a computed value near zero: the dtype's smallest normal (compiled code
+// may flush subnormals to zero), or f16's subnormal spacing.
+double underflow(DType t) {
+  switch (t) {
+    case DType::F64: return 0x1p-1022;
+    case DType::F16: return 0x1p-24;
+    default: return 0x1p-126;
+  }
+}
+
 enum class Rule { Exact, Linear, Summation, Lipschitz, MatmulRule, Sign, Probe };
 
 Rule rule_of(const Node& n) {
@@ -100,9 +110,16 @@ class Tracker {
         const std::vector<double> y = doubles(results[r]);
         const double local = local_ulps(n.op()) * compute_roundoff(results[r].dtype());
         const double store = rule == Rule::Linear ? 0.0 : narrow_ulp(results[r].dtype());
+        const double tiny = rule == Rule::Linear ? 0.0 : underflow(results[r].dtype());
+        // gelu as PyTorch computes it, x * (1 + erf(x / sqrt 2)) / 2, loses everything in
+        // 1 + erf in the far negative tail (0 where the exact value is -6e-9 at x = -6): its
+        // error is up to |x| * u absolute (found by kiln fuzz through sign(gelu(x))).
+        std::vector<double> x;
+        if (n.op() == Op::Gelu && args[0].numel() == static_cast<int64_t>(b.size())) x = doubles(args[0]);
         for (size_t i = 0; i < b.size(); ++i) {
           if (rule != Rule::Linear && rule != Rule::Summation) b[i] += local * std::abs(y[i]);
-          b[i] += store * std::abs(y[i]);
+          b[i] += store * std::abs(y[i]) + tiny;
+          if (!x.empty()) b[i] += 2 * compute_roundoff(results[r].dtype()) * std::abs(x[i]);
           if (std::isnan(b[i])) b[i] = kInf;
         }
         if (any_unsure_integer) b = unsure_selection(n, args, bounds_in, results[r], b);
