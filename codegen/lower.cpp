@@ -173,6 +173,10 @@ MatmulEpilogue GraphLowering::epilogue_for(const Node* mm, const FusionGroup* ne
   if (!other || other == mv) return MatmulEpilogue::None;
   const TensorMeta& bm = other.meta();
   if (bm.dtype != mo.dtype || bm.shape != Shape{mo.shape.back()} || !bm.is_contiguous()) return MatmulEpilogue::None;
+  // The epilogue's bias runs along the GEMM's n. A matrix times a vector has no n in its
+  // result, whose last dim is m: [6,3] @ [3] + b[6] added b along the wrong dim on the GPU
+  // (found by kiln fuzz).
+  if (mm->input(1).meta().rank() < 2) return MatmulEpilogue::None;
   bool materialized = other.node->is_input() || plan_.groups[plan_.group_of.at(other.node)].kind != KernelKind::Alias;
   if (!materialized || (!other.node->is_input() && plan_.group_of.at(other.node) == next->id)) return MatmulEpilogue::None;
   MatmulEpilogue e = MatmulEpilogue::Bias;

@@ -85,5 +85,15 @@ TEST_P(BackendFuzzFound, AProductThatOverflowsF32BeforeAZeroIsZero) {
             interpret(g, std::vector<HostTensor>{HostTensor::from_doubles(DType::BF16, {64}, v)})[0].get(0));
 }
 
+// A matrix times a vector plus a vector: the CUDA backend folded the add into cuBLASLt's bias
+// epilogue, which adds along the GEMM's n, but the result's dim is m ([6,3] @ [3] + b[6]).
+TEST_P(BackendFuzzFound, AMatrixTimesAVectorPlusAVector) {
+  expect_matches_reference(parse_graph(R"(graph g(%a: f32[6,3], %b: f32[6], %v: f32[3]) {
+  %m = matmul(%a, %v) : f32[6]
+  %y = add(%b, %m) : f32[6]
+  return (%y)
+})"));
+}
+
 }  // namespace
 }  // namespace kiln::testing
