@@ -427,11 +427,12 @@ class Fuser {
           // would be computed with row (j,i)'s accumulators (found by kiln fuzz).
           if (moves_elements(*n))
             return fmt::format("{} moves elements to other rows of {}", node_str(n), shape_str(s));
-          // A per-row value of the reduced shape (no keepdim) broadcast into the row space aligns
-          // its dims to the right, which are the rows' dims only when the reduced dims lead:
+          // A per-row value of the reduced shape (no keepdim) broadcast into the row space (by a
+          // pointwise op or an expand) aligns its dims to the right, which are the rows' dims
+          // only when the reduced dims lead:
           // maximum(x[5,17,5], amin(x, dim=[1,2])[5]) pairs amin[k] with x[i,j,k], not amin[i]
           // (found by kiln fuzz; the kernel used row i's amin).
-          if (n->category() == OpCategory::Pointwise && removed != keep)
+          if ((n->category() == OpCategory::Pointwise || n->op() == Op::Expand) && removed != keep)
             for (const Value& v : n->inputs())
               if (members.count(v.node) && v.meta().shape == removed && rows_misaligned(s, r, n->meta(0).shape))
                 return fmt::format("{} broadcasts %{} {} against other dims than its rows", node_str(n), v.name(),

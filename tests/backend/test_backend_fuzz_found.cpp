@@ -22,7 +22,9 @@ TEST_P(BackendFuzzFound, AReducedValueBroadcastAgainstOtherDimsThanItsRows) {
   %y = maximum(%x, %m) : f32[5,17,5]
   %s = sum(%x, dim=[0,1]) : f32[5]
   %z = sub(%x, %s) : f32[5,17,5]
-  return (%y, %z)
+  %e = expand(%m, size=[5,17,5]) : f32[5,17,5]{0,0,1}
+  %w = mul(%x, %e) : f32[5,17,5]
+  return (%y, %z, %w)
 })"));
 }
 

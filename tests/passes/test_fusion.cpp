@@ -241,6 +241,41 @@ graph g(%w: f32[5,3]) {
   EXPECT_TRUE(from_input.together({"g", "m", "d"})) << from_input.dump();
 }
 
+// A reduced value without keepdim, broadcast back into the row space, aligns to the right
+// (numpy's rule): over leading dims that is its rows, over other dims it is not, and the group
+// would pair element (i,j,k) with row i's value where the graph says row k's (found by kiln fuzz).
+TEST(Fusion, AReducedValueBroadcastAgainstOtherDimsStaysOut) {
+  Fused f = fuse_text(R"(
+graph g(%x: f32[5,17,5]) {
+  %m = amin(%x, dim=[1,2]) : f32[5]
+  %y = maximum(%x, %m) : f32[5,17,5]
+  %e = expand(%m, size=[5,17,5]) : f32[5,17,5]{0,0,1}
+  %z = add(%x, %e) : f32[5,17,5]
+  return (%y, %z)
+})");
+  EXPECT_FALSE(f.together({"m", "y"})) << f.dump();
+  EXPECT_FALSE(f.together({"m", "z"})) << f.dump();
+  std::string log;
+  for (const auto& grp : f.plan.groups)
+    for (const std::string& r : grp.reasons) log += r + "\n";
+  EXPECT_TRUE(has(log, "%y = maximum broadcasts %m [5] against other dims than its rows")) << log;
+
+  Fused leading = fuse_text(R"(
+graph g(%x: f32[5,17,4]) {
+  %m = amax(%x, dim=[0,1]) : f32[4]
+  %y = sub(%x, %m) : f32[5,17,4]
+  return (%y)
+})");
+  EXPECT_TRUE(leading.together({"m", "y"})) << leading.dump();
+  Fused keepdim = fuse_text(R"(
+graph g(%x: f32[5,17,5]) {
+  %m = amin(%x, dim=[1,2], keepdim=true) : f32[5,1,1]
+  %y = maximum(%x, %m) : f32[5,17,5]
+  return (%y)
+})");
+  EXPECT_TRUE(keepdim.together({"m", "y"})) << keepdim.dump();
+}
+
 TEST(Fusion, LayerNormBackwardIsTwoKernels) {
   Fused f = fuse_text(R"(
 graph ln_bwd(%x: f32[8,64], %g: f32[8,64], %w: f32[64], %mean: f32[8,1], %rstd: f32[8,1]) {
