@@ -10,6 +10,7 @@ namespace kiln::meta {
 
 Shape infer_reshape(const Shape& from, const IntList& to) {
   int64_t known = 1, infer_at = -1;
+  bool overflow = false, has_zero = false;
   for (size_t i = 0; i < to.size(); ++i) {
     if (to[i] == -1) {
       if (infer_at >= 0) fail("only one dimension can be -1 in shape {}", shape_str(to));
@@ -17,9 +18,12 @@ Shape infer_reshape(const Shape& from, const IntList& to) {
     } else if (to[i] < 0) {
       fail("invalid size {} in shape {}", to[i], shape_str(to));
     } else {
-      known *= to[i];
+      has_zero |= to[i] == 0;
+      overflow |= __builtin_mul_overflow(known, to[i], &known);  // (found under UBSan)
     }
   }
+  if (has_zero) known = 0;
+  else if (overflow) fail("shape {} has more than 2^63 elements", shape_str(to));
   int64_t total = numel(from);
   Shape out(to.begin(), to.end());
   if (infer_at >= 0) {
