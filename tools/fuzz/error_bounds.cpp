@@ -313,11 +313,14 @@ class Tracker {
         for (size_t j = 0; j < args.size(); ++j) {
           if (!bounds_in[j].defined()) continue;
           const std::vector<double> x = doubles(base[j]), b = doubles(bounds_in[j]);
-          for (double dir : {1.0, -1.0}) {
+          // Up, down, and to 0 where the interval holds it: a division by a value that may be 0
+          // may be inf or NaN (gelu(x) / gelu(x) in gelu's tail, found by kiln fuzz).
+          for (double dir : {1.0, -1.0, 0.0}) {
             if (n.op() == Op::Prod && dir < 0) continue;
             std::vector<double> moved(x.size());
             for (size_t i = 0; i < x.size(); ++i)
-              moved[i] = x[i] + dir * b[i] * (n.op() == Op::Var && (i & 1) ? -1.0 : 1.0);
+              moved[i] = dir == 0 ? (std::abs(x[i]) <= b[i] ? 0.0 : x[i])
+                                  : x[i] + dir * b[i] * (n.op() == Op::Var && (i & 1) ? -1.0 : 1.0);
             std::vector<HostTensor> probe = base;
             probe[j] = laid_out_like(args[j], moved);
             const std::vector<HostTensor> f = run(n, probe, n.attrs());
@@ -326,6 +329,7 @@ class Tracker {
               const std::vector<double> a = doubles(f0[r]), c = doubles(f[r]);
               for (size_t i = 0; i < a.size(); ++i) {
                 const double d = std::isfinite(a[i]) && !std::isfinite(c[i]) ? kInf : std::abs(c[i] - a[i]);
+                if (dir == 0 && d == 0) continue;
                 if (!std::isnan(d)) e[r][i] += d;
               }
             }

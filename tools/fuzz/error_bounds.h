@@ -16,7 +16,7 @@
 // - and passes on its inputs' bounds: linear ops with non-negative weights (views, cat, sums,
 //   gather, where, max/min) apply themselves to the bounds; matmul uses |A| E_B + E_A |B|;
 //   1-Lipschitz ops (neg, abs, relu, clamp, sin, cos, tanh) pass them through, capped by their
-//   range; every other op is probed at x + E and x - E.
+//   range; every other op is probed at x + E, x - E, and 0 where [x - E, x + E] holds it.
 // Integer and bool results get a bound too: infinite where compiled code may differ (a
 // comparison of values within their bounds, an argmax of near ties, a cast), 0 elsewhere; a
 // float computed from an unsure one (where(cond, ...), a gather at an unsure index) is unsure.
