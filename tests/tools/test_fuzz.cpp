@@ -9,6 +9,9 @@
 #include <map>
 #include <set>
 
+#if KILN_HAVE_CUDA
+#include "backend/cuda_backend.h"
+#endif
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
@@ -236,6 +239,19 @@ TEST_F(CliFuzz, TwoThousandGraphsOnTheCpu) {
   CliResult r = kiln("fuzz --graphs 2000 --seed 7 --device cpu --jobs 2 --save failures");
   EXPECT_EQ(r.rc, 0) << r.out << r.err;
   EXPECT_TRUE(has(r.out, "kiln fuzz: 2000 graphs on cpu")) << r.out;
+}
+
+// With no GPU, `kiln fuzz --device cuda` says so before any work, rather than counting every
+// graph as a run error (and saving a reproducer for each).
+TEST_F(CliFuzz, OnADeviceThatCannotRunItSaysSoAtOnce) {
+#if KILN_HAVE_CUDA
+  std::string why;
+  if (backend::cuda_device_present(&why)) GTEST_SKIP() << "a CUDA GPU is present";
+#endif
+  CliResult r = kiln("fuzz --graphs 2 --device cuda --save failures");
+  EXPECT_EQ(r.rc, 1) << r.out << r.err;
+  EXPECT_TRUE(has(r.err, "kiln fuzz --device cuda:0 needs a CUDA GPU")) << r.err;
+  EXPECT_FALSE(has(r.out, "run error")) << r.out;
 }
 
 // Every saved reproducer (a bug found by the fuzzer, fixed) passes on every device present.

@@ -305,6 +305,8 @@ void add_fuzz_command(CLI::App& app) {
       fmt::print("{}", fuzz::reproducer_text(c, fuzz::Finding{fuzz::Verdict::Pass, "-", "shown with --show"}, o->device));
       std::exit(0);
     }
+    // Before any work: with no GPU (or no CPU JIT), every graph would be a run error.
+    require_runnable(parse_device(o->device), "kiln fuzz");
     std::exit(o->replay.empty() ? run_fuzz(*o) : replay(*o));
   });
 }
