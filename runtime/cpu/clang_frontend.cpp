@@ -59,11 +59,18 @@ void init_llvm_targets() {
 // there. FMA-heavy code pays for this (measured in bench/NOTES.md: no difference on the small
 // kernels); an emitter that wants FMA can call __builtin_fmaf explicitly. No -ffast-math:
 // it assumes no infinities, and a running max that starts at -inf is then miscompiled.
+// Vectors of at most 256 bits (-mprefer-vector-width=256): on an AVX-512 machine, clang 14
+// vectorized a reassociated sum over strided f16 loads (converted with F16C) into 512-bit
+// code that gave wrong sums (kiln fuzz: the gradient of minimum(f16, f32) over broadcast
+// dims, off by 3 of 3.5; right at -O2 without -march, at 256 bits, or without F16C).
 std::vector<std::string> driver_flags(const CompileOptions& options) {
   std::vector<std::string> flags = {"-x", "c++", "-std=c++17", fmt::format("-O{}", options.opt_level),
                                     "-fno-exceptions", "-fno-rtti", "-ffp-contract=off",
                                     "-fno-color-diagnostics"};
-  if (options.native_cpu) flags.push_back("-march=native");
+  if (options.native_cpu) {
+    flags.push_back("-march=native");
+    flags.push_back("-mprefer-vector-width=256");
+  }
   flags.insert(flags.end(), options.extra_args.begin(), options.extra_args.end());
   return flags;
 }

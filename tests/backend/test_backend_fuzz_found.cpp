@@ -97,5 +97,24 @@ TEST_P(BackendFuzzFound, AMatrixTimesAVectorPlusAVector) {
 })"));
 }
 
+// The gradient of minimum(f16, f32) with respect to the broadcast f32 operand: a sum over
+// strided f16 loads. On an AVX-512 CPU, clang 14 vectorized it into 512-bit code that gave
+// wrong sums; the CPU JIT now asks for vectors of at most 256 bits.
+TEST_P(BackendFuzzFound, AReassociatedSumOverStridedF16LoadsOnWideVectors) {
+  Graph g = parse_graph(R"(graph g(%a: f32[1,1,3], %s: f16[7,13,3], %t: f32[7,13,3]) {
+  %gt = gt(%s, %a) : bool[7,13,3]
+  %two = full(size=[], fill_value=2.0, dtype=f32) : f32[]
+  %half = div(%t, %two) : f32[7,13,3]
+  %eq = eq(%s, %a) : bool[7,13,3]
+  %w = where(%eq, %half, %t) : f32[7,13,3]
+  %ds = masked_fill(%w, %gt, value=0.0) : f32[7,13,3]
+  %lt = lt(%s, %a) : bool[7,13,3]
+  %da = masked_fill(%w, %lt, value=0.0) : f32[7,13,3]
+  %ga = sum(%da, dim=[0,1], keepdim=true) : f32[1,1,3]
+  return (%ga, %ds)
+})");
+  for (uint64_t seed : {1, 2, 3, 4}) expect_matches_reference(g, seed);
+}
+
 }  // namespace
 }  // namespace kiln::testing
