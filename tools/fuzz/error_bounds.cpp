@@ -107,17 +107,19 @@ class Tracker {
       if (is_floating(results[r].dtype())) {
         if (e[r].empty()) e[r].assign(static_cast<size_t>(results[r].numel()), 0.0);
         b = std::move(e[r]);
-        const std::vector<double> y = doubles(results[r]);
+        // Views and selections add no rounding of their own: only their inputs' bounds.
+        const bool rounds = rule != Rule::Linear;
+        const std::vector<double> y = rounds ? doubles(results[r]) : std::vector<double>(b.size(), 0.0);
         const double local = local_ulps(n.op()) * compute_roundoff(results[r].dtype());
-        const double store = rule == Rule::Linear ? 0.0 : narrow_ulp(results[r].dtype());
-        const double tiny = rule == Rule::Linear ? 0.0 : underflow(results[r].dtype());
+        const double store = rounds ? narrow_ulp(results[r].dtype()) : 0.0;
+        const double tiny = rounds ? underflow(results[r].dtype()) : 0.0;
         // gelu as PyTorch computes it, x * (1 + erf(x / sqrt 2)) / 2, loses everything in
         // 1 + erf in the far negative tail (0 where the exact value is -6e-9 at x = -6): its
         // error is up to |x| * u absolute (found by kiln fuzz through sign(gelu(x))).
         std::vector<double> x;
         if (n.op() == Op::Gelu && args[0].numel() == static_cast<int64_t>(b.size())) x = doubles(args[0]);
         for (size_t i = 0; i < b.size(); ++i) {
-          if (rule != Rule::Linear && rule != Rule::Summation) b[i] += local * std::abs(y[i]);
+          if (rounds && rule != Rule::Summation) b[i] += local * std::abs(y[i]);
           b[i] += store * std::abs(y[i]) + tiny;
           if (!x.empty()) b[i] += 2 * compute_roundoff(results[r].dtype()) * std::abs(x[i]);
           if (std::isnan(b[i])) b[i] = kInf;
