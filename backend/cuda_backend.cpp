@@ -3,6 +3,7 @@
 #include "backend/cuda_backend.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -41,6 +42,17 @@ void write_file(const std::filesystem::path& p, const std::string& bytes) {
   f << bytes;
 }
 
+// What to call the NVRTC program `m` of `binaries` (in messages and dumped file names): its
+// kernels, "k0+k3+k5", or "k0_and_11_more" for a long list.
+std::string program_label(const cu::CompiledKernels& binaries, const std::vector<codegen::Kernel>& kernels, size_t m) {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < kernels.size(); ++i)
+    if (binaries.program_of[i] == static_cast<int>(m)) names.push_back(kernels[i].name);
+  if (names.empty()) return fmt::format("program{}", m);
+  if (names.size() <= 4) return fmt::format("{}", fmt::join(names, "+"));
+  return fmt::format("{}_and_{}_more", names.front(), names.size() - 1);
+}
+
 // The device buffers of one run: every graph buffer's address.
 struct Bindings {
   std::vector<void*> ptr;
@@ -52,7 +64,9 @@ class CudaProgram final : public Program {
   int device = 0;
   bool cuda_graphs = false;
   bool allow_tf32 = false;
-  std::vector<cu::NvrtcOutput> binaries;  // per kernel
+  // The generated kernels' NVRTC programs (each CUBIN holds one or more kernels) and, per
+  // kernel, which program holds it.
+  cu::CompiledKernels binaries;
   std::string arch;
   // Custom ops' own kernels (backend/opaque_kernels.h), per opaque step in schedule order.
   struct OpaqueLaunch {
@@ -70,13 +84,14 @@ class CudaProgram final : public Program {
  private:
   // Loaded on first use (a machine with no GPU compiles but never loads).
   struct Loaded {
-    std::vector<cu::Module> modules;
-    std::vector<CUfunction> functions;
+    std::vector<cu::Module> modules;     // per program
+    std::vector<CUfunction> functions;  // per kernel
     std::vector<cu::Module> opaque_modules;
     std::vector<CUfunction> opaque_functions;
     std::optional<cu::Stream> stream;
-    // One error record per kernel, each module's kiln_error_slot pointing at its own: a run
-    // reads them all with one copy, and clears them only after an error.
+    // One error record per module, each module's kiln_error_slot pointing at its own: a run
+    // reads them all with one copy, and clears them only after an error. A record's site
+    // (LoweredGraph::index_checks) says which kernel of the module reported.
     cu::DeviceBuffer error_records;
     // CUDA graphs: static buffers the captured launches read and write, and the graph.
     std::vector<cu::DeviceTensor> static_inputs, static_outputs;
@@ -123,18 +138,19 @@ CudaProgram::Loaded& CudaProgram::load(const ExecutableState& s) const {
     fail("graph {} was compiled for {} but cuda:{} is {} ({}): compile it for this device", s.graph_name, arch, device,
          cu::arch_name(info), info.name);
   auto L = std::make_unique<Loaded>();
-  for (size_t i = 0; i < binaries.size(); ++i) {
+  for (size_t m = 0; m < binaries.programs.size(); ++m)
+    L->modules.emplace_back(binaries.programs[m].cubin, program_label(binaries, s.lowered.kernels, m), device);
+  for (size_t i = 0; i < s.lowered.kernels.size(); ++i) {
     const codegen::Kernel& k = s.lowered.kernels[i];
-    L->modules.emplace_back(binaries[i].cubin, k.name, device);
-    L->functions.push_back(L->modules.back().function(k.name));
+    L->functions.push_back(L->modules[static_cast<size_t>(binaries.program_of[i])].function(k.name));
   }
   for (const OpaqueLaunch& o : opaque) {
     L->opaque_modules.emplace_back(o.binary.cubin, o.entry, device);
     L->opaque_functions.push_back(L->opaque_modules.back().function(o.entry));
   }
   L->stream.emplace(device);
-  if (!binaries.empty()) {
-    size_t bytes = binaries.size() * sizeof(codegen::CudaErrorRecord);
+  if (!L->modules.empty()) {
+    size_t bytes = L->modules.size() * sizeof(codegen::CudaErrorRecord);
     L->error_records = cu::device_alloc(bytes, device);
     cu::memset_async(L->error_records->data(), 0, bytes, *L->stream);
     for (size_t i = 0; i < L->modules.size(); ++i) {
@@ -178,15 +194,20 @@ void CudaProgram::launch_opaque(const codegen::OpaqueCall& c, const OpaqueLaunch
 
 void CudaProgram::check_errors(const ExecutableState& s, Loaded& L) const {
   cu::synchronize_and_check(*L.stream, fmt::format("graph {}", s.graph_name));
-  if (binaries.empty()) return;
-  std::vector<codegen::CudaErrorRecord> recs(binaries.size());
+  if (binaries.programs.empty()) return;
+  std::vector<codegen::CudaErrorRecord> recs(binaries.programs.size());
   size_t bytes = recs.size() * sizeof(codegen::CudaErrorRecord);
   cu::copy_device_to_host(recs.data(), L.error_records->data(), bytes, device);
   for (size_t i = 0; i < recs.size(); ++i) {
     if (!recs[i].flag) continue;
     cu::memset_async(L.error_records->data(), 0, bytes, *L.stream);  // the next run starts clean
     L.stream->synchronize();
-    const codegen::Kernel& k = s.lowered.kernels[i];
+    const std::vector<int>& owner = s.lowered.index_check_kernel;
+    size_t kernel = 0;
+    if (recs[i].site >= 0 && static_cast<size_t>(recs[i].site) < owner.size()) kernel = static_cast<size_t>(owner[static_cast<size_t>(recs[i].site)]);
+    else  // no site to go by: the module's first kernel
+      while (kernel + 1 < s.lowered.kernels.size() && binaries.program_of[kernel] != static_cast<int>(i)) ++kernel;
+    const codegen::Kernel& k = s.lowered.kernels[kernel];
     fail("{}", index_error_message(s, k, recs[i].site,
                                    fmt::format("index {} is out of range for a dimension of size {}", recs[i].index, recs[i].size)));
   }
@@ -417,12 +438,14 @@ class CudaBackend final : public Backend {
     p->cuda_graphs = options.cuda_graphs;
     p->allow_tf32 = options.allow_tf32;
     p->arch = state.target.arch;
-    // Each kernel is its own NVRTC program (the prelude + one kernel), so they compile in
-    // parallel and a kernel's cache entry survives a change elsewhere in the graph.
-    std::vector<std::pair<std::string, std::string>> sources;
+    // The kernels compile as a few NVRTC programs, as many as there are threads to compile them
+    // (runtime/cuda/nvrtc.h): NVRTC's cost is mostly per program. Each kernel keeps a cache
+    // entry of its own, which survives a change elsewhere in the graph.
+    std::vector<cu::CudaKernelSource> kernels;
     for (const codegen::Kernel& k : state.lowered.kernels)
-      sources.emplace_back(fmt::format("{}_{}", state.graph_name, k.name), std::string(codegen::cuda_prelude()) + "\n" + codegen::emit_cuda_kernel(k));
-    // Custom ops' own kernels compile beside them (their source as the user wrote it).
+      kernels.push_back({fmt::format("{}_{}", state.graph_name, k.name), codegen::emit_cuda_kernel(k)});
+    // Custom ops' own kernels compile on their own (their source as the user wrote it).
+    std::vector<std::pair<std::string, std::string>> opaque_sources;
     const auto& steps = state.lowered.steps;
     p->opaque_of_step.assign(steps.size(), -1);
     for (size_t i = 0; i < steps.size(); ++i) {
@@ -437,46 +460,62 @@ class CudaBackend final : public Backend {
              op_name(c.op), l.grid, l.block, c.label);
       p->opaque_of_step[i] = static_cast<int>(p->opaque.size());
       p->opaque.push_back({static_cast<int>(i), k->entry, l, {}});
-      sources.emplace_back(fmt::format("{}_{}_{}", state.graph_name, op_short_name(c.op), i), k->source);
+      opaque_sources.emplace_back(fmt::format("{}_{}_{}", state.graph_name, op_short_name(c.op), i), k->source);
     }
     cu::NvrtcOptions no;
     no.arch = p->arch;
     no.use_cache = options.jit.use_cache;
+    cu::NvrtcOptions generated = no;
+    generated.minimal = true;
     try {
-      p->binaries = cu::compile_cuda_parallel(sources, no);
+      p->binaries = cu::compile_cuda_kernels(std::string(codegen::cuda_prelude()), kernels, generated);
     } catch (const cu::NvrtcError& e) {
-      // Name the kernel and the graph nodes it computes (or the custom op), not only NVRTC's
-      // program name.
-      size_t i = 0;
-      while (i < sources.size() && sources[i].first != e.program()) ++i;
-      if (i < state.lowered.kernels.size()) throw kiln::Error(kernel_compile_error_message(state, i, e.what()));
-      if (i < sources.size()) {
-        const codegen::OpaqueCall& c = steps[static_cast<size_t>(p->opaque[i - state.lowered.kernels.size()].step)].opaque;
+      // Name the kernel and the graph nodes it computes, not only NVRTC's program name.
+      for (size_t i = 0; i < kernels.size(); ++i)
+        if (kernels[i].name == e.program()) throw kiln::Error(kernel_compile_error_message(state, i, e.what()));
+      throw;
+    }
+    std::vector<cu::NvrtcOutput> opaque_binaries;
+    try {
+      opaque_binaries = cu::compile_cuda_parallel(opaque_sources, no);
+    } catch (const cu::NvrtcError& e) {
+      for (size_t j = 0; j < opaque_sources.size(); ++j) {
+        if (opaque_sources[j].first != e.program()) continue;
+        const codegen::OpaqueCall& c = steps[static_cast<size_t>(p->opaque[j].step)].opaque;
         fail("graph {}: the CUDA kernel of {} ({}) failed to compile: {}", state.graph_name, op_name(c.op), c.label, e.what());
       }
       throw;
     }
-    for (size_t j = 0; j < p->opaque.size(); ++j) p->opaque[j].binary = std::move(p->binaries[state.lowered.kernels.size() + j]);
-    p->binaries.resize(state.lowered.kernels.size());
-    int hits = 0;
+    for (size_t j = 0; j < p->opaque.size(); ++j) p->opaque[j].binary = std::move(opaque_binaries[j]);
+    // Kernels counted one by one (a program of several found in the cache counts each of them).
+    int hits = 0, compiled = 0;
     double slowest = 0, total = 0;
     size_t cubin_bytes = 0;
-    for (auto& b : p->binaries) {
-      hits += b.cache_hit;
+    auto count = [&](const cu::NvrtcOutput& b) {
+      compiled += !b.cache_hit;
       slowest = std::max(slowest, b.compile_ms);
       total += b.compile_ms;
       cubin_bytes += b.cubin.size();
+    };
+    for (const cu::NvrtcOutput& b : p->binaries.programs) count(b);
+    for (int m : p->binaries.program_of) hits += p->binaries.programs[static_cast<size_t>(m)].cache_hit;
+    for (const CudaProgram::OpaqueLaunch& o : p->opaque) {
+      count(o.binary);
+      hits += o.binary.cache_hit;
     }
-    report.compiler = fmt::format("nvrtc {}: {} kernels for {} ({} from the cache), NVRTC {:.1f} ms in all, slowest kernel {:.1f} ms; {} of CUBIN",
-                                  cu::nvrtc_version(), sources.size(), p->arch, hits, total, slowest, format_bytes(static_cast<int64_t>(cubin_bytes)));
+    report.compiler = fmt::format(
+        "nvrtc {}: {} kernels for {} ({} from the cache), {} program{} compiled, NVRTC {:.1f} ms in all, slowest program {:.1f} ms; {} of CUBIN",
+        cu::nvrtc_version(), kernels.size() + p->opaque.size(), p->arch, hits, compiled, compiled == 1 ? "" : "s", total, slowest,
+        format_bytes(static_cast<int64_t>(cubin_bytes)));
     if (!options.dump_dir.empty()) {
       std::filesystem::path dir(options.dump_dir);
       std::string ptx;
       std::filesystem::create_directories(dir / "cubin");
-      for (size_t i = 0; i < p->binaries.size(); ++i) {
-        const std::string& kname = state.lowered.kernels[i].name;
-        ptx += fmt::format("// ---- {}\n{}\n", kname, p->binaries[i].ptx);
-        write_file(dir / "cubin" / (kname + ".cubin"), p->binaries[i].cubin);
+      // One CUBIN and one PTX section per program, named after the kernels it holds.
+      for (size_t m = 0; m < p->binaries.programs.size(); ++m) {
+        std::string names = program_label(p->binaries, state.lowered.kernels, m);
+        ptx += fmt::format("// ---- {}\n{}\n", names, p->binaries.programs[m].ptx);
+        write_file(dir / "cubin" / (names + ".cubin"), p->binaries.programs[m].cubin);
       }
       write_file(dir / "kernels.ptx", ptx);
     }

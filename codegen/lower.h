@@ -94,6 +94,8 @@ struct LoweredGraph {
   // check_index call passes: "%loss = cross_entropy (its gather %loss_gather)". A kernel's
   // out-of-range report carries the id, so the error names the op the user wrote.
   std::vector<std::string> index_checks;
+  // Per index check: the kernel holding it (kernels that share a module share its error record).
+  std::vector<int> index_check_kernel;
 };
 
 // Lowers every group of `plan` (groups of `g`, in order) for `target`: loops say what they

@@ -268,6 +268,8 @@ class GraphLowering {
     Step s;
     s.kind = Step::Kind::Kernel;
     s.kernel = static_cast<int>(out_.kernels.size());
+    // The checks made since the last kernel are this kernel's (kernels are built one at a time).
+    out_.index_check_kernel.resize(out_.index_checks.size(), s.kernel);
     s.args = kb.args();
     s.group = group;
     out_.kernels.push_back(std::move(k));

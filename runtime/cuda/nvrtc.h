@@ -20,6 +20,10 @@ struct NvrtcOptions {
   std::string arch = "sm_90";  // the device's: arch_name(device_info())
   bool use_cache = true;       // the disk cache ($KILN_CACHE_DIR; off with KILN_CACHE_DIR=off)
   bool lineinfo = false;       // -lineinfo, for profilers and compute-sanitizer
+  // -minimal where NVRTC has it (12.4+): no texture, surface or CUDA runtime declarations, which
+  // kiln's generated kernels never use and NVRTC otherwise parses for every program. Not for
+  // custom ops' own kernels, which may use them.
+  bool minimal = false;
   std::vector<std::string> extra_args;
 };
 
@@ -28,6 +32,7 @@ struct NvrtcOutput {
   double compile_ms = 0;        // NVRTC's time; 0 on a cache hit
   bool cache_hit = false;
   std::string key;  // the cache key (also when the cache is off)
+  int kernels = 1;  // the kernels of the program (compile_cuda_kernels)
 };
 
 // A program NVRTC rejects. The message says everything (the program's name, NVRTC's log, the
@@ -52,6 +57,35 @@ NvrtcOutput compile_cuda(const std::string& source, const std::string& program_n
 // (in that order, an NvrtcError for a program NVRTC rejects) is raised after all have finished.
 std::vector<NvrtcOutput> compile_cuda_parallel(const std::vector<std::pair<std::string, std::string>>& name_and_source,
                                                const NvrtcOptions& options = {});
+
+// Kernels that share one prelude (kiln's generated kernels: the CUDA prelude + one kernel each,
+// every kernel a distinct extern "C" name), compiled in as few NVRTC programs as keep the
+// threads busy. NVRTC's cost is mostly per program: with 11.8 an empty program costs ~65 ms, one
+// generated kernel ~97 ms, four in one program ~168 ms. So the kernels that miss the cache are
+// dealt into min(misses, threads) programs, compiled at once.
+//
+// Each kernel keeps a cache entry of its own, under the key of the prelude + it alone (the key
+// compile_cuda would give that source), so it is found again whatever it was compiled beside:
+// a program of one kernel is an ordinary entry; a program of several is stored once under its
+// own key, and each of its kernels' entries names that key (an integrity-checked `.program`
+// file). A damaged or missing program entry is a miss for each kernel that names it.
+//
+// A program NVRTC rejects is compiled again kernel by kernel, so that the NvrtcError names the
+// kernel at fault and quotes its lines.
+struct CudaKernelSource {
+  std::string name;  // names the kernel's program in messages ("<graph>_k3")
+  std::string code;  // the kernel, without the prelude
+};
+struct CompiledKernels {
+  std::vector<NvrtcOutput> programs;  // each CUBIN holds one or more of the kernels
+  std::vector<int> program_of;        // per kernel: its program
+};
+CompiledKernels compile_cuda_kernels(const std::string& prelude, const std::vector<CudaKernelSource>& kernels,
+                                     const NvrtcOptions& options = {});
+
+// How many NVRTC programs compile at once: $KILN_COMPILE_THREADS, else the host's cores.
+// (kiln fuzz --jobs J gives each of its J processes its share of the cores.)
+int compile_threads();
 
 // NVRTC's version, "11.8" or "13.0".
 std::string nvrtc_version();

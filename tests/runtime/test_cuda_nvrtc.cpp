@@ -8,6 +8,7 @@
 
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <random>
 
 #include "ir/error.h"
@@ -285,6 +286,144 @@ TEST_F(NvrtcTest, CacheOffWritesNothing) {
   EXPECT_FALSE(compile_cuda(add_kernel(5), "add5").cache_hit);
   EXPECT_FALSE(compile_cuda(add_kernel(5), "add5").cache_hit);
   EXPECT_TRUE(fs::is_empty(dir_));
+}
+
+
+// ---- kernels that share a prelude, dealt into few programs (compile_cuda_kernels)
+
+constexpr const char* kPrelude = "__device__ __forceinline__ float twice(float x) { return 2.0f * x; }\n";
+
+// A kernel named `name` that adds `value` (twice'd, so it needs the prelude).
+CudaKernelSource prelude_kernel(const std::string& name, int value) {
+  return {"graph_" + name, "extern \"C\" __global__ void " + name + "(float* x, long n) {\n"
+                               "  long i = (long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+                               "  if (i < n) x[i] += twice(" + std::to_string(value) + ".0f);\n}\n"};
+}
+
+// KILN_COMPILE_THREADS set for one test.
+class CompileThreads {
+ public:
+  explicit CompileThreads(const char* n) {
+    if (const char* old = std::getenv("KILN_COMPILE_THREADS")) saved_ = old;
+    ::setenv("KILN_COMPILE_THREADS", n, 1);
+  }
+  ~CompileThreads() {
+    if (saved_) ::setenv("KILN_COMPILE_THREADS", saved_->c_str(), 1);
+    else ::unsetenv("KILN_COMPILE_THREADS");
+  }
+
+ private:
+  std::optional<std::string> saved_;
+};
+
+bool has_entry(const std::string& ptx, const std::string& name) { return ptx.find(".entry " + name + "(") != std::string::npos; }
+
+TEST_F(NvrtcTest, KernelsShareAProgramPerCompileThread) {
+  std::vector<CudaKernelSource> kernels;
+  for (int i = 0; i < 5; ++i) kernels.push_back(prelude_kernel("k" + std::to_string(i), i));
+  {
+    CompileThreads one("1");
+    CompiledKernels c = compile_cuda_kernels(kPrelude, kernels, no_cache());
+    ASSERT_EQ(c.programs.size(), 1u) << "one thread: one program";
+    EXPECT_EQ(c.programs[0].kernels, 5);
+    EXPECT_EQ(c.program_of, std::vector<int>(5, 0));
+    EXPECT_TRUE(is_elf(c.programs[0].cubin));
+    for (int i = 0; i < 5; ++i) EXPECT_TRUE(has_entry(c.programs[0].ptx, "k" + std::to_string(i))) << c.programs[0].ptx;
+  }
+  {
+    CompileThreads two("2");
+    CompiledKernels c = compile_cuda_kernels(kPrelude, kernels, no_cache());
+    ASSERT_EQ(c.programs.size(), 2u);
+    for (int i = 0; i < 5; ++i) {
+      const NvrtcOutput& p = c.programs[static_cast<size_t>(c.program_of[static_cast<size_t>(i)])];
+      EXPECT_TRUE(has_entry(p.ptx, "k" + std::to_string(i))) << "k" << i << " is in the program it is said to be in";
+    }
+    EXPECT_EQ(c.programs[0].kernels + c.programs[1].kernels, 5);
+  }
+  {
+    CompileThreads many("64");
+    CompiledKernels c = compile_cuda_kernels(kPrelude, kernels, no_cache());
+    EXPECT_EQ(c.programs.size(), 5u) << "never more programs than kernels";
+  }
+}
+
+TEST_F(NvrtcTest, EachKernelOfAProgramIsFoundAgainInTheCache) {
+  CompileThreads one("1");
+  std::vector<CudaKernelSource> abc = {prelude_kernel("ka", 1), prelude_kernel("kb", 2), prelude_kernel("kc", 3)};
+  CompiledKernels cold = compile_cuda_kernels(kPrelude, abc, NvrtcOptions{});
+  ASSERT_EQ(cold.programs.size(), 1u);
+  EXPECT_FALSE(cold.programs[0].cache_hit);
+  KernelCache cache(dir_);
+  // Each kernel's entry is under the key its source alone would have, and names the program.
+  for (const CudaKernelSource& k : abc) {
+    std::string alone_key = compile_cuda(std::string(kPrelude) + "\n" + k.code, k.name, no_cache()).key;
+    EXPECT_EQ(cache.load(alone_key, "program"), cold.programs[0].key) << k.name;
+  }
+  CompiledKernels warm = compile_cuda_kernels(kPrelude, abc, NvrtcOptions{});
+  ASSERT_EQ(warm.programs.size(), 1u) << "the three hits load one program";
+  EXPECT_TRUE(warm.programs[0].cache_hit);
+  EXPECT_EQ(warm.programs[0].cubin, cold.programs[0].cubin);
+
+  // A kernel met again beside new ones: it comes from the old program, the new one compiles.
+  std::vector<CudaKernelSource> bd = {prelude_kernel("kb", 2), prelude_kernel("kd", 4)};
+  CompiledKernels mixed = compile_cuda_kernels(kPrelude, bd, NvrtcOptions{});
+  ASSERT_EQ(mixed.programs.size(), 2u);
+  const NvrtcOutput& b = mixed.programs[static_cast<size_t>(mixed.program_of[0])];
+  const NvrtcOutput& d = mixed.programs[static_cast<size_t>(mixed.program_of[1])];
+  EXPECT_TRUE(b.cache_hit);
+  EXPECT_EQ(b.cubin, cold.programs[0].cubin);
+  EXPECT_FALSE(d.cache_hit);
+  EXPECT_EQ(d.kernels, 1);
+  EXPECT_TRUE(has_entry(d.ptx, "kd"));
+  EXPECT_EQ(d.key, compile_cuda(std::string(kPrelude) + "\n" + bd[1].code, "kd", no_cache()).key)
+      << "a program of one kernel is an ordinary entry";
+  EXPECT_TRUE(compile_cuda(std::string(kPrelude) + "\n" + bd[1].code, "kd").cache_hit);
+}
+
+TEST_F(NvrtcTest, ADamagedProgramIsAMissForEachOfItsKernels) {
+  CompileThreads one("1");
+  std::vector<CudaKernelSource> ab = {prelude_kernel("ka", 5), prelude_kernel("kb", 6)};
+  CompiledKernels cold = compile_cuda_kernels(kPrelude, ab, NvrtcOptions{});
+  ASSERT_EQ(cold.programs.size(), 1u);
+  KernelCache cache(dir_);
+  for (int round = 0; round < 3; ++round) {
+    fs::path damaged = round == 0 ? cache.path(cold.programs[0].key, "cubin")
+                     : round == 1 ? cache.path(cold.programs[0].key, "cu")
+                                  : cache.path(compile_cuda(std::string(kPrelude) + "\n" + ab[1].code, "kb", no_cache()).key, "program");
+    flip_bytes_in_the_middle(damaged);
+    CompiledKernels again = compile_cuda_kernels(kPrelude, ab, NvrtcOptions{});
+    bool any_compiled = false;
+    for (const NvrtcOutput& p : again.programs) any_compiled |= !p.cache_hit;
+    EXPECT_TRUE(any_compiled) << "round " << round << ": a damaged " << damaged.extension() << " is a miss";
+    for (size_t i = 0; i < ab.size(); ++i)
+      EXPECT_TRUE(has_entry(again.programs[static_cast<size_t>(again.program_of[i])].ptx, i == 0 ? "ka" : "kb"));
+    CompiledKernels warm = compile_cuda_kernels(kPrelude, ab, NvrtcOptions{});
+    for (const NvrtcOutput& p : warm.programs) EXPECT_TRUE(p.cache_hit) << "round " << round << ": repaired";
+  }
+}
+
+TEST_F(NvrtcTest, AProgramThatFailsNamesTheKernelAtFault) {
+  CompileThreads one("1");
+  CudaKernelSource bad = {"graph_kbad", "extern \"C\" __global__ void kbad(float* x) {\n  x[0] = not_declared;\n}\n"};
+  std::vector<CudaKernelSource> kernels = {prelude_kernel("k0", 1), bad, prelude_kernel("k2", 2)};
+  try {
+    compile_cuda_kernels(kPrelude, kernels, no_cache());
+    FAIL() << "compiled";
+  } catch (const NvrtcError& e) {
+    EXPECT_EQ(e.program(), "graph_kbad");
+    std::string what = e.what();
+    EXPECT_NE(what.find("not_declared"), std::string::npos) << what;
+    EXPECT_NE(what.find("x[0] = not_declared;"), std::string::npos) << "the offending line, numbered in the kernel's own program:\n" << what;
+  }
+}
+
+TEST_F(NvrtcTest, CompileThreadsMustBeANumber) {
+  for (const char* bad : {"0", "-2", "many", "4x"}) {
+    CompileThreads threads(bad);
+    EXPECT_THROW(compile_threads(), kiln::Error) << bad;
+  }
+  CompileThreads three("3");
+  EXPECT_EQ(compile_threads(), 3);
 }
 
 }  // namespace

@@ -11,12 +11,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <thread>
 
 #include "ir/error.h"
 #include "tools/cli/commands.h"
@@ -195,6 +198,12 @@ int run_fuzz(const FuzzOptions& o) {
     // Processes, not threads: the CPU JIT compiles one module at a time per process, and a
     // crash in a job must not take the others down.
     std::vector<pid_t> pids;
+    // Each job compiles its NVRTC programs on its share of the cores (unless the user chose),
+    // so that J jobs do not start J x cores compiles at once: fewer, larger programs are cheaper.
+    if (const char* set = std::getenv("KILN_COMPILE_THREADS"); o.jobs > 1 && !(set && *set)) {
+      unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+      ::setenv("KILN_COMPILE_THREADS", std::to_string(std::max(1u, cores / static_cast<unsigned>(o.jobs))).c_str(), 1);
+    }
     for (int j = 0; j < o.jobs; ++j) {
       pid_t pid = fork();
       if (pid < 0) fail("fork failed");
