@@ -15,6 +15,7 @@ TEST(BackendCuda, NotBuilt) { GTEST_SKIP() << "no CUDA backend in this build"; }
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -310,6 +311,44 @@ TEST(BackendCuda, OutOfRangeGatherIndexNamesTheKernelAndIsReset) {
     EXPECT_TRUE(has(msg, "kernel k") && has(msg, "out of range")) << msg;
     expect_matches(cg.run(in), interpret(g, in));
   }
+}
+
+// Kernels that share one NVRTC program share its module's error record: the record's site
+// still names the op and the kernel that met the bad index.
+TEST(BackendCuda, KernelsOfOneProgramReportTheirOwnIndexErrors) {
+  Graph g("two_gathers");
+  Builder b(g);
+  Var x = input(b, "x", F({4, 1000}));
+  Var i = input(b, "i", I({4, 300}));
+  Var w = input(b, "w", F({7, 9}));
+  Var j = input(b, "j", I({3, 9}));
+  Var rows = b.sum(b.exp(b.gather(x, i, 1)), {1});
+  Var cols = b.tanh(b.gather(w, j, 0));
+  g.set_outputs({rows, cols});
+  const char* old = std::getenv("KILN_COMPILE_THREADS");
+  std::optional<std::string> saved = old ? std::optional<std::string>(old) : std::nullopt;
+  ::setenv("KILN_COMPILE_THREADS", "1", 1);
+  backend::CompileOptions o;
+  o.jit.use_cache = false;
+  backend::CompiledGraph cg = compile_cuda(g, o);
+  if (saved) ::setenv("KILN_COMPILE_THREADS", saved->c_str(), 1);
+  else ::unsetenv("KILN_COMPILE_THREADS");
+  EXPECT_TRUE(has(cg.report.compiler, "1 program compiled")) << cg.report.compiler;
+  KILN_REQUIRE_CUDA_DEVICE();
+  std::vector<HostTensor> in = inputs_for(g, 21, 3);
+  std::vector<std::string> kernels;
+  for (int bad : {1, 3}) {
+    std::vector<HostTensor> wrong = in;
+    wrong[static_cast<size_t>(bad)] = in[static_cast<size_t>(bad)].clone();
+    wrong[static_cast<size_t>(bad)].set_int(5, bad == 1 ? 1000 : -8);
+    std::string msg = error_of([&] { cg.run(wrong); });
+    EXPECT_TRUE(has(msg, "out of range") && has(msg, bad == 1 ? "size 1000" : "size 7")) << msg;
+    size_t at = msg.rfind("(kernel ");
+    ASSERT_NE(at, std::string::npos) << msg;
+    kernels.push_back(msg.substr(at));
+    expect_matches(cg.run(in), interpret(g, in));
+  }
+  EXPECT_NE(kernels[0], kernels[1]) << "each error names its own kernel";
 }
 
 TEST(BackendCuda, MatmulTF32OnlyWhenAllowed) {
