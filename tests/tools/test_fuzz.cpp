@@ -254,6 +254,21 @@ TEST_F(CliFuzz, OnADeviceThatCannotRunItSaysSoAtOnce) {
   EXPECT_FALSE(has(r.out, "run error")) << r.out;
 }
 
+// On a GPU, forked jobs compile and run: the parent's device check must not initialize the
+// driver, which a forked child cannot use (every job then failed with CUDA_ERROR_NOT_INITIALIZED).
+TEST_F(CliFuzz, ForkedJobsRunOnTheGpu) {
+#if KILN_HAVE_CUDA
+  std::string why;
+  if (!backend::cuda_device_present(&why)) GTEST_SKIP() << why;
+  CliResult r = kiln("fuzz --graphs 24 --seed 5 --device cuda --jobs 2 --batch 6 --save failures");
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_TRUE(has(r.out, "kiln fuzz: 24 graphs on cuda")) << r.out;
+  EXPECT_FALSE(has(r.out, "compile error") || has(r.out, "run error")) << r.out;
+#else
+  GTEST_SKIP() << "built without CUDA";
+#endif
+}
+
 // Every saved reproducer (a bug found by the fuzzer, fixed) passes on every device present.
 TEST_F(CliFuzz, SavedRegressionCasesPass) {
   const fs::path dir = fs::path(data_dir()) / "tools" / "fuzz_regressions";

@@ -185,6 +185,37 @@ std::vector<Outcome> read_results(const std::string& path, int64_t* last_batch =
   return out;
 }
 
+// require_runnable, asked in a child process: the jobs are forked, and a CUDA driver that the
+// parent has initialized cannot be used in a forked child (cuInit state does not survive fork:
+// every call there fails with CUDA_ERROR_NOT_INITIALIZED). So the parent never touches it.
+void require_runnable_in_a_child(const Device& device) {
+  int fds[2];
+  if (::pipe(fds) != 0) fail("pipe failed");
+  pid_t pid = fork();
+  if (pid < 0) fail("fork failed");
+  if (pid == 0) {
+    ::close(fds[0]);
+    std::string message;
+    try {
+      require_runnable(device, "kiln fuzz");
+    } catch (const std::exception& e) {
+      message = e.what();
+    }
+    if (!message.empty()) (void)!::write(fds[1], message.data(), message.size());
+    ::close(fds[1]);
+    _exit(message.empty() ? 0 : 1);
+  }
+  ::close(fds[1]);
+  std::string message;
+  char buf[512];
+  for (ssize_t got; (got = ::read(fds[0], buf, sizeof buf)) > 0;) message.append(buf, static_cast<size_t>(got));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (!message.empty()) throw kiln::Error(message);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) fail("kiln fuzz: checking that {} can run graphs crashed", device.str());
+}
+
 int run_fuzz(const FuzzOptions& o) {
   if (o.graphs < 1 || o.batch < 1 || o.jobs < 1) fail("--graphs, --batch and --jobs must be at least 1");
   check_options(o);  // bad options fail here, before any job starts
@@ -315,7 +346,7 @@ void add_fuzz_command(CLI::App& app) {
       std::exit(0);
     }
     // Before any work: with no GPU (or no CPU JIT), every graph would be a run error.
-    require_runnable(parse_device(o->device), "kiln fuzz");
+    require_runnable_in_a_child(parse_device(o->device));
     std::exit(o->replay.empty() ? run_fuzz(*o) : replay(*o));
   });
 }
