@@ -269,8 +269,12 @@ CompiledKernels compile_cuda_kernels(const std::string& prelude, const std::vect
   if (misses.empty()) return result;
 
   // The misses, dealt into programs: the longest kernel first, each to the program with the
-  // least code so far; in each program the kernels keep their order.
-  const size_t count = std::min(misses.size(), static_cast<size_t>(compile_threads()));
+  // least code so far; in each program the kernels keep their order. As many programs as
+  // threads where NVRTC compiles programs in parallel: 11.8 does (2 threads, 2 cores: 18 one-
+  // kernel programs/s against 9), 13.0 barely (16 threads, 16 cores: 42/s against 36), while a
+  // kernel more in a program costs it ~1.4 ms (one kernel 28 ms, sixteen 48 ms). So one program.
+  const size_t parallel = nvrtc_version_number() < 1300 ? static_cast<size_t>(compile_threads()) : 1;
+  const size_t count = std::min(misses.size(), parallel);
   std::vector<std::vector<size_t>> groups(count);
   std::vector<size_t> load(count, 0);
   std::vector<size_t> by_size = misses;

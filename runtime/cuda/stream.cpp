@@ -106,6 +106,10 @@ void copy_host_to_device(void* dst, const void* src, size_t bytes, int device) {
   count_h2d(bytes);
   ScopedContext ctx(device);
   check(api().cuMemcpyHtoD(device_ptr(dst), src, bytes), fmt::format("cuMemcpyHtoD ({} bytes)", bytes));
+  // From pageable memory the call returns when the bytes are staged, not when they have landed;
+  // a kernel on one of kiln's streams (CU_STREAM_NON_BLOCKING) could read them before. Found by
+  // kiln fuzz on an H100: a column max read its second row before the upload wrote it.
+  check(api().cuStreamSynchronize(CU_STREAM_LEGACY), "cuStreamSynchronize(legacy stream) after cuMemcpyHtoD");
 }
 
 void copy_device_to_host(void* dst, const void* src, size_t bytes, int device) {
@@ -119,6 +123,8 @@ void copy_device_to_device(void* dst, const void* src, size_t bytes, int device)
   if (bytes == 0) return;
   ScopedContext ctx(device);
   check(api().cuMemcpyDtoD(device_ptr(dst), device_ptr(src), bytes), fmt::format("cuMemcpyDtoD ({} bytes)", bytes));
+  // A device-to-device copy returns at once (no host-side synchronization at all).
+  check(api().cuStreamSynchronize(CU_STREAM_LEGACY), "cuStreamSynchronize(legacy stream) after cuMemcpyDtoD");
 }
 
 void copy_host_to_device_async(void* dst, const void* src, size_t bytes, Stream& stream) {

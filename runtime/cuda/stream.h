@@ -58,7 +58,10 @@ class Event {
 // Milliseconds between two recorded events; waits for `end` first.
 float elapsed_ms(Event& start, Event& end);
 
-// Copies. The synchronous ones return when the copy is done; the async ones are queued on the
+// Copies. The synchronous ones return when the copy is done: the bytes are in place for work on
+// any stream (the driver's own cuMemcpyHtoD from pageable memory returns once the bytes are
+// staged, before the DMA lands, and a DtoD copy returns at once; kiln's streams do not wait for
+// the legacy stream those run on, so each is followed by a sync of it). The async ones are queued on the
 // stream (from pageable host memory the driver stages the copy, and the host buffer may be
 // reused when the call returns; for device-to-host, the host buffer is written only when the
 // stream reaches the copy: synchronize before reading it).

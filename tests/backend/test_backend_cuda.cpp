@@ -12,6 +12,7 @@ TEST(BackendCuda, NotBuilt) { GTEST_SKIP() << "no CUDA backend in this build"; }
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -349,6 +350,36 @@ TEST(BackendCuda, KernelsOfOneProgramReportTheirOwnIndexErrors) {
     expect_matches(cg.run(in), interpret(g, in));
   }
   EXPECT_NE(kernels[0], kernels[1]) << "each error names its own kernel";
+}
+
+// An upload from pageable memory has landed before a run on kiln's stream reads it. The
+// driver's cuMemcpyHtoD returns once the bytes are staged, and kiln's stream does not wait for
+// the legacy stream the copy runs on: kiln fuzz met a kernel that read an input's second row
+// before it arrived. 64 MB uploads, each of a new value into the block the last one freed, and
+// a run at once: every element must be the new value. (A race: this can pass without the fix.)
+TEST(BackendCuda, AnUploadHasLandedBeforeTheNextRunReadsIt) {
+  constexpr int64_t n = int64_t{1} << 24;
+  Graph g("plus_one");
+  Builder b(g);
+  Var x = input(b, "x", F({n}));
+  g.set_outputs({b.add(x, b.scalar(1.0, DType::F32))});
+  backend::CompiledGraph cg = compile_cuda(g);
+  KILN_REQUIRE_CUDA_DEVICE();
+  HostTensor host = HostTensor::uninitialized(TensorMeta(DType::F32, {n}));
+  float* data = static_cast<float*>(host.data());
+  for (int round = 1; round <= 8; ++round) {
+    std::fill(data, data + n, static_cast<float>(round));
+    std::vector<cu::DeviceTensor> dev = {cu::DeviceTensor::from_host(host, 0)};
+    HostTensor out = backend::run_on_device(cg.executable, dev)[0].to_host();
+    const float* got = static_cast<const float*>(out.data());
+    int64_t wrong = 0, first = -1;
+    for (int64_t i = 0; i < n; ++i)
+      if (got[i] != static_cast<float>(round + 1)) {
+        if (first < 0) first = i;
+        ++wrong;
+      }
+    ASSERT_EQ(wrong, 0) << "round " << round << ": " << wrong << " elements wrong, the first at " << first << " = " << got[first];
+  }
 }
 
 TEST(BackendCuda, MatmulTF32OnlyWhenAllowed) {

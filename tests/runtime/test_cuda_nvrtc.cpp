@@ -330,20 +330,24 @@ TEST_F(NvrtcTest, KernelsShareAProgramPerCompileThread) {
     EXPECT_TRUE(is_elf(c.programs[0].cubin));
     for (int i = 0; i < 5; ++i) EXPECT_TRUE(has_entry(c.programs[0].ptx, "k" + std::to_string(i))) << c.programs[0].ptx;
   }
+  // NVRTC 13 compiles one program at a time in a process: there the kernels make one program.
+  const bool parallel = std::stoi(nvrtc_version()) < 13;
   {
     CompileThreads two("2");
     CompiledKernels c = compile_cuda_kernels(kPrelude, kernels, no_cache());
-    ASSERT_EQ(c.programs.size(), 2u);
+    ASSERT_EQ(c.programs.size(), parallel ? 2u : 1u);
     for (int i = 0; i < 5; ++i) {
       const NvrtcOutput& p = c.programs[static_cast<size_t>(c.program_of[static_cast<size_t>(i)])];
       EXPECT_TRUE(has_entry(p.ptx, "k" + std::to_string(i))) << "k" << i << " is in the program it is said to be in";
     }
-    EXPECT_EQ(c.programs[0].kernels + c.programs[1].kernels, 5);
+    int total = 0;
+    for (const NvrtcOutput& p : c.programs) total += p.kernels;
+    EXPECT_EQ(total, 5);
   }
   {
     CompileThreads many("64");
     CompiledKernels c = compile_cuda_kernels(kPrelude, kernels, no_cache());
-    EXPECT_EQ(c.programs.size(), 5u) << "never more programs than kernels";
+    EXPECT_EQ(c.programs.size(), parallel ? 5u : 1u) << "never more programs than kernels";
   }
 }
 
