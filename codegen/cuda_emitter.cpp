@@ -536,10 +536,20 @@ std::string emit_cuda_kernel(const Kernel& k) {
   const CDialect d = cuda_dialect(k.index_bits);
   CudaEmitter em(k);
   if (!k.comment.empty()) em.line(0, "// " + k.comment);
+  // No __restrict__ in a kernel that loads from a buffer it writes (cuda_emitter.h says why).
+  std::set<std::string> written;
+  for (const Buffer& b : k.buffers)
+    if (b.role == BufferRole::Output || b.role == BufferRole::Temp) written.insert(b.name);
+  bool reads_back = false;
+  visit(k.body, [&](const Stmt& st) {
+    for (const ExprPtr& e : st.exprs)
+      visit(e, [&](const Expr& x) { reads_back |= x.kind == ExprKind::Load && written.count(x.name) > 0; });
+  });
+  const char* restrict = reads_back ? "" : " __restrict__";
   std::string params;
   for (const Buffer& b : k.buffers) {
     bool in = b.role == BufferRole::Input || b.role == BufferRole::Constant;
-    params += fmt::format("{}{}{}* __restrict__ {}", params.empty() ? "" : ", ", in ? "const " : "", c_storage_type(b.dtype), b.name);
+    params += fmt::format("{}{}{}*{} {}", params.empty() ? "" : ", ", in ? "const " : "", c_storage_type(b.dtype), restrict, b.name);
   }
   em.line(0, fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{", std::max<int64_t>(k.launch.block, 1), k.name, params));
   for (const Buffer& b : k.buffers) em.line(1, fmt::format("// {}: {} {}", b.name, buffer_role_name(b.role), b.what));

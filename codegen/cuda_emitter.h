@@ -11,6 +11,14 @@
 // one device pointer per kernel buffer in the kernel's argument order, nothing else. The
 // runtime launches it with Kernel::launch (a 1-D grid of 1-D blocks, static shared memory).
 //
+// Pointers are __restrict__ (inputs `const`, which lets NVVM read them through the read-only
+// path, ld.global.nc) except in a kernel that reads back a buffer it writes (an accumulator or
+// temp in global memory): there NVVM (NVRTC 11.8 and 13.0 alike) turned `c ? acc[i] : in[0]`
+// into one load from a selected pointer and kept `.nc` on it, so the load of the accumulator
+// came through the read-only cache and missed the kernel's own stores (a column max read as
+// the memory's old contents; kiln fuzz, on an H100). Without __restrict__ NVVM proves nothing
+// read-only in that kernel and uses no `.nc` load at all.
+//
 // What the runtime must guarantee:
 //   - every buffer pointer is 16-byte aligned (cudaMalloc gives 256; a view at an element
 //     offset that breaks this must be copied first): grid-stride loops over contiguous f32/i32

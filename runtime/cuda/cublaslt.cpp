@@ -189,6 +189,15 @@ void gemm_strided_batched(DType dtype, bool trans_a, bool trans_b, int64_t m, in
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_second, sizeof align_second);
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_out, sizeof align_out);
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_out, sizeof align_out);
+    // f16/bf16 accumulate in f32 throughout: a split-K algorithm may reduce its partial sums
+    // only in the compute type, never in the 16-bit output (INPLACE, OUTPUT_TYPE). Those round
+    // each partial to bf16, and a sum that cancels loses its digits: kiln fuzz met a bf16 weight
+    // gradient ([7,48] @ [48,14]) 9 ulps off on an H100. (PyTorch allows the reduced-precision
+    // reduction unless allow_bf16_reduced_precision_reduction is off.)
+    if (dtype == DType::F16 || dtype == DType::BF16) {
+      uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof schemes);
+    }
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
     cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(st.handle, p->desc, p->first, p->second, p->out, p->out, pref, 1,

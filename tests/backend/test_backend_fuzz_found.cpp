@@ -123,5 +123,44 @@ TEST_P(BackendFuzzFound, AReassociatedSumOverStridedF16LoadsOnWideVectors) {
   for (uint64_t seed : {1, 2, 3, 4}) expect_matches_reference(g, seed);
 }
 
+// A column max kept in global memory, then selected against an input in the same kernel. NVVM
+// turned `lt ? acc[c] : in[0]` into one load from a selected pointer and read it through the
+// read-only cache (ld.global.nc), which missed the kernel's own stores: every selected max
+// came out as the memory's old contents (0 on a fresh allocation). CUDA only; the kernel's
+// pointers are no longer __restrict__ when it reads back what it writes.
+TEST_P(BackendFuzzFound, ASelectBetweenAnAccumulatorAndAnInput) {
+  Graph g = parse_graph(R"(graph g(%c: f32[1], %x: f32[1,2,14], %lt: bool[14], %y: f32[9,40,3], %m: bool[3]) {
+  %amax = amax(%x, dim=[0,1]) : f32[14]
+  %w = where(%lt, %amax, %c) : f32[14]
+  %s = sum(%y, dim=[0,1]) : f32[3]
+  %v = where(%m, %c, %s) : f32[3]
+  %n = amin(%y, dim=[0,1]) : f32[3]
+  %u = maximum(%n, %c) : f32[3]
+  return (%w, %v, %u)
+})");
+  for (uint64_t seed : {1, 2, 3}) expect_matches_reference(g, seed);
+}
+
+// A bf16 matmul whose sum cancels: each row of a is 24 ones then 24 minus ones, so the partial
+// sums reach ~24 (bf16 ulp 0.125) while the result is (j + 1) / 64, exact in bf16. With f32
+// accumulation it comes out exact; a split-K GEMM that reduces its partials in bf16 (cuBLASLt's
+// INPLACE and OUTPUT_TYPE schemes) got a bf16 weight gradient of this shape 9 ulps wrong.
+TEST_P(BackendFuzzFound, ABf16MatmulThatCancelsAccumulatesInF32) {
+  KILN_REQUIRE_RUN();
+  Graph g = parse_graph(R"(graph g(%a: bf16[7,48], %b: bf16[48,14]) {
+  %y = matmul(%a, %b) : bf16[7,14]
+  return (%y)
+})");
+  HostTensor a = HostTensor::empty(DType::BF16, {7, 48}), b = HostTensor::empty(DType::BF16, {48, 14});
+  for (int64_t i = 0; i < 7; ++i)
+    for (int64_t k = 0; k < 48; ++k) a.set(i * 48 + k, k < 24 ? 1.0 : -1.0);
+  for (int64_t k = 0; k < 48; ++k)
+    for (int64_t j = 0; j < 14; ++j) b.set(k * 14 + j, 1.0 + static_cast<double>((k + j) % 8) / 128 + (k == 0 ? static_cast<double>(j + 1) / 64 : 0.0));
+  backend::CompiledGraph c = compile_for_test(g);
+  HostTensor y = c.run(std::vector<HostTensor>{a, b})[0];
+  for (int64_t i = 0; i < 7; ++i)
+    for (int64_t j = 0; j < 14; ++j) EXPECT_EQ(y.get(i * 14 + j), static_cast<double>(j + 1) / 64) << "y[" << i << "," << j << "]";
+}
+
 }  // namespace
 }  // namespace kiln::testing

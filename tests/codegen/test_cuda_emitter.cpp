@@ -179,9 +179,41 @@ Kernel row_kernel(int64_t len) {
                 rows, 256);
 }
 
+// A column max kept in a temp buffer (global memory), then selected against an input: the
+// kernel reads back what it writes, as a fused column reduction does.
+Kernel readback_kernel() {
+  ExprPtr c = var("c", 0, 13);
+  return kernel("rb",
+                {buf("b0", DType::F32, BufferRole::Output, 14), buf("b1", DType::F32, BufferRole::Temp, 14),
+                 buf("b2", DType::F32, BufferRole::Input, 28), buf("b3", DType::F32, BufferRole::Input, 1),
+                 buf("b4", DType::Bool, BufferRole::Input, 14)},
+                block({with_map(
+                    for_loop("t", 1, LoopKind::Parallel,
+                             {with_map(for_loop("c", 14, LoopKind::Parallel, {store("b1", c, f32("b2", c))}), LoopMap::Serial),
+                              with_map(for_loop("c", 14, LoopKind::Parallel,
+                                                {store("b1", c, call("maximum", DType::F32, {f32("b1", c), f32("b2", add(c, imm(14)))}))}),
+                                       LoopMap::Serial),
+                              with_map(for_loop("c", 14, LoopKind::Parallel,
+                                                {store("b0", c, select(load("b4", DType::Bool, c), f32("b1", c), f32("b3", imm(0))))}),
+                                       LoopMap::Serial)}),
+                    LoopMap::GpuGridStride)}),
+                32);
+}
+
 std::vector<Kernel> all_kernels() {
   return {pointwise_kernel(), iota_kernel(), gather_kernel(), block_reduction_kernel(), all_combines_kernel(LoopMap::GpuWarps, LoopMap::GpuLanes),
-          all_combines_kernel(LoopMap::GpuBlocks, LoopMap::GpuThreads), scalar_kernel(), atomics_kernel(), row_kernel(1024), row_kernel(1022)};
+          all_combines_kernel(LoopMap::GpuBlocks, LoopMap::GpuThreads), scalar_kernel(), atomics_kernel(), row_kernel(1024), row_kernel(1022),
+          readback_kernel()};
+}
+
+// Pointers are __restrict__ (inputs const) but in a kernel that reads back a buffer it writes:
+// there NVVM merged `c ? acc[i] : in[0]` into one read-only (.nc) load that missed the
+// kernel's own stores.
+TEST(CudaEmitter, NoRestrictWhereAKernelReadsBackWhatItWrites) {
+  std::string pw = emit_cuda_kernel(pointwise_kernel()), rb = emit_cuda_kernel(readback_kernel());
+  EXPECT_TRUE(has(pw, "float* __restrict__ b0, const float* __restrict__ b1")) << pw;
+  EXPECT_TRUE(has(rb, "rb(float* b0, float* b1, const float* b2, const float* b3, const uint8_t* b4)")) << rb;
+  EXPECT_FALSE(has(rb, "__restrict__")) << rb;
 }
 
 // A lane's share of a row whose accesses are at row * len + r (len a multiple of 4) or at r:
@@ -335,6 +367,16 @@ TEST(CudaEmitter, ModulesCompileWithNvrtc) {
   // One kernel alone with the prelude (how the backend compiles them, one program each).
   for (const Kernel& k : all_kernels())
     EXPECT_NO_THROW(runtime::cuda::compile_cuda(std::string(cuda_prelude()) + "\n" + emit_cuda_kernel(k), k.name, o)) << k.name;
+}
+
+// The read-back kernel's PTX reads nothing through the read-only path: every load of the temp
+// (and the select between it and an input) is coherent with the kernel's own stores.
+TEST(CudaEmitter, AKernelThatReadsBackWhatItWritesUsesNoReadOnlyLoads) {
+  runtime::cuda::NvrtcOptions o;
+  o.use_cache = false;
+  runtime::cuda::NvrtcOutput out = runtime::cuda::compile_cuda(emit_cuda_module({readback_kernel()}), "rb", o);
+  if (out.ptx.empty()) GTEST_SKIP() << "this NVRTC gives no PTX for a real architecture";
+  EXPECT_FALSE(has(out.ptx, "ld.global.nc")) << out.ptx;
 }
 
 TEST(CudaEmitter, VectorizedLoopCompilesTo16ByteAccesses) {

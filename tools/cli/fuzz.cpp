@@ -8,11 +8,14 @@
 // With --jobs J, J processes share the batches, so a crash in one is counted, not fatal.
 // Prints counts by category; exit code 1 if any graph failed.
 #include <fmt/format.h>
+#include <execinfo.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <csignal>
+#include <cstdio>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -185,6 +188,27 @@ std::vector<Outcome> read_results(const std::string& path, int64_t* last_batch =
   return out;
 }
 
+// A job that crashes (a segfault in the compiler or a driver) says where on stderr: its
+// signal and the stack, raw addresses with the binary's offsets (`addr2line -e kiln` names
+// them), before dying of the signal as it would have. Only async-signal-safe calls.
+int crash_job = -1;
+void on_crash(int sig) {
+  char head[96];
+  int n = std::snprintf(head, sizeof head, "kiln fuzz: job %d crashed with signal %d; its stack:\n", crash_job, sig);
+  if (n > 0) (void)!::write(STDERR_FILENO, head, static_cast<size_t>(n));
+  void* frames[64];
+  int depth = ::backtrace(frames, 64);
+  ::backtrace_symbols_fd(frames, depth, STDERR_FILENO);
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+void print_a_backtrace_on_a_crash(int job) {
+  crash_job = job;
+  void* warm[1];
+  ::backtrace(warm, 1);  // loads libgcc's unwinder now, not inside the handler
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) ::signal(sig, on_crash);
+}
+
 // require_runnable, asked in a child process: the jobs are forked, and a CUDA driver that the
 // parent has initialized cannot be used in a forked child (cuInit state does not survive fork:
 // every call there fails with CUDA_ERROR_NOT_INITIALIZED). So the parent never touches it.
@@ -239,6 +263,7 @@ int run_fuzz(const FuzzOptions& o) {
       pid_t pid = fork();
       if (pid < 0) fail("fork failed");
       if (pid == 0) {
+        print_a_backtrace_on_a_crash(j);
         int rc = 0;
         try {
           std::ofstream f(dir / fmt::format("job{}.tsv", j));
