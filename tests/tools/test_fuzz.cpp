@@ -89,6 +89,29 @@ TEST(FuzzErrorBounds, FollowTheGraphsConditioning) {
 })", {row});
   EXPECT_GT(c.get(0), 1e-4);  // a few ulps of 2.7 (2.4e-7 each) times 316
   EXPECT_TRUE(std::isfinite(c.get(0)));
+  // The variance of equal values: exactly 0, but computed around a computed mean (1e-21 in f32
+  // for 52 copies of 0.001), so its sign is unsure.
+  HostTensor same = HostTensor::from_doubles(DType::F32, {13, 4}, std::vector<double>(52, 0.001));
+  HostTensor v = bound_of(R"(graph g(%x: f32[13,4]) {
+  %v = var(%x, correction=0.0) : f32[]
+  %s = sign(%v) : f32[]
+  return (%v, %s)
+})", {same});
+  EXPECT_GT(v.get(0), 1e-19);
+  HostTensor vs = fuzz::error_bounds(parse_graph(R"(graph g(%x: f32[13,4]) {
+  %v = var(%x, correction=0.0) : f32[]
+  %s = sign(%v) : f32[]
+  return (%s)
+})"), {same}).front();
+  EXPECT_EQ(vs.get(0), 2.0);
+  // ... and its square is unsure too: each factor moved alone leaves 0 * s at 0.
+  HostTensor sq = fuzz::error_bounds(parse_graph(R"(graph g(%x: f32[13,4]) {
+  %v = var(%x, correction=0.0) : f32[]
+  %s = sign(%v) : f32[]
+  %m = mul(%s, %s) : f32[]
+  return (%m)
+})"), {same}).front();
+  EXPECT_GE(sq.get(0), 1.0);
   // cos of a value whose own rounding is larger than 2 pi: anything in [-1, 1].
   HostTensor big = HostTensor::from_doubles(DType::F32, {1}, std::vector<double>{22.0});
   HostTensor d = bound_of(R"(graph g(%x: f32[1]) {
