@@ -2,6 +2,8 @@
 // and the AOTAutograd split when gradients are asked for.
 #include "frontend/compile.h"
 
+#include "frontend/autocast.h"
+
 #include <fmt/format.h>
 
 #include <chrono>
@@ -53,6 +55,7 @@ struct CacheEntry {
   std::vector<TensorGuard> input_guards;
   std::vector<TensorGuard> captured_guards;  // the tensors the function captured (whole-graph entries)
   bool grad_mode = true;
+  std::optional<DType> autocast;  // the Autocast scope the trace ran in (its casts are in the graph)
   // The function breaks its graph: each call runs it again, its graphs looked up by content.
   bool breaks = false;
   // A whole-graph entry: the compiled graph, its captured tensors (graph inputs after the
@@ -389,10 +392,12 @@ std::vector<Tensor> CompiledFunctionState::call(const std::vector<Tensor>& input
   }
   const Device device = device_for(inputs);
   const bool grad = grad_enabled();
+  const std::optional<DType> cast = autocast_dtype();
+  auto global_state_matches = [&](const CacheEntry& e) { return e.grad_mode == grad && e.autocast == cast; };
   // Newest first: the entry most likely to match is the one compiled for the latest change.
   for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
     CacheEntry& e = **it;
-    if (e.grad_mode != grad || first_guard_failure(e.input_guards, inputs)) continue;
+    if (!global_state_matches(e) || first_guard_failure(e.input_guards, inputs)) continue;
     if (e.breaks) return traced_call(inputs, device, nullptr);
     if (first_guard_failure(e.captured_guards, e.captured)) continue;
     ++stats.cache_hits;
@@ -404,13 +409,15 @@ std::vector<Tensor> CompiledFunctionState::call(const std::vector<Tensor>& input
     const CacheEntry* nearest = entries.back().get();
     size_t best = 0;
     for (auto it = entries.rbegin(); it != entries.rend(); ++it)
-      if (size_t n = guard_match_score((*it)->input_guards, inputs); n > best && (*it)->grad_mode == grad) {
+      if (size_t n = guard_match_score((*it)->input_guards, inputs); n > best && global_state_matches(**it)) {
         best = n;
         nearest = it->get();
       }
     const CacheEntry& newest = *nearest;
     std::string why;
+    auto autocast_text = [](std::optional<DType> d) { return d ? std::string(dtype_name(*d)) : std::string("off"); };
     if (newest.grad_mode != grad) why = fmt::format("grad mode {} -> {}", newest.grad_mode ? "on" : "off", grad ? "on" : "off");
+    else if (newest.autocast != cast) why = fmt::format("autocast {} -> {}", autocast_text(newest.autocast), autocast_text(cast));
     else if (auto f = first_guard_failure(newest.input_guards, inputs)) why = *f;
     else if (auto f2 = first_guard_failure(newest.captured_guards, newest.captured)) why = *f2;
     if (static_cast<int>(entries.size()) >= options.cache_size_limit) {
@@ -432,6 +439,7 @@ std::vector<Tensor> CompiledFunctionState::call(const std::vector<Tensor>& input
   e->number = static_cast<int>(entries.size()) + 1;
   e->input_guards = guards_of(inputs, input_labels(inputs.size()));
   e->grad_mode = grad;
+  e->autocast = cast;
   CacheEntry& entry = *entries.emplace_back(std::move(e));
   try {
     return traced_call(inputs, device, &entry);

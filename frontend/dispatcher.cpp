@@ -6,6 +6,7 @@
 #include <iostream>
 #include <mutex>
 
+#include "frontend/autocast.h"
 #include "frontend/cpu_kernel.h"
 #include "frontend/cuda_kernel.h"
 #include "frontend/trace_context.h"
@@ -18,6 +19,7 @@ std::string_view dispatch_key_name(DispatchKey k) {
     case DispatchKey::CPU: return "CPU";
     case DispatchKey::CUDA: return "CUDA";
     case DispatchKey::Tracing: return "Tracing";
+    case DispatchKey::Autocast: return "Autocast";
   }
   return "?";
 }
@@ -49,6 +51,7 @@ std::array<KernelEntry, kNumDispatchKeys>& kernel_table() {
     t[static_cast<int>(DispatchKey::CPU)] = {cpu_kernel, "cpu reference kernel"};
     t[static_cast<int>(DispatchKey::CUDA)] = {cuda_kernel, "cuda kernel (the op compiled for the GPU)"};
     t[static_cast<int>(DispatchKey::Tracing)] = {TraceContext::tracing_kernel, "tracing kernel"};
+    t[static_cast<int>(DispatchKey::Autocast)] = {autocast_kernel, "autocast kernel"};
     return t;
   }();
   return table;
@@ -91,6 +94,8 @@ void register_kernel(DispatchKey key, DispatchKernel fn, std::string description
   kernel_table()[static_cast<int>(key)] = {std::move(fn), std::move(description)};
 }
 
+void dispatch_trace_line(const std::string& line) { emit_trace_line(line); }
+
 void set_dispatch_trace(bool on) { trace_settings().forced = on ? 1 : 0; }
 bool dispatch_trace_enabled() {
   auto& s = trace_settings();
@@ -110,6 +115,7 @@ DispatchKeySet compute_key_set(std::span<const Tensor> inputs) {
   }
   if (TraceContext::current()) keys |= DispatchKeySet(DispatchKey::Tracing) | DispatchKey::CPU;
   if (keys.empty()) keys = DispatchKey::CPU;  // creation ops outside a trace run eagerly
+  if (autocast_key_active()) keys |= DispatchKey::Autocast;
   return keys;
 }
 

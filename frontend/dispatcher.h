@@ -3,10 +3,12 @@
 // Like PyTorch's c10 dispatcher, it computes the call's key set -- the union of its inputs'
 // keys plus `Tracing` while a trace is active on this thread (so creation ops with no inputs
 // are recorded too) -- and runs the kernel registered for the highest-priority key:
+//   Autocast -> cast the inputs as the op's autocast row says, then dispatch below itself
+//              (frontend/autocast.h; only inside an Autocast scope)
 //   Tracing -> record a node into the graph being built (frontend/trace_context.h)
 //   CUDA    -> compile the op for the tensors' GPU and run it there (frontend/cuda_kernel.h)
 //   CPU     -> run the op's reference kernel eagerly (frontend/cpu_kernel.h)
-// New features (Autograd, Autocast) are new keys plus register_kernel().
+// New features are new keys plus register_kernel().
 // With KILN_SHOW_DISPATCH_TRACE=1 each decision is printed to stderr as one line:
 //   [dispatch] add keys={Tracing,CPU} -> tracing kernel (%add_3 : f32[8,64])
 #include <cstdint>
@@ -22,9 +24,10 @@
 
 namespace kiln {
 
-// In increasing priority: a later key's kernel runs first.
-enum class DispatchKey : uint8_t { CPU, CUDA, Tracing };
-inline constexpr int kNumDispatchKeys = 3;
+// In increasing priority: a later key's kernel runs first. Autocast is above Tracing, so that
+// a traced graph records the casts it inserts.
+enum class DispatchKey : uint8_t { CPU, CUDA, Tracing, Autocast };
+inline constexpr int kNumDispatchKeys = 4;
 std::string_view dispatch_key_name(DispatchKey k);
 
 class DispatchKeySet {
@@ -57,7 +60,8 @@ struct KernelEntry {
 // Replaces the kernel of a key (the built-in keys come registered).
 void register_kernel(DispatchKey key, DispatchKernel fn, std::string description);
 
-// The key set of a call: its inputs' keys, plus Tracing while a trace is active.
+// The key set of a call: its inputs' keys, plus Tracing while a trace is active, plus
+// Autocast inside an Autocast scope.
 DispatchKeySet compute_key_set(std::span<const Tensor> inputs);
 
 // Runs `op` through the kernel of the highest-priority key. Attributes are checked against
@@ -69,5 +73,7 @@ std::vector<Tensor> dispatch(Op op, std::span<const Tensor> inputs, const Attrs&
 void set_dispatch_trace(bool on);
 bool dispatch_trace_enabled();
 void set_dispatch_trace_sink(std::function<void(const std::string&)> sink);  // empty: stderr
+// A line of the dispatch trace from a kernel (the Autocast kernel's decisions).
+void dispatch_trace_line(const std::string& line);
 
 }  // namespace kiln

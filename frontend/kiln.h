@@ -1,5 +1,6 @@
 #pragma once
 // The frontend in one include: Tensor, the ops, tracing, the nn modules, gradients and optimizers.
+#include "frontend/autocast.h"
 #include "frontend/autograd.h"
 #include "frontend/compile.h"
 #include "frontend/custom_op.h"
