@@ -11,6 +11,7 @@
 #include "frontend/compile_graph.h"
 #include "frontend/debug_dump.h"
 #include "frontend/device.h"
+#include "frontend/autocast.h"
 #include "frontend/guards.h"
 #include "ir/error.h"
 #include "ir/log.h"
@@ -22,6 +23,7 @@ namespace kiln {
 namespace {
 struct TrainEntry {
   std::vector<TensorGuard> batch_guards;
+  std::optional<DType> autocast;  // the Autocast scope the loss was traced in (its casts are in the step)
   TrainStep step;
   std::shared_ptr<const backend::Executable> compiled;  // null: run on the reference interpreter (eager)
   std::vector<Tensor> params;                           // the module's tensors, in the step's order
@@ -51,6 +53,7 @@ TrainEntry CompiledTrainStepState::make_entry(const std::vector<Tensor>& batch, 
   auto t0 = std::chrono::steady_clock::now();
   TrainEntry e;
   for (size_t i = 0; i < batch.size(); ++i) e.batch_guards.push_back(guard_of(batch[i], fmt::format("batch {}", i)));
+  e.autocast = autocast_dtype();
   TracedGraph loss = trace([&](const std::vector<Tensor>& b) { return std::vector<Tensor>{loss_fn(b)}; }, batch,
                            options.name + "_loss");
   e.step = make_train_step(loss, optimizer);
@@ -75,10 +78,14 @@ TrainEntry CompiledTrainStepState::make_entry(const std::vector<Tensor>& batch, 
 }
 
 TrainEntry& CompiledTrainStepState::entry_for(const std::vector<Tensor>& batch) {
+  const std::optional<DType> cast = autocast_dtype();
   for (auto it = entries.rbegin(); it != entries.rend(); ++it)
-    if (!first_guard_failure(it->batch_guards, batch)) return *it;
+    if (it->autocast == cast && !first_guard_failure(it->batch_guards, batch)) return *it;
   if (!entries.empty()) {
-    std::string why = first_guard_failure(entries.back().batch_guards, batch).value_or("");
+    auto text = [](std::optional<DType> d) { return d ? std::string(dtype_name(*d)) : std::string("off"); };
+    const TrainEntry& last = entries.back();
+    std::string why = last.autocast != cast ? fmt::format("autocast {} -> {}", text(last.autocast), text(cast))
+                                            : first_guard_failure(last.batch_guards, batch).value_or("");
     if (static_cast<int>(entries.size()) >= options.cache_size_limit && !eager) {
       fmt::print(stderr,
                  "kiln: warning: training step '{}' was compiled {} times (cache_size_limit) and runs on the reference "
