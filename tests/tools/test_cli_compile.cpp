@@ -416,5 +416,21 @@ TEST_F(CliExplain, TheMlpAndBlockGraphs) {
   EXPECT_TRUE(has(block.out, "saved %softmax: f32[2,4,8,8]")) << block.out;
 }
 
+// `kiln export --autocast bf16` traces under kiln::Autocast: the casts are nodes of the graph,
+// and the cast of a bias fuses into the kernel after its GEMM rather than running alone.
+TEST_F(CliExplain, AnMlpExportedUnderAutocast) {
+  CliResult r = kiln("export mlp --autocast bf16 --out mlp_bf16.kir");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  std::string kir = read_text(path("mlp_bf16.kir"));
+  EXPECT_TRUE(has(kir, "%to_1 = to(%fc_weight, dtype=bf16) : bf16[128,32]")) << kir;
+  EXPECT_TRUE(has(kir, "linear(%to, %to_1, %to_2) : bf16[2,128]")) << kir;
+  EXPECT_TRUE(has(kir, "to(%linear_1, dtype=f32) : f32[2,32]")) << "the loss's input back to f32\n" << kir;
+  EXPECT_TRUE(has(kiln("export mlp --autocast f32").err, "--autocast must be bf16 or f16"));
+  if (!runtime::cpu::jit_available()) GTEST_SKIP() << "kiln was built without the CPU JIT";
+  CliResult ex = kiln("explain mlp_bf16.kir");
+  ASSERT_EQ(ex.rc, 0) << ex.err;
+  EXPECT_TRUE(has(ex.out, "pointwise [to, add, gelu]")) << ex.out;
+}
+
 }  // namespace
 }  // namespace kiln::testing

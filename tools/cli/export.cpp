@@ -6,7 +6,11 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <optional>
+#include <optional>
 
+#include "frontend/autocast.h"
+#include "frontend/autocast.h"
 #include "frontend/nn/block.h"
 #include "frontend/nn/minigpt.h"
 #include "frontend/nn/mlp.h"
@@ -24,7 +28,7 @@ namespace kiln::cli {
 namespace {
 
 struct ExportOpts {
-  std::string model, out, save_inputs, dtype = "f32";
+  std::string model, out, save_inputs, dtype = "f32", autocast;
   int64_t batch = 2, seq = 8, d_model = 32, heads = 4, vocab = 50, layers = 2;
   uint64_t seed = 0;
   bool no_loss = false;
@@ -87,10 +91,19 @@ void add_export_command(CLI::App& app) {
   cmd->add_option("--layers", o->layers, "blocks (minigpt)")->capture_default_str();
   cmd->add_option("--seed", o->seed, "seed of the parameters and example inputs")->capture_default_str();
   cmd->add_flag("--no-loss", o->no_loss, "export the forward pass only");
+  cmd->add_option("--autocast", o->autocast, "bf16 or f16: trace under kiln::Autocast (the casts it inserts are in the graph)");
   cmd->callback([o] {
     if (o->dtype != "f32" && o->dtype != "f64") fail("--dtype must be f32 or f64, got '{}'", o->dtype);
+    if (!o->autocast.empty() && o->autocast != "bf16" && o->autocast != "f16")
+      fail("--autocast must be bf16 or f16, got '{}'", o->autocast);
+    if (!o->autocast.empty() && o->dtype == "f64") fail("--autocast and --dtype f64 do not go together");
     std::vector<HostTensor> example;
-    TracedGraph tg = trace_model(*o, example);
+    std::optional<DType> cast;
+    if (!o->autocast.empty()) cast = o->autocast == "bf16" ? DType::BF16 : DType::F16;
+    TracedGraph tg = [&] {
+      Autocast scope(cast);
+      return trace_model(*o, example);
+    }();
     std::vector<HostTensor> inputs = tg.graph_inputs(example);  // before tg.graph may be moved from
     Graph g = o->dtype == "f64" ? autograd::to_float64(tg.graph) : std::move(tg.graph);
     std::string text = print_graph(g);
