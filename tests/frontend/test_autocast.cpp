@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "frontend/kiln.h"
+#include "tests/frontend/trace_lines.h"
 #include "ir/error.h"
 #include "ir/printer.h"
 
@@ -16,18 +17,7 @@ using namespace kiln;
 
 namespace {
 
-// Collects dispatch-trace lines while it lives.
-struct TraceLines {
-  std::vector<std::string> lines;
-  TraceLines() {
-    set_dispatch_trace(true);
-    set_dispatch_trace_sink([this](const std::string& l) { lines.push_back(l); });
-  }
-  ~TraceLines() {
-    set_dispatch_trace(false);
-    set_dispatch_trace_sink(nullptr);
-  }
-};
+using kiln::testing::TraceLines;
 
 bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
 

@@ -3,24 +3,12 @@
 
 #include "frontend/cpu_kernel.h"
 #include "frontend/kiln.h"
+#include "tests/frontend/trace_lines.h"
 #include "ir/error.h"
 
 using namespace kiln;
 
-namespace {
-// Collects dispatch-trace lines for the lifetime of the object.
-struct TraceLines {
-  std::vector<std::string> lines;
-  TraceLines() {
-    set_dispatch_trace(true);
-    set_dispatch_trace_sink([this](const std::string& l) { lines.push_back(l); });
-  }
-  ~TraceLines() {
-    set_dispatch_trace(false);
-    set_dispatch_trace_sink(nullptr);
-  }
-};
-}  // namespace
+using kiln::testing::TraceLines;
 
 TEST(DispatchKeySet, PriorityAndText) {
   DispatchKeySet s = DispatchKey::CPU;
