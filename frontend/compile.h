@@ -60,6 +60,8 @@ struct CompileOptions {
   int cache_size_limit = 8;             // compiles per function before it runs eagerly
   bool fullgraph = false;               // a graph break is a kiln::Error
   std::string name = "fn";              // names the graphs, the logs and the debug folders
+  // compile(module, loss, optimizer): loss scaling inside the step (f16 training; optim.h).
+  std::optional<GradScalerConfig> grad_scaler;
 };
 
 // What a compiled function did so far (tests and tools read it; the logs say the same).
@@ -114,6 +116,11 @@ CompiledFunction compile(ScalarFn fn, CompileOptions options = {});
 // guarded as kiln::compile is: a batch of new shapes or dtypes recompiles the step, keeping the
 // optimizer's state. The loss function must not break the graph.
 struct CompiledTrainStepState;
+struct GradScalerState {
+  double scale = 0;
+  int64_t skipped_steps = 0;
+};
+
 class CompiledTrainStep {
  public:
   explicit CompiledTrainStep(std::shared_ptr<CompiledTrainStepState> s) : s_(std::move(s)) {}
@@ -122,6 +129,9 @@ class CompiledTrainStep {
   const CompileStats& stats() const;
   int64_t steps() const;          // steps taken
   TrainState state() const;       // parameters, optimizer state and steps (host copies)
+  // With CompileOptions::grad_scaler: the scale and the steps skipped so far (read from the
+  // device when asked: the steps themselves never wait for the host).
+  std::optional<GradScalerState> grad_scaler() const;
 
  private:
   std::shared_ptr<CompiledTrainStepState> s_;

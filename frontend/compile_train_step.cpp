@@ -56,7 +56,7 @@ TrainEntry CompiledTrainStepState::make_entry(const std::vector<Tensor>& batch, 
   e.autocast = autocast_dtype();
   TracedGraph loss = trace([&](const std::vector<Tensor>& b) { return std::vector<Tensor>{loss_fn(b)}; }, batch,
                            options.name + "_loss");
-  e.step = make_train_step(loss, optimizer);
+  e.step = make_train_step(loss, optimizer, options.grad_scaler);
   e.step.graph.set_name(options.name);
   auto params = module->named_parameters();
   for (const std::string& path : e.step.param_paths) {
@@ -106,9 +106,10 @@ double CompiledTrainStepState::run(TrainEntry& e, const std::vector<Tensor>& bat
   std::vector<Tensor> inputs = e.params;
   for (size_t i = 0; i < ts.state_names.size(); ++i) {
     auto [it, fresh] = opt_state.try_emplace(ts.state_names[i]);
-    if (fresh) {  // zero moments / momentum buffers, made once where the parameters live
+    if (fresh) {  // zero moments / momentum buffers (a grad scaler's scale), made once where the parameters live
       const TensorMeta& m = ts.graph.inputs()[static_cast<size_t>(ts.num_params) + i]->meta();
-      it->second = Tensor(HostTensor::empty(TensorMeta(m.dtype, m.shape))).to(device);
+      const double fill = i < ts.state_fill.size() ? ts.state_fill[i] : 0.0;
+      it->second = Tensor(HostTensor::from_doubles(m.dtype, m.shape, std::vector<double>(static_cast<size_t>(m.numel()), fill))).to(device);
     }
     inputs.push_back(it->second);
   }
@@ -144,6 +145,16 @@ double CompiledTrainStep::operator()(const std::vector<Tensor>& batch) const {
 }
 
 const CompileStats& CompiledTrainStep::stats() const { return s_->stats; }
+
+std::optional<GradScalerState> CompiledTrainStep::grad_scaler() const {
+  if (s_->entries.empty() || s_->entries.back().step.scaler_state < 0) return std::nullopt;
+  const TrainStep& ts = s_->entries.back().step;
+  auto value = [&](int k) {
+    auto it = s_->opt_state.find(ts.state_names[static_cast<size_t>(ts.scaler_state + k)]);
+    return it == s_->opt_state.end() ? ts.state_fill[static_cast<size_t>(ts.scaler_state + k)] : it->second.item();
+  };
+  return GradScalerState{value(0), static_cast<int64_t>(value(2))};
+}
 int64_t CompiledTrainStep::steps() const { return s_->steps; }
 
 TrainState CompiledTrainStep::state() const {

@@ -3,6 +3,7 @@
 #include "frontend/device.h"
 
 #include <algorithm>
+#include <cmath>
 #include <unordered_map>
 
 #include "ir/builder.h"
@@ -86,6 +87,20 @@ void adamw_update(Builder& b, const AdamWConfig& c, Var step, ParamUpdate& u) {
   u.new_state = {new_m, new_v};
 }
 
+bool power_of_two(double x) {
+  int e = 0;
+  return x > 0 && std::frexp(x, &e) == 0.5;
+}
+
+void check_scaler(const GradScalerConfig& c) {
+  if (!power_of_two(c.init_scale)) fail("GradScaler: init_scale {} must be a power of two (scaling stays exact)", c.init_scale);
+  if (!power_of_two(c.growth_factor) || c.growth_factor <= 1)
+    fail("GradScaler: growth_factor {} must be a power of two above 1", c.growth_factor);
+  if (!power_of_two(c.backoff_factor) || c.backoff_factor >= 1)
+    fail("GradScaler: backoff_factor {} must be a power of two below 1", c.backoff_factor);
+  if (c.growth_interval < 1) fail("GradScaler: growth_interval {} must be at least 1", c.growth_interval);
+}
+
 void check_config(const OptimizerConfig& optimizer) {
   if (const auto* s = std::get_if<SGDConfig>(&optimizer)) {
     if (s->lr < 0) fail("SGD: invalid learning rate {}", s->lr);
@@ -110,13 +125,17 @@ TrainState TrainStep::init(const std::vector<HostTensor>& params) const {
     fail("train step '{}' trains {} parameters, got {}", graph.name(), num_params, params.size());
   TrainState s;
   for (int i = 0; i < num_params; ++i) s.params.push_back(params[static_cast<size_t>(i)].clone());
-  for (int i = 0; i < num_state; ++i)
-    s.state.push_back(HostTensor::empty(graph.inputs()[static_cast<size_t>(num_params + i)]->meta()));
+  for (int i = 0; i < num_state; ++i) {
+    const TensorMeta& m = graph.inputs()[static_cast<size_t>(num_params + i)]->meta();
+    const double fill = static_cast<size_t>(i) < state_fill.size() ? state_fill[static_cast<size_t>(i)] : 0.0;
+    s.state.push_back(HostTensor::from_doubles(m.dtype, m.shape, std::vector<double>(static_cast<size_t>(m.numel()), fill)));
+  }
   return s;
 }
 
-TrainStep make_train_step(const TracedGraph& loss, const OptimizerConfig& optimizer) {
+TrainStep make_train_step(const TracedGraph& loss, const OptimizerConfig& optimizer, const std::optional<GradScalerConfig>& scaler) {
   check_config(optimizer);
+  if (scaler) check_scaler(*scaler);
   const Graph& g = loss.graph;
   if (g.outputs().size() != 1 || g.outputs()[0].meta().rank() != 0 || !is_floating(g.outputs()[0].meta().dtype))
     fail("make_train_step: the loss graph '{}' must return one 0-d floating-point tensor", g.name());
@@ -164,6 +183,19 @@ TrainStep make_train_step(const TracedGraph& loss, const OptimizerConfig& optimi
       ts.state_names.push_back(name);
     }
   }
+  ts.state_fill.assign(ts.state_names.size(), 0.0);
+  // The grad scaler's state: its scale, the good steps since it last changed, the steps skipped.
+  Value scale_in, good_in, skipped_in;
+  if (scaler) {
+    ts.scaler_state = static_cast<int>(ts.state_names.size());
+    for (const char* what : {"grad_scaler_scale", "grad_scaler_good_steps", "grad_scaler_skipped_steps"}) {
+      std::string name = out.fresh_name(what);
+      Value v = out.add_input(name, TensorMeta(DType::F32, {}));
+      (scale_in.node ? (good_in.node ? skipped_in : good_in) : scale_in) = v;
+      ts.state_names.push_back(name);
+      ts.state_fill.push_back(std::string_view(what) == "grad_scaler_scale" ? scaler->init_scale : 0.0);
+    }
+  }
   ts.num_state = static_cast<int>(ts.state_names.size());
   for (size_t i = 0; i < num_batch; ++i) map[Value{jin[i], 0}] = out.add_input(jin[i]->name(), jin[i]->meta());
   ts.num_batch = static_cast<int>(num_batch);
@@ -173,17 +205,43 @@ TrainStep make_train_step(const TracedGraph& loss, const OptimizerConfig& optimi
     if (!trained[i]) map[Value{jin[num_batch + i], 0}] = constant_node(b, loss.parameters[i], jin[num_batch + i]->name());
   for (int i = 0; i < joint.num_tangents; ++i) {
     const Node* t = jin[static_cast<size_t>(joint.num_primals + i)];
-    map[Value{const_cast<Node*>(t), 0}] = b.full(t->meta().shape, 1.0, t->meta().dtype);  // d loss / d loss
+    // d loss / d loss: 1, or the grad scaler's scale (every gradient comes out scaled).
+    map[Value{const_cast<Node*>(t), 0}] = scaler ? b.to(b.wrap(scale_in), t->meta().dtype).v : b.full(t->meta().shape, 1.0, t->meta().dtype).v;
   }
   for (const Node* n : joint.graph.nodes()) copy_node(out, *n, map);
+  for (size_t k = 0; k < updates.size(); ++k)
+    updates[k].grad = map.at(joint.graph.outputs()[static_cast<size_t>(joint.num_forward_outputs) + k]);
+  Var found;  // bool[]: a gradient is inf or NaN (with a grad scaler)
+  if (scaler) {
+    b.set_name_prefix("grad_scaler_");
+    // Unscale: times 1 / scale, exact for a power of two. Then one reduction over every
+    // gradient: x * 0 is 0 for a finite x and NaN for an inf or a NaN, so the sum of all of them
+    // is NaN exactly when one is not finite.
+    Var inv = b.reciprocal(b.wrap(scale_in));
+    std::vector<Value> flat;
+    for (auto& u : updates) {
+      Var g = b.wrap(u.grad);
+      u.grad = b.mul(g, b.to(inv, g.dtype())).v;
+      flat.push_back(b.reshape(b.to(b.wrap(u.grad), DType::F32), {-1}).v);
+    }
+    Var all = flat.size() == 1 ? b.wrap(flat[0]) : b.cat(flat, 0);
+    Var poisoned = b.sum(b.mul(all, b.scalar(0.0, DType::F32)), {});
+    found = b.ne(poisoned, poisoned);
+    // AdamW's bias correction counts the steps taken, not the ones skipped (torch.optim's
+    // step count does not advance on a skipped step).
+    step = step - b.wrap(skipped_in);
+  }
 
   std::vector<Value> outputs{map.at(joint.graph.outputs()[0])};
   for (size_t k = 0; k < updates.size(); ++k) {
     auto& u = updates[k];
-    u.grad = map.at(joint.graph.outputs()[static_cast<size_t>(joint.num_forward_outputs) + k]);
     b.set_name_prefix("");
     if (adamw) adamw_update(b, std::get<AdamWConfig>(optimizer), step, u);
     else sgd_update(b, std::get<SGDConfig>(optimizer), step, u);
+    if (scaler) {  // a skipped step keeps the parameter and its state
+      u.new_param = b.where(found, b.wrap(u.param), b.wrap(u.new_param)).v;
+      for (size_t s = 0; s < u.new_state.size(); ++s) u.new_state[s] = b.where(found, b.wrap(u.state[s]), b.wrap(u.new_state[s])).v;
+    }
     if (!out.find("new_" + u.param.name())) out.rename(u.new_param, "new_" + u.param.name());
   }
   for (auto& u : updates) outputs.push_back(u.new_param);
@@ -193,6 +251,21 @@ TrainStep make_train_step(const TracedGraph& loss, const OptimizerConfig& optimi
       if (!out.find(want)) out.rename(u.new_state[s], want);
       outputs.push_back(u.new_state[s]);
     }
+  if (scaler) {
+    // An inf or NaN: scale * backoff, and the good steps start again. Else one more good step,
+    // and after growth_interval of them, scale * growth.
+    b.set_name_prefix("grad_scaler_");
+    Var scale = b.wrap(scale_in), good = b.wrap(good_in) + 1.0;
+    Var grow = b.logical_and(b.logical_not(found), b.ge(good, b.scalar(static_cast<double>(scaler->growth_interval), DType::F32)));
+    Var new_scale = b.where(found, scale * scaler->backoff_factor, b.where(grow, scale * scaler->growth_factor, scale));
+    Var zero = b.scalar(0.0, DType::F32);
+    Var new_good = b.where(b.logical_or(found, grow), zero, good);
+    Var new_skipped = b.wrap(skipped_in) + b.to(found, DType::F32);
+    for (auto [v, in] : {std::pair{new_scale, scale_in}, std::pair{new_good, good_in}, std::pair{new_skipped, skipped_in}}) {
+      if (!out.find("new_" + in.name())) out.rename(v, "new_" + in.name());
+      outputs.push_back(v);
+    }
+  }
   out.set_outputs(std::move(outputs));
   run_dce(out);
   verify_or_throw(out, "make_train_step");

@@ -20,6 +20,7 @@
 //   Trainer trainer(mlp, [&](const std::vector<Tensor>& b) { return mean(square(mlp(b[0]) - b[1])); },
 //                   {x, y}, AdamWConfig{.lr = 1e-2});
 //   for (int i = 0; i < 20; ++i) trainer.step({x, y});
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -51,6 +52,21 @@ struct AdamWConfig {
 
 using OptimizerConfig = std::variant<SGDConfig, AdamWConfig>;
 
+// Loss scaling for f16 training (torch.amp.GradScaler), inside the step graph, with no host
+// synchronization: the loss's gradient starts at `scale` instead of 1 (so small f16 gradients
+// do not flush to zero), the gradients are unscaled, one reduction over all of them finds an
+// inf or NaN, and then the step is skipped (parameters and optimizer state unchanged, and
+// AdamW's step count does not advance) and the scale multiplied by `backoff_factor`; after
+// `growth_interval` good steps in a row it is multiplied by `growth_factor`. The scale, the
+// count of good steps and the count of skipped steps are three more state tensors (f32[]).
+// The factors are powers of two, so that scaling and unscaling are exact.
+struct GradScalerConfig {
+  double init_scale = 65536.0;
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  int64_t growth_interval = 2000;
+};
+
 // Parameters, optimizer state and the step count between steps.
 struct TrainState {
   std::vector<HostTensor> params;
@@ -66,6 +82,10 @@ struct TrainStep {
   std::vector<std::string> param_names;  // graph input names, as in the traced loss graph
   std::vector<std::string> param_paths;  // module paths ("fc.weight"), "" where unknown
   std::vector<std::string> state_names;  // "<param>_momentum_buffer", "<param>_exp_avg", "<param>_exp_avg_sq"
+  std::vector<double> state_fill;        // each state tensor's first value: 0, but a grad scaler's scale
+  // With a grad scaler: the index in the state of its scale (the good-step count and the
+  // skipped-step count follow); -1 without one.
+  int scaler_state = -1;
 
   // Parameters as given and zero optimizer state, step 0.
   TrainState init(const std::vector<HostTensor>& params) const;
@@ -75,7 +95,8 @@ struct TrainStep {
 // lifted tensors, one 0-d floating output. Every named floating lifted tensor (a parameter) is
 // trained; unnamed ones (captured constants) become `constant` nodes of the step. kiln::Error
 // for no parameters, a non-scalar loss or a bad config.
-TrainStep make_train_step(const TracedGraph& loss, const OptimizerConfig& optimizer);
+TrainStep make_train_step(const TracedGraph& loss, const OptimizerConfig& optimizer,
+                          const std::optional<GradScalerConfig>& scaler = std::nullopt);
 
 // Runs one step: feeds params, state, batch and step+1, keeps the new params and state.
 // Returns the loss (of the parameters before the update).

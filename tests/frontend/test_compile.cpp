@@ -265,6 +265,54 @@ TEST_P(CompileTest, TrainingStepsUnderAutocastFollowTheF32Steps) {
   EXPECT_EQ(step.stats().recompile_reasons.back(), "autocast off -> bf16");
 }
 
+// Loss scaling in f16 (a GradScaler inside the compiled step). The loss is scaled down by 2^-20
+// (and the learning rate up by 2^20, so that f32 trains as usual): its gradients flush to zero
+// in f16, and an f16 step without scaling does not train. With a scaler of 2^16 the f16 steps
+// follow the f32 ones; one of 2^40 overflows f16 first, skips those steps (the weights
+// unchanged), backs off, and trains from there.
+TEST_P(CompileTest, AGradScalerTrainsAnF16StepThatUnderflowsWithoutIt) {
+  KILN_REQUIRE_RUN();
+  const double tiny = std::ldexp(1.0, -20);
+  SGDConfig sgd{.lr = 0.3 / tiny};
+  Tensor x = randn({64, 16}, 21), y = randn({64, 16}, 22);
+  struct Run {
+    std::vector<double> losses;
+    int64_t skipped = 0;
+    double scale = 0;
+  };
+  auto run = [&](std::optional<DType> cast, std::optional<GradScalerConfig> scaler) {
+    nn::MLP mlp(16, 32, 23);
+    CompileOptions o = options_with([](CompileOptions& c) { c.device = dev(); });
+    o.grad_scaler = scaler;
+    CompiledTrainStep step = compile(mlp, [&](const std::vector<Tensor>& b) { return mul(mean(square(mlp(b[0]) - b[1])), tiny); }, sgd, o);
+    Autocast scope(cast);
+    Run r;
+    for (int i = 0; i < 12; ++i) r.losses.push_back(step({x.to(dev()), y.to(dev())}) / tiny);
+    if (auto g = step.grad_scaler()) r.skipped = g->skipped_steps, r.scale = g->scale;
+    EXPECT_EQ(mlp.fc->weight.dtype(), DType::F32);
+    return r;
+  };
+  Run f32 = run(std::nullopt, std::nullopt);
+  EXPECT_LT(f32.losses.back(), 0.95 * f32.losses.front()) << "f32 trains";
+  Run bare = run(DType::F16, std::nullopt);
+  EXPECT_GT(bare.losses.back(), 0.99 * bare.losses.front()) << "f16 without scaling: the gradients flush to zero";
+  Run scaled = run(DType::F16, GradScalerConfig{.init_scale = 65536.0});
+  EXPECT_EQ(scaled.skipped, 0);
+  EXPECT_EQ(scaled.scale, 65536.0);
+  for (size_t i = 0; i < f32.losses.size(); ++i) EXPECT_NEAR(scaled.losses[i], f32.losses[i], 0.01 * f32.losses[i]) << "step " << i;
+  Run high = run(DType::F16, GradScalerConfig{.init_scale = std::ldexp(1.0, 44), .growth_interval = 1000});
+  EXPECT_GE(high.skipped, 1) << "2^44 overflows f16";
+  EXPECT_LT(high.skipped, 12);
+  EXPECT_EQ(high.scale, std::ldexp(1.0, 44 - static_cast<int>(high.skipped))) << "halved once per skipped step";
+  for (int64_t i = 1; i <= high.skipped; ++i)
+    EXPECT_EQ(high.losses[static_cast<size_t>(i)], high.losses[0]) << "skipped step " << i << " left the weights alone";
+  EXPECT_LT(high.losses.back(), 0.98 * high.losses.front()) << "it recovers and trains";
+  // The growth: a scale that grows every 2 good steps, from 2^10, reaches 2^15 after 10.
+  Run growing = run(DType::F16, GradScalerConfig{.init_scale = 1024.0, .growth_interval = 2});
+  EXPECT_EQ(growing.skipped, 0);
+  EXPECT_EQ(growing.scale, 1024.0 * 64) << "12 good steps, doubled every 2";
+}
+
 TEST_P(CompileTest, TrainingStepMatchesTheUncompiledReferenceStepForStep) {
   KILN_REQUIRE_RUN();
   auto make = [] { return std::make_unique<nn::MLP>(8, 16, /*seed=*/9); };

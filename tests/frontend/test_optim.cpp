@@ -136,6 +136,29 @@ TEST(Optim, TrainStepGraphSignaturePrintsAndParses) {
   EXPECT_TRUE(has(text, "sqrt(")) << text;
 }
 
+// A grad scaler adds three state tensors (its scale starting at init_scale); in f32 nothing
+// overflows, so AdamW with it takes torch's steps exactly (scaling by a power of two is exact).
+TEST(Optim, AGradScalerIsThreeMoreStateTensorsAndChangesNoF32Step) {
+  Quadratic q;
+  AdamWConfig adamw{.lr = 1e-2};
+  TrainStep ts = make_train_step(q.loss, adamw, GradScalerConfig{.init_scale = 1024.0, .growth_interval = 3});
+  EXPECT_EQ(ts.num_state, 5);
+  EXPECT_EQ(ts.scaler_state, 2);
+  EXPECT_EQ(ts.state_names[2], "grad_scaler_scale");
+  TrainState st = ts.init(q.loss.parameters);
+  EXPECT_EQ(st.state[2].get(0), 1024.0);
+  EXPECT_EQ(st.state[3].get(0), 0.0);
+  train(ts, st, {q.x.data()}, 7);
+  expect_near_all(st.params.at(0).to_doubles(), torch_adamw(adamw, 7), 1e-5);
+  EXPECT_EQ(st.state[2].get(0), 1024.0 * 4) << "grown after 3 and after 6 good steps";
+  EXPECT_EQ(st.state[3].get(0), 1.0) << "one good step since";
+  EXPECT_EQ(st.state[4].get(0), 0.0) << "none skipped";
+  for (double bad : {1000.0, 0.0, -2.0}) EXPECT_THROW(make_train_step(q.loss, adamw, GradScalerConfig{.init_scale = bad}), Error);
+  EXPECT_THROW(make_train_step(q.loss, adamw, GradScalerConfig{.growth_factor = 3.0}), Error);
+  EXPECT_THROW(make_train_step(q.loss, adamw, GradScalerConfig{.backoff_factor = 2.0}), Error);
+  EXPECT_THROW(make_train_step(q.loss, adamw, GradScalerConfig{.growth_interval = 0}), Error);
+}
+
 TEST(Optim, SgdWithoutMomentumHasNoState) {
   Quadratic q;
   TrainStep ts = make_train_step(q.loss, SGDConfig{.lr = 0.1});
