@@ -210,15 +210,25 @@ TEST_P(CompileTest, GradientsThroughTheCompiledBackwardMatchValueAndGrad) {
   EXPECT_TRUE(has(f.stats().recompile_reasons.back(), "grad mode on -> off"));
 }
 
-// Training steps under autocast follow the f32 steps within the dtype's precision: the MLP and
-// a MiniGPT, in bf16 and f16, AdamW on f32 master weights. The loss curves (10 steps) agree
-// within 2% (bf16) and 0.5% (f16) of the f32 loss, and the weights stay f32.
+// Training steps under autocast follow the f32 steps within the dtype's precision: the MLP, a
+// transformer block and a MiniGPT, in bf16 and f16, AdamW on f32 master weights. The loss
+// curves (10 steps) agree within 2% (bf16) and 0.5% (f16) of the f32 loss, and the weights
+// stay f32.
 TEST_P(CompileTest, TrainingStepsUnderAutocastFollowTheF32Steps) {
   KILN_REQUIRE_RUN();
   AdamWConfig adamw{.lr = 3e-3};
-  auto curve = [&](std::optional<DType> cast, bool gpt) {
+  enum Model { Mlp, TransformerBlock, Gpt };
+  auto curve = [&](std::optional<DType> cast, Model which) {
     std::vector<double> losses;
-    if (gpt) {
+    if (which == TransformerBlock) {
+      nn::Block block(32, 4, 16, 11);
+      Tensor x = randn({4, 16, 32}, 12), y = randn({4, 16, 32}, 13);
+      CompiledTrainStep step = compile(block, [&](const std::vector<Tensor>& b) { return mean(square(block(b[0]) - b[1])); },
+                                       adamw, options_with([](CompileOptions& o) { o.device = dev(); }));
+      Autocast scope(cast);
+      for (int i = 0; i < 10; ++i) losses.push_back(step({x.to(dev()), y.to(dev())}));
+      EXPECT_EQ(block.ln1->weight.dtype(), DType::F32);
+    } else if (which == Gpt) {
       nn::MiniGPT model(nn::MiniGPTConfig{.vocab_size = 40, .d_model = 32, .n_heads = 4, .n_layers = 2, .context = 16}, 4);
       Tensor tokens = randint(0, 40, {4, 16}, 5), targets = randint(0, 40, {4, 16}, 6);
       CompiledTrainStep step = compile(model, [&](const std::vector<Tensor>& b) { return model.loss(b[0], b[1]); }, adamw,
@@ -237,13 +247,14 @@ TEST_P(CompileTest, TrainingStepsUnderAutocastFollowTheF32Steps) {
     }
     return losses;
   };
-  for (bool gpt : {false, true}) {
-    std::vector<double> f32 = curve(std::nullopt, gpt);
+  for (Model which : {Mlp, TransformerBlock, Gpt}) {
+    const char* name = which == Mlp ? "MLP" : which == TransformerBlock ? "block" : "MiniGPT";
+    std::vector<double> f32 = curve(std::nullopt, which);
     for (DType dt : {DType::BF16, DType::F16}) {
-      std::vector<double> low = curve(dt, gpt);
+      std::vector<double> low = curve(dt, which);
       double tol = dt == DType::BF16 ? 0.02 : 0.005, worst = 0;
       for (size_t i = 0; i < f32.size(); ++i) {
-        EXPECT_NEAR(low[i], f32[i], tol * f32[i]) << (gpt ? "MiniGPT" : "MLP") << " " << dtype_name(dt) << " step " << i;
+        EXPECT_NEAR(low[i], f32[i], tol * f32[i]) << name << " " << dtype_name(dt) << " step " << i;
         worst = std::max(worst, std::abs(low[i] - f32[i]));
       }
       EXPECT_GT(worst, 0.0) << "the " << dtype_name(dt) << " steps ran in " << dtype_name(dt);
