@@ -112,6 +112,16 @@ TEST(FuzzErrorBounds, FollowTheGraphsConditioning) {
   return (%m)
 })"), {same}).front();
   EXPECT_GE(sq.get(0), 1.0);
+  // silu(x) / silu(x) at x = -88.8: silu is -2.4e-37 there, and -0 once exp(-x) overflows f32
+  // (as PyTorch computes it), so the quotient may be 1 or NaN.
+  HostTensor silu_tail = HostTensor::from_doubles(DType::F32, {2}, std::vector<double>{-88.8, -3.0});
+  HostTensor q = bound_of(R"(graph g(%x: f32[2]) {
+  %s = silu(%x) : f32[2]
+  %q = div(%s, %s) : f32[2]
+  return (%q)
+})", {silu_tail});
+  EXPECT_TRUE(std::isinf(q.get(0))) << q.get(0);
+  EXPECT_LT(q.get(1), 1e-5) << "away from the tail the quotient stays judged";
   // cos of a value whose own rounding is larger than 2 pi: anything in [-1, 1].
   HostTensor big = HostTensor::from_doubles(DType::F32, {1}, std::vector<double>{22.0});
   HostTensor d = bound_of(R"(graph g(%x: f32[1]) {

@@ -117,7 +117,7 @@ class Tracker {
         // 1 + erf in the far negative tail (0 where the exact value is -6e-9 at x = -6): its
         // error is up to |x| * u absolute (found by kiln fuzz through sign(gelu(x))).
         std::vector<double> x;
-        if (n.op() == Op::Gelu && args[0].numel() == static_cast<int64_t>(b.size())) x = doubles(args[0]);
+        if ((n.op() == Op::Gelu || n.op() == Op::Silu) && args[0].numel() == static_cast<int64_t>(b.size())) x = doubles(args[0]);
         // A variance is computed around a computed mean, off by up to ~count * u * max|x|; its
         // square stays in the result however the deviations cancel: 52 copies of 0.001f have a
         // variance of 1e-21 in f32 where the exact one is 0 (found by kiln fuzz through sign(var)).
@@ -132,7 +132,11 @@ class Tracker {
         for (size_t i = 0; i < b.size(); ++i) {
           if (rounds && rule != Rule::Summation) b[i] += local * std::abs(y[i]);
           b[i] += store * std::abs(y[i]) + tiny + mean_error_squared;
-          if (!x.empty()) b[i] += 2 * compute_roundoff(results[r].dtype()) * std::abs(x[i]);
+          if (!x.empty() && n.op() == Op::Gelu) b[i] += 2 * compute_roundoff(results[r].dtype()) * std::abs(x[i]);
+          // silu as PyTorch computes it, x / (1 + exp(-x)), is -0 once exp(-x) overflows the
+          // compute type (x below -88.7 in f32), where the exact value is as large as -2.4e-37 at
+          // x = -88.8 (found by kiln fuzz through silu(x) / silu(x)): the whole value may be lost.
+          if (!x.empty() && n.op() == Op::Silu && x[i] < (results[r].dtype() == DType::F64 ? -700.0 : -80.0)) b[i] += std::abs(y[i]);
           if (std::isnan(b[i])) b[i] = kInf;
         }
         if (any_unsure_integer) b = unsure_selection(n, args, bounds_in, results[r], b);
