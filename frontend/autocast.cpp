@@ -41,6 +41,7 @@ Autocast::Autocast(std::optional<DType> dtype) : saved_(g_autocast) {
 Autocast::~Autocast() { g_autocast = saved_; }
 
 std::optional<DType> autocast_dtype() { return g_autocast; }
+std::string autocast_name(std::optional<DType> dtype) { return dtype ? std::string(dtype_name(*dtype)) : std::string("off"); }
 bool autocast_key_active() { return g_autocast.has_value() && !g_below_autocast; }
 
 std::vector<Tensor> autocast_kernel(Op op, std::span<const Tensor> inputs, const Attrs& attrs) {

@@ -20,6 +20,7 @@
 // before the lines of the casts and the op it dispatches.
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -51,6 +52,8 @@ class Autocast {
 
 // The dtype of this thread's innermost Autocast scope, if one is on.
 std::optional<DType> autocast_dtype();
+// "bf16", "f16", or "off" (recompile reasons).
+std::string autocast_name(std::optional<DType> dtype);
 // Whether the dispatcher adds the Autocast key (a scope is on, and the Autocast kernel is not
 // already dispatching below itself).
 bool autocast_key_active();

@@ -415,9 +415,8 @@ std::vector<Tensor> CompiledFunctionState::call(const std::vector<Tensor>& input
       }
     const CacheEntry& newest = *nearest;
     std::string why;
-    auto autocast_text = [](std::optional<DType> d) { return d ? std::string(dtype_name(*d)) : std::string("off"); };
     if (newest.grad_mode != grad) why = fmt::format("grad mode {} -> {}", newest.grad_mode ? "on" : "off", grad ? "on" : "off");
-    else if (newest.autocast != cast) why = fmt::format("autocast {} -> {}", autocast_text(newest.autocast), autocast_text(cast));
+    else if (newest.autocast != cast) why = fmt::format("autocast {} -> {}", autocast_name(newest.autocast), autocast_name(cast));
     else if (auto f = first_guard_failure(newest.input_guards, inputs)) why = *f;
     else if (auto f2 = first_guard_failure(newest.captured_guards, newest.captured)) why = *f2;
     if (static_cast<int>(entries.size()) >= options.cache_size_limit) {

@@ -82,9 +82,8 @@ TrainEntry& CompiledTrainStepState::entry_for(const std::vector<Tensor>& batch) 
   for (auto it = entries.rbegin(); it != entries.rend(); ++it)
     if (it->autocast == cast && !first_guard_failure(it->batch_guards, batch)) return *it;
   if (!entries.empty()) {
-    auto text = [](std::optional<DType> d) { return d ? std::string(dtype_name(*d)) : std::string("off"); };
     const TrainEntry& last = entries.back();
-    std::string why = last.autocast != cast ? fmt::format("autocast {} -> {}", text(last.autocast), text(cast))
+    std::string why = last.autocast != cast ? fmt::format("autocast {} -> {}", autocast_name(last.autocast), autocast_name(cast))
                                             : first_guard_failure(last.batch_guards, batch).value_or("");
     if (static_cast<int>(entries.size()) >= options.cache_size_limit && !eager) {
       fmt::print(stderr,
@@ -107,9 +106,7 @@ double CompiledTrainStepState::run(TrainEntry& e, const std::vector<Tensor>& bat
   for (size_t i = 0; i < ts.state_names.size(); ++i) {
     auto [it, fresh] = opt_state.try_emplace(ts.state_names[i]);
     if (fresh) {  // zero moments / momentum buffers (a grad scaler's scale), made once where the parameters live
-      const TensorMeta& m = ts.graph.inputs()[static_cast<size_t>(ts.num_params) + i]->meta();
-      const double fill = i < ts.state_fill.size() ? ts.state_fill[i] : 0.0;
-      it->second = Tensor(HostTensor::from_doubles(m.dtype, m.shape, std::vector<double>(static_cast<size_t>(m.numel()), fill))).to(device);
+      it->second = Tensor(ts.initial_state(i)).to(device);
     }
     inputs.push_back(it->second);
   }

@@ -125,12 +125,14 @@ TrainState TrainStep::init(const std::vector<HostTensor>& params) const {
     fail("train step '{}' trains {} parameters, got {}", graph.name(), num_params, params.size());
   TrainState s;
   for (int i = 0; i < num_params; ++i) s.params.push_back(params[static_cast<size_t>(i)].clone());
-  for (int i = 0; i < num_state; ++i) {
-    const TensorMeta& m = graph.inputs()[static_cast<size_t>(num_params + i)]->meta();
-    const double fill = static_cast<size_t>(i) < state_fill.size() ? state_fill[static_cast<size_t>(i)] : 0.0;
-    s.state.push_back(HostTensor::from_doubles(m.dtype, m.shape, std::vector<double>(static_cast<size_t>(m.numel()), fill)));
-  }
+  for (int i = 0; i < num_state; ++i) s.state.push_back(initial_state(static_cast<size_t>(i)));
   return s;
+}
+
+HostTensor TrainStep::initial_state(size_t i) const {
+  const TensorMeta& m = graph.inputs().at(static_cast<size_t>(num_params) + i)->meta();
+  const double fill = i < state_fill.size() ? state_fill[i] : 0.0;
+  return HostTensor::from_doubles(m.dtype, m.shape, std::vector<double>(static_cast<size_t>(m.numel()), fill));
 }
 
 TrainStep make_train_step(const TracedGraph& loss, const OptimizerConfig& optimizer, const std::optional<GradScalerConfig>& scaler) {
@@ -188,13 +190,15 @@ TrainStep make_train_step(const TracedGraph& loss, const OptimizerConfig& optimi
   Value scale_in, good_in, skipped_in;
   if (scaler) {
     ts.scaler_state = static_cast<int>(ts.state_names.size());
-    for (const char* what : {"grad_scaler_scale", "grad_scaler_good_steps", "grad_scaler_skipped_steps"}) {
+    auto scaler_input = [&](const char* what, double fill) {
       std::string name = out.fresh_name(what);
-      Value v = out.add_input(name, TensorMeta(DType::F32, {}));
-      (scale_in.node ? (good_in.node ? skipped_in : good_in) : scale_in) = v;
       ts.state_names.push_back(name);
-      ts.state_fill.push_back(std::string_view(what) == "grad_scaler_scale" ? scaler->init_scale : 0.0);
-    }
+      ts.state_fill.push_back(fill);
+      return out.add_input(name, TensorMeta(DType::F32, {}));
+    };
+    scale_in = scaler_input("grad_scaler_scale", scaler->init_scale);
+    good_in = scaler_input("grad_scaler_good_steps", 0.0);
+    skipped_in = scaler_input("grad_scaler_skipped_steps", 0.0);
   }
   ts.num_state = static_cast<int>(ts.state_names.size());
   for (size_t i = 0; i < num_batch; ++i) map[Value{jin[i], 0}] = out.add_input(jin[i]->name(), jin[i]->meta());

@@ -87,8 +87,10 @@ struct TrainStep {
   // skipped-step count follow); -1 without one.
   int scaler_state = -1;
 
-  // Parameters as given and zero optimizer state, step 0.
+  // Parameters as given and the optimizer state's first values, step 0.
   TrainState init(const std::vector<HostTensor>& params) const;
+  // State tensor i's first value (zeros; a grad scaler's scale).
+  HostTensor initial_state(size_t i) const;
 };
 
 // The loss graph as kiln::trace returns it: the batch (its example inputs) first, then the
