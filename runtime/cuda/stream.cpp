@@ -107,8 +107,9 @@ void copy_host_to_device(void* dst, const void* src, size_t bytes, int device) {
   ScopedContext ctx(device);
   check(api().cuMemcpyHtoD(device_ptr(dst), src, bytes), fmt::format("cuMemcpyHtoD ({} bytes)", bytes));
   // From pageable memory the call returns when the bytes are staged, not when they have landed;
-  // a kernel on one of kiln's streams (CU_STREAM_NON_BLOCKING) could read them before. Found by
-  // kiln fuzz on an H100: a column max read its second row before the upload wrote it.
+  // a kernel on one of kiln's streams (CU_STREAM_NON_BLOCKING) could read them before (CUDA's
+  // "API synchronization behavior"; not seen to fail, and not the cause of the fuzz finding it
+  // was first suspected for, which was NVVM's read-only loads: codegen/cuda_emitter.h).
   check(api().cuStreamSynchronize(CU_STREAM_LEGACY), "cuStreamSynchronize(legacy stream) after cuMemcpyHtoD");
 }
 
