@@ -29,7 +29,7 @@
 //                manifest, for bench/torch_bench.py --check-npy (bench/compare_torch.py)
 //   --only       run only these workload ids (pointwise, softmax, layer_norm_fwd,
 //                layer_norm_bwd, cross_entropy, mlp_train_step, gpt2_block,
-//                gpt2_block_train_step, minigpt_train_step)
+//                gpt2_block_train_step, gpt2_block_train_step_bf16, minigpt_train_step)
 //   --no-block   skip the GPT-2 block rows
 //   --cpu-check  with no GPU: run each small-shape check on the CPU backend instead (checks the
 //                workloads and the comparison here; needs the LLVM CPU path)

@@ -171,6 +171,16 @@ std::vector<Workload> comparison_workloads(int64_t divisor) {
                      s ? gpt2_block_train_step(64, 4, 2, 32) : gpt2_block_train_step(768, 12, block_batch, 1024));
                  return train_step_case(ts, 8, {{"model", "block"}, {"heads", s ? 4 : 12}});
                }});
+  // The same step under bf16 autocast (issue 13's row): the GEMMs in bf16 on tensor cores with
+  // f32 accumulation, layer norms, softmax and the loss in f32, the master weights and AdamW in
+  // f32. Its check allows bf16's rounding (rtol 1.6e-2 against f32's 1.3e-6: slack 1000).
+  w.push_back({"gpt2_block_train_step_bf16",
+               fmt::format("GPT-2 block train step AdamW, bf16 autocast, batch {}, seq 1024", block_batch), false, 1000,
+               [=](bool s) {
+                 auto ts = std::make_shared<TrainStepWorkload>(s ? gpt2_block_train_step(64, 4, 2, 32, DType::BF16)
+                                                                 : gpt2_block_train_step(768, 12, block_batch, 1024, DType::BF16));
+                 return train_step_case(ts, 8, {{"model", "block"}, {"heads", s ? 4 : 12}, {"autocast", "bf16"}});
+               }});
   const int64_t mg_batch = std::max<int64_t>(64 / d, 1);
   w.push_back({"minigpt_train_step", fmt::format("MiniGPT train step AdamW, batch {}", mg_batch), false, 100, [=](bool s) {
                  auto ts = std::make_shared<TrainStepWorkload>(minigpt_train_step(s ? 4 : mg_batch));

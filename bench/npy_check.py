@@ -33,7 +33,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from kiln_models import Block, MiniGPT, ReluMLP  # noqa: E402
 
 RTOL, ATOL = 1.3e-6, 1e-5
-SLACK = {"pointwise": 10, "softmax": 10, "layer_norm_fwd": 50, "layer_norm_bwd": 50, "cross_entropy": 10}
+SLACK = {"pointwise": 10, "softmax": 10, "layer_norm_fwd": 50, "layer_norm_bwd": 50, "cross_entropy": 10,
+         # bf16 autocast: kiln and PyTorch round to bf16 at other points (a fused kernel keeps f32
+         # between its ops); bf16's rtol is 1.6e-2 against f32's 1.3e-6
+         "gpt2_block_train_step_bf16": 1000}
 TRAIN_SLACK = 100  # the block, the training steps
 
 
@@ -101,7 +104,11 @@ def train_step(m, ins, dev):
             st[e["role"]] = t.clone()
             st["step"] = torch.tensor(step - 1.0)  # kiln's step counts this one; torch's increments first
     opt.zero_grad(set_to_none=True)
-    loss = loss_of(cfg, model, by_role(entries, ins, "batch"))
+    if cfg.get("autocast"):  # the row traced under kiln::Autocast: torch.autocast around the loss
+        with torch.autocast(device_type=dev, dtype={"bf16": torch.bfloat16, "f16": torch.float16}[cfg["autocast"]]):
+            loss = loss_of(cfg, model, by_role(entries, ins, "batch"))
+    else:
+        loss = loss_of(cfg, model, by_role(entries, ins, "batch"))
     loss.backward()
     opt.step()
     out = []

@@ -289,6 +289,20 @@ def wl_gpt2_block_train_step(mode):
     return train_step_runner(block, lambda x: block(x).pow(2).mean(), (x,), mode)
 
 
+def wl_gpt2_block_train_step_bf16(mode):
+    """The block's step with torch.autocast(bfloat16) around the loss (compiled inside it under
+    torch.compile): f32 master weights, AdamW in f32, as kiln's row."""
+    torch.manual_seed(0)
+    block = Block(768, 12).to(DEV)
+    x = uniform(max(8 // DIV, 1), 1024, 768)
+
+    def loss(x):
+        with torch.autocast(device_type=DEV, dtype=torch.bfloat16):
+            return block(x).pow(2).mean()
+
+    return train_step_runner(block, loss, (x,), mode)
+
+
 def wl_minigpt_train_step(mode):
     torch.manual_seed(0)
     model = MiniGPT().to(DEV)
@@ -313,6 +327,8 @@ WORKLOADS = [
     ("mlp_train_step", f"MLP 64-256-600 train step AdamW, batch {MB}", wl_mlp_train_step, None),
     ("gpt2_block", f"GPT-2 block inference, batch {BB}, seq 1024", wl_gpt2_block, None),
     ("gpt2_block_train_step", f"GPT-2 block train step AdamW, batch {BB}, seq 1024", wl_gpt2_block_train_step, None),
+    ("gpt2_block_train_step_bf16", f"GPT-2 block train step AdamW, bf16 autocast, batch {BB}, seq 1024",
+     wl_gpt2_block_train_step_bf16, None),
     ("minigpt_train_step", f"MiniGPT train step AdamW, batch {max(64 // DIV, 1)}", wl_minigpt_train_step, None),
 ]
 

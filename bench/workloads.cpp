@@ -5,6 +5,7 @@
 #include <cmath>
 #include <memory>
 
+#include "frontend/autocast.h"
 #include "frontend/nn/block.h"
 #include "frontend/nn/layers.h"
 #include "frontend/nn/minigpt.h"
@@ -109,9 +110,11 @@ TrainStepWorkload relu_mlp_train_step(int64_t in, int64_t hidden, int64_t classe
   return {std::move(loss), std::move(step)};
 }
 
-TrainStepWorkload gpt2_block_train_step(int64_t d_model, int64_t heads, int64_t batch, int64_t seq) {
+TrainStepWorkload gpt2_block_train_step(int64_t d_model, int64_t heads, int64_t batch, int64_t seq,
+                                        std::optional<DType> autocast) {
   auto block = std::make_shared<nn::Block>(d_model, heads, seq, 0);
   Tensor x = randn({batch, seq, d_model}, 1);
+  Autocast scope(autocast);
   TracedGraph loss = trace([&](const std::vector<Tensor>& b) { return std::vector<Tensor>{mean(square((*block)(b[0])))}; },
                            {x}, "gpt2_block_loss");
   TrainStep step = make_train_step(loss, AdamWConfig{});

@@ -3,6 +3,7 @@
 // (cuda_bench.cpp): each builder returns the graph a backend compiles, at the shape asked for,
 // so that the two benchmarks (and a small-shape correctness check) build them the same way.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,8 +41,11 @@ struct TrainStepWorkload {
 TrainStepWorkload gelu_mlp_train_step(int64_t d, int64_t hidden, int64_t batch);
 // Linear(in, hidden)-ReLU-Linear(hidden, classes) + cross_entropy, on a batch [batch, in].
 TrainStepWorkload relu_mlp_train_step(int64_t in, int64_t hidden, int64_t classes, int64_t batch);
-// mean(block(x)^2) of a GPT-2 block nn::Block(d_model, heads, seq) on x [batch, seq, d_model].
-TrainStepWorkload gpt2_block_train_step(int64_t d_model, int64_t heads, int64_t batch, int64_t seq);
+// mean(block(x)^2) of a GPT-2 block nn::Block(d_model, heads, seq) on x [batch, seq, d_model];
+// with `autocast`, the loss is traced under kiln::Autocast of that dtype (f32 master weights,
+// the casts in the graph), as torch.autocast around the loss.
+TrainStepWorkload gpt2_block_train_step(int64_t d_model, int64_t heads, int64_t batch, int64_t seq,
+                                        std::optional<DType> autocast = std::nullopt);
 // nn::MiniGPT (vocab 600, d_model 64, 4 heads, 2 layers, context 32) and its loss on a batch of
 // [batch, 32] tokens and targets.
 TrainStepWorkload minigpt_train_step(int64_t batch);

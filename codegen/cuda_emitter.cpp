@@ -45,8 +45,10 @@ std::map<std::string, std::string> scratch_arrays(const Kernel& k) {
 //
 // The simplest and most common pointwise kernel: one grid-stride loop whose every buffer load
 // and store is at exactly the loop variable, over buffers of 4-byte (f32, i32) or 2-byte
-// (f16, bf16) elements. Each thread then handles W consecutive elements per iteration (W = 4
-// when a 4-byte buffer is involved, else 8: 16 bytes of the widest buffer), with one vector
+// (f16, bf16) elements. Each thread then handles W consecutive elements per iteration, W = 16
+// bytes of the narrowest buffer: 4 when all are 4-byte, else 8, so that a 16-bit buffer is
+// always read as eight values in one 16-byte access, also beside f32 buffers (the casts of
+// mixed precision), whose 32 bytes per thread are then two 16-byte accesses. One vector
 // load per input and one vector store per output, and a scalar loop finishes the last
 // extent % W elements. A load at `v % C` with C a multiple of W (a bias broadcast over rows)
 // is a vector load too: the W elements of a vector never straddle a period. Anything else
@@ -98,13 +100,13 @@ int vector_width(const Kernel& k, const StmtPtr& loop) {
   if (loop->map != LoopMap::GpuGridStride) return 0;
   const std::string& v = loop->name;
   bool ok = true;
-  int widest = 0;
+  int narrowest = 0;
   std::set<std::string> loaded, stored;
   std::map<std::string, int64_t> period;  // per loaded buffer: one index form for all its loads
   auto buffer_ok = [&](const std::string& name) {
     const Buffer* b = k.find_buffer(name);
     int bytes = b ? element_bytes(b->dtype) : 0;
-    widest = std::max(widest, bytes);
+    if (bytes != 0) narrowest = narrowest == 0 ? bytes : std::min(narrowest, bytes);
     return bytes != 0;
   };
   std::function<void(const ExprPtr&, bool)> expr = [&](const ExprPtr& e, bool guarded) {
@@ -135,8 +137,8 @@ int vector_width(const Kernel& k, const StmtPtr& loop) {
   };
   for (auto& b : loop->body) stmt(b);
   for (auto& b : loaded) ok = ok && !stored.count(b);
-  if (!ok || widest == 0) return 0;
-  int width = 16 / widest;
+  if (!ok || narrowest == 0) return 0;
+  int width = 16 / narrowest;
   for (auto& [b, p] : period)
     if (p > 0 && p % width != 0) return 0;
   return width;

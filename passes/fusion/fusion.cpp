@@ -392,6 +392,17 @@ class Fuser {
     return true;
   }
 
+  // Whether `n` is a view (a reshape, copying or not, a transpose, a slice, a cat...) whose
+  // inputs are buffers the group reads, or such views of them, and which the group does not
+  // write out: then the kernel only indexes through it, in any shape.
+  static bool views_of_buffers_only(const Node* n, const std::set<const Node*>& members,
+                                    const std::set<const Node*>& stored) {
+    if (n->category() != OpCategory::View || stored.count(n)) return false;
+    return std::all_of(n->inputs().begin(), n->inputs().end(), [&](const Value& v) {
+      return !members.count(v.node) || views_of_buffers_only(v.node, members, stored);
+    });
+  }
+
   // Why drafts a and b may not become one group, or nullopt when they may.
   std::optional<std::string> refusal(int a, int b) {
     size_t size = drafts_.nodes(a).size() + drafts_.nodes(b).size();
@@ -414,9 +425,15 @@ class Fuser {
       std::set<const Node*> members;
       for (int d : {a, b})
         for (const Node* n : drafts_.nodes(d)) members.insert(n);
+      std::set<const Node*> stored;  // nodes whose results the merged group writes out
+      for (const Value& v : drafts_.outputs_if_merged(a, b)) stored.insert(v.node);
       for (int d : {a, b})
         for (const Node* n : drafts_.nodes(d)) {
           if (n->category() == OpCategory::Reduction || is_creation(*n)) continue;
+          // Views of buffers the group does not compute are only index arithmetic on those
+          // buffers' loads, whatever their shape: cat(reshape(g1, [-1]), reshape(g2, [-1]))
+          // summed reads each gradient in place (the grad scaler's inf/NaN check, one kernel).
+          if (views_of_buffers_only(n, members, stored)) continue;
           for (int i = 0; i < n->num_results(); ++i) {
             const Shape& sh = n->meta(i).shape;
             if (sh != s && sh != keep && sh != removed)

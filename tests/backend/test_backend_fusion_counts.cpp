@@ -4,6 +4,8 @@
 // the interpreter, so a count is never bought with a wrong result.
 #include <fmt/format.h>
 
+#include <limits>
+
 #include "ir/builder.h"
 #include "passes/autograd/joint.h"
 #include "passes/autograd/partition.h"
@@ -151,6 +153,33 @@ TEST_P(FusionCounts, LinearThenGeluIsOneBlasCallAndOneKernel) {
   Counts c = compile_counts(g);
   EXPECT_EQ(c.blas_calls, 1);
   EXPECT_EQ(c.kernels, 1);
+}
+
+// The grad scaler's inf/NaN check (frontend/optim.cpp): sum(cat(flattened gradients) * 0) is
+// NaN exactly when a gradient holds an inf or a NaN. The flattening views read the gradients
+// in place, so the whole check is one reduction kernel, however many gradients and shapes
+// (issue 13: "detect inf/NaN across all gradients in one fused kernel"); odd sizes, a 1-element
+// gradient and an empty one included.
+TEST_P(FusionCounts, TheGradScalersInfCheckOverManyGradientsIsOneKernel) {
+  KILN_REQUIRE_JIT();
+  Graph g("inf_check");
+  Builder b(g);
+  std::vector<Value> flat;
+  for (Shape s : {Shape{5, 7}, Shape{3}, Shape{2, 3, 5}, Shape{1}, Shape{0, 4}}) {
+    Var x = b.wrap(g.add_input("g" + std::to_string(flat.size()), F(s)));
+    flat.push_back(b.reshape(x, {-1}).v);
+  }
+  Var poisoned = b.sum(b.mul(b.cat(flat, 0), b.scalar(0.0, DType::F32)), {});
+  g.set_outputs({b.ne(poisoned, poisoned)});
+  Counts c = compile_counts(g);
+  EXPECT_EQ(c.kernels, 1);
+  EXPECT_EQ(c.blas_calls, 0);
+  // And it finds an inf in any of them, in the last element of the last non-empty one too.
+  for (size_t which : {size_t{0}, size_t{2}, size_t{3}}) {
+    std::vector<HostTensor> in = inputs_for(g, 2);
+    in[which].set(in[which].numel() - 1, which == 2 ? std::numeric_limits<double>::quiet_NaN() : -std::numeric_limits<double>::infinity());
+    expect_matches_reference(g, in, 50);
+  }
 }
 
 }  // namespace

@@ -243,15 +243,16 @@ TEST(CudaEmitter, ModuleHasNoIncludesAndOneSignaturePerKernel) {
 
 TEST(CudaEmitter, ContiguousGridStrideLoopUses16ByteVectorsAndAScalarTail) {
   std::string k = emit_cuda_kernel(pointwise_kernel());
-  // 4 elements per thread (f32 is the widest): float4-sized loads of b1, 8-byte loads of b2.
-  EXPECT_TRUE(has(k, "for (int i_vec = (int)(blockIdx.x * blockDim.x + threadIdx.x); i_vec < 257; i_vec += (int)(gridDim.x * blockDim.x)) {")) << k;
-  EXPECT_TRUE(has(k, "const kiln_vec<float, 4> b1_v = ((const kiln_vec<float, 4>*)b1)[i_vec];")) << k;
-  EXPECT_TRUE(has(k, "const kiln_vec<uint16_t, 4> b2_v = ((const kiln_vec<uint16_t, 4>*)b2)[i_vec];")) << k;
-  EXPECT_TRUE(has(k, "const float x = b1_v.v[3] * kiln_h2f(b2_v.v[3]);")) << k;
-  EXPECT_TRUE(has(k, "b0_v.v[3] = kiln_exp(x);")) << k;
-  EXPECT_TRUE(has(k, "((kiln_vec<float, 4>*)b0)[i_vec] = b0_v;")) << k;
-  // The tail: 1030 = 257 * 4 + 2.
-  EXPECT_TRUE(has(k, "for (int i = 1028 + (int)(blockIdx.x * blockDim.x + threadIdx.x); i < 1030; i += (int)(gridDim.x * blockDim.x)) {")) << k;
+  // 8 elements per thread (f16 is the narrowest): eight f16 values in one 16-byte load of b2,
+  // the f32 buffers b1 and b0 in 32 bytes per thread.
+  EXPECT_TRUE(has(k, "for (int i_vec = (int)(blockIdx.x * blockDim.x + threadIdx.x); i_vec < 128; i_vec += (int)(gridDim.x * blockDim.x)) {")) << k;
+  EXPECT_TRUE(has(k, "const kiln_vec<float, 8> b1_v = ((const kiln_vec<float, 8>*)b1)[i_vec];")) << k;
+  EXPECT_TRUE(has(k, "const kiln_vec<uint16_t, 8> b2_v = ((const kiln_vec<uint16_t, 8>*)b2)[i_vec];")) << k;
+  EXPECT_TRUE(has(k, "const float x = b1_v.v[7] * kiln_h2f(b2_v.v[7]);")) << k;
+  EXPECT_TRUE(has(k, "b0_v.v[7] = kiln_exp(x);")) << k;
+  EXPECT_TRUE(has(k, "((kiln_vec<float, 8>*)b0)[i_vec] = b0_v;")) << k;
+  // The tail: 1030 = 128 * 8 + 6.
+  EXPECT_TRUE(has(k, "for (int i = 1024 + (int)(blockIdx.x * blockDim.x + threadIdx.x); i < 1030; i += (int)(gridDim.x * blockDim.x)) {")) << k;
   EXPECT_TRUE(has(k, "  b0[i] = kiln_exp(x);")) << k;
 }
 
@@ -384,8 +385,17 @@ TEST(CudaEmitter, VectorizedLoopCompilesTo16ByteAccesses) {
   o.use_cache = false;
   runtime::cuda::NvrtcOutput out = runtime::cuda::compile_cuda(emit_cuda_module({pointwise_kernel()}), "pw", o);
   if (out.ptx.empty()) GTEST_SKIP() << "this NVRTC gives no PTX for a real architecture";
-  EXPECT_TRUE(has(out.ptx, "ld.global.nc.v4.f32")) << out.ptx;
-  EXPECT_TRUE(has(out.ptx, "st.global.v4.f32")) << out.ptx;
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = out.ptx.find(what); at != std::string::npos; at = out.ptx.find(what, at + 1)) ++n;
+    return n;
+  };
+  // Per thread and iteration, 8 elements: the f32 input and output in two 16-byte accesses
+  // each, the f16 input's eight values in one (as 4 x 32 bits); the scalar tail reads one f16.
+  EXPECT_EQ(count("ld.global.nc.v4.f32"), 2u) << out.ptx;
+  EXPECT_EQ(count("st.global.v4.f32"), 2u) << out.ptx;
+  EXPECT_EQ(count("ld.global.nc.v4.u32"), 1u) << out.ptx;
+  EXPECT_EQ(count("ld.global.nc.u16"), 1u) << "the tail only:\n" << out.ptx;
 }
 #endif
 

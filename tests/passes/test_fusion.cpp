@@ -200,6 +200,36 @@ graph t1(%x: f32[4,1,2]) {
   EXPECT_TRUE(g.together({"m", "y", "t"})) << g.dump();
 }
 
+// Views of buffers the group does not compute are index arithmetic on their loads, whatever
+// their shape, so a reduction may absorb them: the grad scaler's sum(cat(flattened gradients)
+// * 0) reads each gradient in place. A view of a value the group computes stays in the rows
+// (the transpose test above), and so does one the group would have to write out.
+TEST(Fusion, ViewsOfBuffersFeedingAReductionJoinIt) {
+  Fused f = fuse_text(R"(
+graph g(%a: f32[4,8], %b: f32[3], %c: f32[2,5]) {
+  %fa = reshape(%a, shape=[-1]) : f32[32]
+  %fb = reshape(%b, shape=[-1]) : f32[3]
+  %tc = transpose(%c, dim0=0, dim1=1) : f32[5,2]{1,5}
+  %fc = reshape(%tc, shape=[-1]) : f32[10]
+  %all = cat(%fa, %fb, %fc, dim=0) : f32[45]
+  %z = full(size=[], fill_value=0.0) : f32[]
+  %p = mul(%all, %z) : f32[45]
+  %s = sum(%p) : f32[]
+  %found = ne(%s, %s) : bool[]
+  return (%found)
+})");
+  EXPECT_EQ(f.plan.groups.size(), 1u) << f.dump();
+  EXPECT_TRUE(f.together({"fa", "fb", "all", "s", "found"})) << f.dump();
+  Fused g = fuse_text(R"(
+graph h(%a: f32[4,8]) {
+  %e = exp(%a) : f32[4,8]
+  %fa = reshape(%e, shape=[-1]) : f32[32]
+  %s = sum(%fa) : f32[]
+  return (%s, %fa)
+})");
+  EXPECT_FALSE(g.together({"e", "s"})) << g.dump();
+}
+
 // A gather along a row dim of a value computed in a reduction group reads another row, and the
 // kernel would recompute that row's value with this row's accumulators (found by kiln fuzz on
 // the GPU and the CPU: exp(softmax(x)) gathered along dim 0). Along the reduced dim, or from a
