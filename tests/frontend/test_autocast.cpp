@@ -5,10 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "backend/cuda_backend.h"
 #include "frontend/kiln.h"
+#include "runtime/cpu/jit.h"
 #include "tests/frontend/trace_lines.h"
 #include "ir/error.h"
 #include "ir/printer.h"
@@ -129,7 +132,12 @@ TEST(Autocast, AnF16ReductionThatWouldOverflowStaysRight) {
 
 // kiln::compile guards on the scope: a graph traced without casts is not reused inside one.
 TEST(Autocast, CompiledFunctionsRecompileWhenTheScopeChanges) {
-  Tensor a = randn({4, 8}, 12), w = randn({8, 4}, 13);
+  // On the CPU where it has the JIT, else on the GPU (the device machine builds without LLVM).
+  std::optional<Device> dev;
+  if (runtime::cpu::jit_available()) dev = Device::cpu();
+  else if (backend::cuda_device_present()) dev = Device::cuda();
+  if (!dev) GTEST_SKIP() << "no CPU JIT in this build and no GPU";
+  Tensor a = randn({4, 8}, 12).to(*dev), w = randn({8, 4}, 13).to(*dev);
   auto f = compile([&](const std::vector<Tensor>& in) { return std::vector<Tensor>{matmul(in[0], w)}; });
   EXPECT_EQ(f(std::vector<Tensor>{a})[0].dtype(), DType::F32);
   {
