@@ -41,6 +41,25 @@ std::map<std::string, std::string> scratch_arrays(const Kernel& k) {
   return out;
 }
 
+// Whether the body of `loop` indexes with both `v / c` and `v % c` of its variable v.
+bool divides_and_wraps(const Stmt& loop) {
+  bool div = false, mod = false;
+  auto of_var = [&](const ExprPtr& e) {
+    bool found = false;
+    visit(e, [&](const Expr& x) { found = found || (x.kind == ExprKind::Var && x.name == loop.name); });
+    return found;
+  };
+  for (const StmtPtr& b : loop.body)
+    visit(b, [&](const Stmt& st) {
+      for (const ExprPtr& e : st.exprs)
+        visit(e, [&](const Expr& x) {
+          if (x.kind == ExprKind::FloorDiv && !x.args.empty()) div = div || of_var(x.args[0]);
+          if (x.kind == ExprKind::Mod && !x.args.empty()) mod = mod || of_var(x.args[0]);
+        });
+    });
+  return div && mod;
+}
+
 // ---- 16-byte vectors in a grid-stride loop
 //
 // The simplest and most common pointwise kernel: one grid-stride loop whose every buffer load
@@ -423,7 +442,15 @@ class CudaEmitter : public CEmitter {
     // A thread's share of a row: unrolled so that several loads are in flight before the
     // first is used (a loop whose step branches, as online softmax's, would otherwise wait
     // for each load in turn and leave the memory system half idle).
-    if ((s->map == LoopMap::GpuThreads || s->map == LoopMap::GpuLanes) && s->extent >= 128) line(ind, "#pragma unroll 4");
+    const bool share = s->map == LoopMap::GpuThreads || s->map == LoopMap::GpuLanes;
+    if (share && s->extent >= 128) line(ind, "#pragma unroll 4");
+    // NVRTC 13.0 segfaults unrolling a short one (a few iterations per thread) whose index
+    // both divides and takes the remainder of the loop variable, as a reduction over the
+    // non-contiguous dims of a permuted tensor does: `for (r = lane; r < 99; r += 32) ...
+    // x[(r % 3) * 165 + (r / 3) * 5 + row]` (found by kiln fuzz on the H100;
+    // tests/tools/fuzz_regressions/nvrtc13_crash_unrolling_a_div_mod_lane_loop.kir). Not
+    // unrolling it avoids the crash; so did a 64-bit index, and a loop of 96 instead of 99.
+    else if (share && divides_and_wraps(*s)) line(ind, "#pragma unroll 1");
     line(ind, head);
     runs_.push_back(runs);
     body(s, ind + 1);

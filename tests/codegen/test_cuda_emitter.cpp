@@ -106,6 +106,22 @@ Kernel block_reduction_kernel() {
                 rows, 512);
 }
 
+// The kernel NVRTC 13.0 crashed on (kiln fuzz, H100): a warp per row, its lanes taking 99
+// elements of a permuted tensor, x[(r % 3) * 165 + (r / 3) * 5 + row], for amin.
+Kernel div_mod_lane_kernel() {
+  ExprPtr row = var("row", 0, 4), r = var("r", 0, 98);
+  ExprPtr at = add(add(mul(mod(r, imm(3)), imm(165)), mul(floordiv(r, imm(3)), imm(5))), row);
+  StmtPtr reduce = with_map(for_loop("r", 99, LoopKind::Reduction, {accumulate("m_acc", CombineOp::Min, f32("b1", at))}, "reduces %m"),
+                            LoopMap::GpuLanes);
+  StmtPtr rows = with_map(for_loop("row", 5, LoopKind::Parallel,
+                                   {decl_acc("m_acc", DType::F32, CombineOp::Min), reduce,
+                                    combine_across("m_acc", DType::F32, CombineOp::Min, LoopMap::GpuLanes),
+                                    store("b0", row, value_var("m_acc", DType::F32))},
+                                   "rows of %m"),
+                          LoopMap::GpuWarps);
+  return kernel("k34", {buf("b0", DType::F32, BufferRole::Output, 5), buf("b1", DType::F32, BufferRole::Input, 3 * 165)}, rows, 256);
+}
+
 // Every combine op and accumulator type, across a warp (GpuWarps/GpuLanes) or a block.
 Kernel all_combines_kernel(LoopMap outer, LoopMap inner) {
   ExprPtr row = var("row", 0, 99), r = var("r", 0, 63);
@@ -264,6 +280,13 @@ TEST(CudaEmitter, VectorElementsGetTheirOwnIndexWhereAValueUsesIt) {
   EXPECT_FALSE(has(c, "scalar tail")) << "4096 is a whole number of vectors";
 }
 
+TEST(CudaEmitter, AShortLaneLoopThatDividesAndWrapsItsIndexIsNotUnrolled) {
+  std::string k = emit_cuda_kernel(div_mod_lane_kernel());
+  EXPECT_TRUE(has(k, "#pragma unroll 1\n    for (int r = threadIdx.x % 32; r < 99; r += 32) {")) << k;
+  // Only such loops: the rows of a plain reduction still unroll as NVVM likes.
+  EXPECT_FALSE(has(emit_cuda_kernel(all_combines_kernel(LoopMap::GpuWarps, LoopMap::GpuLanes)), "#pragma unroll 1"));
+}
+
 TEST(CudaEmitter, GatherStaysAScalarGridStrideLoopWith64BitIndices) {
   std::string k = emit_cuda_kernel(gather_kernel());
   EXPECT_FALSE(has(k, "kiln_vec")) << k;
@@ -378,6 +401,15 @@ TEST(CudaEmitter, AKernelThatReadsBackWhatItWritesUsesNoReadOnlyLoads) {
   runtime::cuda::NvrtcOutput out = runtime::cuda::compile_cuda(emit_cuda_module({readback_kernel()}), "rb", o);
   if (out.ptx.empty()) GTEST_SKIP() << "this NVRTC gives no PTX for a real architecture";
   EXPECT_FALSE(has(out.ptx, "ld.global.nc")) << out.ptx;
+}
+
+// NVRTC 13.0 died with SIGSEGV on this kernel unrolled (the test process with it); 11.8 and
+// 13.0 compile it as emitted now. Runs wherever NVRTC is, GPU or not.
+TEST(CudaEmitter, TheKernelThatCrashedNvrtc13Compiles) {
+  runtime::cuda::NvrtcOptions o;
+  o.use_cache = false;
+  runtime::cuda::NvrtcOutput out = runtime::cuda::compile_cuda(emit_cuda_module({div_mod_lane_kernel()}), "k34", o);
+  EXPECT_FALSE(out.cubin.empty());
 }
 
 TEST(CudaEmitter, VectorizedLoopCompilesTo16ByteAccesses) {

@@ -315,5 +315,24 @@ TEST_F(CliFuzz, SavedRegressionCasesPass) {
   EXPECT_FALSE(has(r.out, "FAIL")) << r.out;
 }
 
+// The same on the GPU: several were CUDA findings (NVVM's read-only loads, cuBLASLt's bf16
+// split-K, NVRTC 13's crash), and a compiler crash would take this process's child down.
+TEST_F(CliFuzz, SavedRegressionCasesPassOnTheGpu) {
+#if KILN_HAVE_CUDA
+  std::string why;
+  if (!backend::cuda_device_present(&why)) GTEST_SKIP() << why;
+  const fs::path dir = fs::path(data_dir()) / "tools" / "fuzz_regressions";
+  std::string files;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".kir") files += " " + e.path().string();
+  ASSERT_FALSE(files.empty()) << "no regression cases in " << dir;
+  CliResult r = kiln("fuzz --device cuda --replay" + files);
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_FALSE(has(r.out, "FAIL")) << r.out;
+#else
+  GTEST_SKIP() << "built without CUDA";
+#endif
+}
+
 }  // namespace
 }  // namespace kiln::testing
