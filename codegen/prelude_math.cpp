@@ -161,6 +161,11 @@ template <class T> KILN_FN T kiln_sign(T x) { return (T)((T(0) < x) - (x < T(0))
 // NaN-propagating maximum/minimum (std::max would drop a NaN second operand).
 template <class T> KILN_FN T kiln_maximum(T a, T b) { return a != a ? a : b != b ? b : a < b ? b : a; }
 template <class T> KILN_FN T kiln_minimum(T a, T b) { return a != a ? a : b != b ? b : b < a ? b : a; }
+// clamp's bounds, a NaN input staying NaN. The NaN test comes first and in the open: from the
+// selects alone (x < lo ? lo : x, then hi < y ? hi : y), NVRTC 13.0 made clamp(x, c, c) the
+// constant c for a NaN x (found by kiln fuzz on the H100; NVRTC 11.8 kept the NaN).
+template <class T> KILN_FN T kiln_clamp_min(T x, T lo) { return x != x ? x : x < lo ? lo : x; }
+template <class T> KILN_FN T kiln_clamp_max(T x, T hi) { return x != x ? x : hi < x ? hi : x; }
 template <class T> KILN_FN T kiln_gelu(T x) { return T(0.5) * x * (T(1) + kiln_erf(x * T(0.70710678118654752440))); }
 template <class T> KILN_FN T kiln_gelu_tanh(T x) {
   return T(0.5) * x * (T(1) + kiln_tanh(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x)));

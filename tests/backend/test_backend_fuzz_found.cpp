@@ -2,6 +2,7 @@
 // and compared with the reference interpreter. The fuzzer's reproducers replay in
 // tests/tools/fuzz_regressions/; these pin each bug down where the fuzzer's tolerance might
 // not (a 16-bit accumulation is within the rounding bound of a cancelling sum).
+#include <limits>
 #include <string>
 
 #include "ir/parser.h"
@@ -139,6 +140,24 @@ TEST_P(BackendFuzzFound, ASelectBetweenAnAccumulatorAndAnInput) {
   return (%w, %v, %u)
 })");
   for (uint64_t seed : {1, 2, 3}) expect_matches_reference(g, seed);
+}
+
+// clamp keeps a NaN, also clamp(x, c, c), which is c for every other x: from plain selects
+// NVRTC 13.0 made it c for a NaN too (found by kiln fuzz on the H100: ge(clamp, clamp) came out
+// true where the reference, with the NaN, has false). Every mix of bounds, NaN and infinities.
+TEST_P(BackendFuzzFound, AClampKeepsANanAlsoBetweenEqualBounds) {
+  Graph g = parse_graph(R"(graph g(%x: f32[6]) {
+  %p = clamp(%x, min=-0.5, max=-0.5) : f32[6]
+  %q = clamp(%x, min=-0.5, max=0.25) : f32[6]
+  %r = clamp(%x, min=0.5) : f32[6]
+  %s = clamp(%x, max=-0.5) : f32[6]
+  %e = ge(%p, %p) : bool[6]
+  return (%p, %q, %r, %s, %e)
+})");
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  std::vector<HostTensor> in{HostTensor::from_doubles(DType::F32, {6}, std::vector<double>{nan, -inf, inf, 0.1, -3.0, -nan})};
+  expect_matches_reference(g, in);
+  for (uint64_t seed : {1, 2}) expect_matches_reference(g, seed);
 }
 
 // A bf16 matmul whose sum cancels: each row of a is 24 ones then 24 minus ones, so the partial
