@@ -184,6 +184,13 @@ CompiledGraph compile(const Graph& input, const CompileOptions& options) {
     state->input_names.push_back(n->name());
   }
 
+  // No backend has a collective engine yet (NCCL on GPUs and Gloo on CPUs are to come): a graph
+  // with one is refused before anything is compiled.
+  for (const Node* n : input.nodes())
+    if (n->category() == OpCategory::Collective)
+      fail("graph '{}': %{} = {} is a collective, and kiln's backends cannot run collectives yet (no NCCL or Gloo "
+           "engine); the reference interpreter runs them for a simulated group (interpret_group, ir/reference/group.h)",
+           input.name(), n->name(), n->info().name);
   Stopwatch sw;
   Graph g = input.clone();
   report.passes = run_compile_passes(g, options, dump ? (std::filesystem::path(options.dump_dir) / "passes").string() : "");

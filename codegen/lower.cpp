@@ -412,6 +412,7 @@ LoweredGraph GraphLowering::run() {
       case KernelKind::Scatter: lower_scatter(grp); break;
       case KernelKind::Matmul: lower_matmul(grp, next); break;
       case KernelKind::Opaque: lower_opaque(grp); break;
+      case KernelKind::Collective: KILN_INTERNAL_ASSERT(false, "backend::compile refuses collectives before lowering"); break;
       case KernelKind::Alias: break;
     }
   }

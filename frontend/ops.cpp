@@ -191,6 +191,21 @@ Tensor layer_norm(const Tensor& input, const IntList& normalized_shape, const st
   if (bias) in.push_back(*bias);
   return call1(Op::LayerNorm, in, attrs({{"normalized_shape", normalized_shape}, {"eps", eps}}));
 }
+Tensor all_reduce(const Tensor& self, int64_t world_size, const std::string& op) {
+  return call1(Op::AllReduce, {self}, attrs({{"world_size", world_size}, {"op", op}}));
+}
+Tensor all_gather(const Tensor& self, int64_t world_size, int64_t dim) {
+  return call1(Op::AllGather, {self}, attrs({{"world_size", world_size}, {"dim", dim}}));
+}
+Tensor reduce_scatter(const Tensor& self, int64_t world_size, int64_t dim, const std::string& op) {
+  return call1(Op::ReduceScatter, {self}, attrs({{"world_size", world_size}, {"dim", dim}, {"op", op}}));
+}
+Tensor broadcast(const Tensor& self, int64_t world_size, int64_t src) {
+  return call1(Op::Broadcast, {self}, attrs({{"world_size", world_size}, {"src", src}}));
+}
+Tensor reduce(const Tensor& self, int64_t world_size, int64_t dst, const std::string& op) {
+  return call1(Op::Reduce, {self}, attrs({{"world_size", world_size}, {"dst", dst}, {"op", op}}));
+}
 Tensor gather(const Tensor& self, int64_t dim, const Tensor& index) {
   return call1(Op::Gather, {self, index}, attrs({{"dim", dim}}));
 }

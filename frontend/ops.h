@@ -135,6 +135,15 @@ Tensor log_softmax(const Tensor& self, int64_t dim, std::optional<DType> dtype =
 // torch.nn.functional.layer_norm's argument order.
 Tensor layer_norm(const Tensor& input, const IntList& normalized_shape, const std::optional<Tensor>& weight = std::nullopt,
                   const std::optional<Tensor>& bias = std::nullopt, double eps = 1e-5);
+// Collectives over a process group of `world_size` ranks running the same program (SPMD), as
+// torch.distributed's functional collectives; `op` "sum" or "mean". Traced, they are graph ops
+// (ir/ops.def) that the reference interpreter runs for a simulated group (interpret_group).
+Tensor all_reduce(const Tensor& self, int64_t world_size, const std::string& op = "sum");
+Tensor all_gather(const Tensor& self, int64_t world_size, int64_t dim = 0);
+Tensor reduce_scatter(const Tensor& self, int64_t world_size, int64_t dim = 0, const std::string& op = "sum");
+Tensor broadcast(const Tensor& self, int64_t world_size, int64_t src = 0);
+Tensor reduce(const Tensor& self, int64_t world_size, int64_t dst = 0, const std::string& op = "sum");
+
 // torch.gather and Tensor.scatter_add (out of place).
 Tensor gather(const Tensor& self, int64_t dim, const Tensor& index);
 Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);

@@ -24,6 +24,7 @@ std::string_view category_name(OpCategory c) {
     case OpCategory::Gather: return "gather";
     case OpCategory::Scatter: return "scatter";
     case OpCategory::Opaque: return "opaque";
+    case OpCategory::Collective: return "collective";
   }
   return "?";
 }

@@ -65,6 +65,8 @@ class Folder {
   // Folds `n` if it can; returns whether it did.
   bool fold(Node* n) {
     if (n->category() == OpCategory::Creation) return false;
+    // A collective's result depends on the other ranks' tensors, which this rank does not see.
+    if (n->category() == OpCategory::Collective) return false;
     for (const Value& v : n->inputs())
       if (!is_constant(v)) return false;
     std::string why;

@@ -14,5 +14,6 @@ void install_views(const Setter& set);       // views.cpp
 void install_creation(const Setter& set);    // creation.cpp
 void install_linalg(const Setter& set);      // linalg.cpp
 void install_composites(const Setter& set);  // composites.cpp
+void install_collectives(const Setter& set); // collectives.cpp (group semantics: group.h)
 
 }  // namespace kiln::reference

@@ -103,7 +103,9 @@ class Fuser {
     int d = drafts_.create(n);
     if (is_extern(*n)) {
       note(d, fmt::format("{} is {}: a kernel of its own", node_str(n),
-                          n->category() == OpCategory::Opaque ? "a custom op with kernels of its own" : "an extern call (BLAS/scatter)"));
+                          n->category() == OpCategory::Opaque       ? "a custom op with kernels of its own"
+                          : n->category() == OpCategory::Collective ? "a collective, a call of the process group's engine"
+                                                                    : "an extern call (BLAS/scatter)"));
       return;
     }
     bool blas_operand = is_alias_view(*n) && only_extern_readers(n);
@@ -572,6 +574,7 @@ KernelKind kind_of(const std::vector<Node*>& nodes) {
     if (n->category() == OpCategory::Matmul) return KernelKind::Matmul;
     if (n->category() == OpCategory::Scatter) return KernelKind::Scatter;
     if (n->category() == OpCategory::Opaque) return KernelKind::Opaque;
+    if (n->category() == OpCategory::Collective) return KernelKind::Collective;
     reduction |= n->category() == OpCategory::Reduction;
     all_creation &= is_creation(*n);
     all_alias &= is_alias_view(*n);

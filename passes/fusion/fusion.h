@@ -48,6 +48,7 @@ enum class KernelKind {
   Alias,      // only views of other buffers or graph inputs: no kernel, no memory
   Constant,   // creation ops with no inputs, materialized once (full, arange, constant)
   Opaque,     // a custom op's own kernel (frontend/custom_op.h): a call of its own
+  Collective, // a collective (all_reduce, ...): a call of the process group's engine
 };
 std::string_view kernel_kind_name(KernelKind k);
 

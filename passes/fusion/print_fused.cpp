@@ -18,6 +18,7 @@ std::string_view kernel_kind_name(KernelKind k) {
     case KernelKind::Alias: return "alias";
     case KernelKind::Constant: return "constant";
     case KernelKind::Opaque: return "opaque";
+    case KernelKind::Collective: return "collective";
   }
   return "?";
 }

@@ -37,7 +37,8 @@ Shape removed_shape(const Shape& s, const std::vector<int64_t>& dims) {
 bool is_creation(const Node& n) { return n.category() == OpCategory::Creation && n.inputs().empty(); }
 
 bool is_extern(const Node& n) {
-  return n.category() == OpCategory::Matmul || n.category() == OpCategory::Scatter || n.category() == OpCategory::Opaque;
+  return n.category() == OpCategory::Matmul || n.category() == OpCategory::Scatter || n.category() == OpCategory::Opaque ||
+         n.category() == OpCategory::Collective;
 }
 
 bool is_alias_view(const Node& n) {

@@ -58,6 +58,12 @@ TEST(OpCoverage, EveryOpHasAWrapper) {
         out.push_back(cross_entropy(x, idx));
         out.push_back(nll_loss(x, idx, 0, "sum"));
         out.push_back(dropout(x, 0.1, true, 3));
+        // A group of one: the collectives record their ops and pass the tensor through.
+        out.push_back(all_reduce(x, 1));
+        out.push_back(all_gather(x, 1, 1));
+        out.push_back(reduce_scatter(x, 1, 0, "mean"));
+        out.push_back(broadcast(x, 1));
+        out.push_back(reduce(x, 1));
         return out;
       },
       {zeros({4, 4}), zeros({4, 4}, DType::Bool), zeros({4}, DType::I64)});

@@ -38,6 +38,7 @@ std::string compiled_as(const OpInfo& info) {
     case OpCategory::Reduction: return "a reduction loop, fused with its producers and consumers";
     case OpCategory::View: return "indexing: a view needs no kernel of its own unless it copies";
     case OpCategory::Composite: return "no decomposition: it cannot be compiled";
+    case OpCategory::Collective: return "not compiled yet (no NCCL or Gloo engine); the reference interpreter runs it for a simulated group";
     default: return std::string(category_name(info.category));
   }
 }
