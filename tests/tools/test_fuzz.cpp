@@ -302,13 +302,19 @@ TEST_F(CliFuzz, ForkedJobsRunOnTheGpu) {
 #endif
 }
 
-// Every saved reproducer (a bug found by the fuzzer, fixed) passes on every device present.
-TEST_F(CliFuzz, SavedRegressionCasesPass) {
+// The saved reproducers (bugs found by the fuzzer, fixed), as arguments of --replay.
+std::string regression_files() {
   const fs::path dir = fs::path(data_dir()) / "tools" / "fuzz_regressions";
   std::string files;
   for (const auto& e : fs::directory_iterator(dir))
     if (e.path().extension() == ".kir") files += " " + e.path().string();
-  ASSERT_FALSE(files.empty()) << "no regression cases in " << dir;
+  return files;
+}
+
+// Every saved reproducer passes on every device present.
+TEST_F(CliFuzz, SavedRegressionCasesPass) {
+  const std::string files = regression_files();
+  ASSERT_FALSE(files.empty()) << "no regression cases in tests/tools/fuzz_regressions";
   if (!runtime::cpu::jit_available()) GTEST_SKIP() << "no CPU JIT in this build";
   CliResult r = kiln("fuzz --device cpu --replay" + files);
   EXPECT_EQ(r.rc, 0) << r.out << r.err;
@@ -321,11 +327,8 @@ TEST_F(CliFuzz, SavedRegressionCasesPassOnTheGpu) {
 #if KILN_HAVE_CUDA
   std::string why;
   if (!backend::cuda_device_present(&why)) GTEST_SKIP() << why;
-  const fs::path dir = fs::path(data_dir()) / "tools" / "fuzz_regressions";
-  std::string files;
-  for (const auto& e : fs::directory_iterator(dir))
-    if (e.path().extension() == ".kir") files += " " + e.path().string();
-  ASSERT_FALSE(files.empty()) << "no regression cases in " << dir;
+  const std::string files = regression_files();
+  ASSERT_FALSE(files.empty()) << "no regression cases in tests/tools/fuzz_regressions";
   CliResult r = kiln("fuzz --device cuda --replay" + files);
   EXPECT_EQ(r.rc, 0) << r.out << r.err;
   EXPECT_FALSE(has(r.out, "FAIL")) << r.out;
