@@ -81,7 +81,20 @@ HostTensor widened(const HostTensor& t) {
   return is_floating(t.dtype()) ? laid_out_like(t, doubles(t)) : t;
 }
 HostTensor absolute(const HostTensor& t) {
-  if (!is_floating(t.dtype())) return t;
+  if (t.dtype() == DType::Bool) return t;
+  if (!is_floating(t.dtype())) {
+    // Integers keep their dtype (the op's kernel takes them as they are), made non-negative:
+    // a sum(ints, dtype=f32) of negative values gave a negative rounding bound (kiln fuzz,
+    // seed 3302). The most negative value becomes the largest, 1 short of its magnitude.
+    HostTensor out = t.clone();
+    for (int64_t i = 0; i < out.numel(); ++i) {
+      const int64_t v = out.get_int(i);
+      if (v >= 0) continue;
+      out.set_int(i, v == INT64_MIN ? INT64_MAX : -v);
+      if (out.get_int(i) < 0) out.set_int(i, -(v + 1));
+    }
+    return out;
+  }
   std::vector<double> v = doubles(t);
   for (double& x : v) x = std::abs(x);
   return laid_out_like(t, v);
@@ -173,13 +186,16 @@ class Tracker {
   // The arguments with every float one replaced: by its bound (zeros where it has none), its
   // absolute value, or widened as it is.
   enum class Arg { Bound, Absolute, Value };
+  // Integer arguments pass unchanged (indices, masks), unless `int_values` says they are values
+  // summed or multiplied (sum(ints, dtype=f32), an integer matmul): then Absolute takes their
+  // magnitudes too (kiln fuzz, seed 3302: sum(sub(ints), dtype=f32) gave a negative bound).
   std::vector<HostTensor> with(std::span<const HostTensor> args, const std::vector<HostTensor>& bounds,
-                               std::vector<Arg> how) const {
+                               std::vector<Arg> how, bool int_values = false) const {
     std::vector<HostTensor> out;
     for (size_t j = 0; j < args.size(); ++j) {
       const HostTensor& a = args[j];
       if (!is_floating(a.dtype())) {
-        out.push_back(a);
+        out.push_back(int_values && how[std::min(j, how.size() - 1)] == Arg::Absolute ? absolute(a) : a);
         continue;
       }
       switch (how[std::min(j, how.size() - 1)]) {
@@ -272,7 +288,8 @@ class Tracker {
       case Rule::Summation: {
         // sum(E) + u * sqrt(n) * sum|x|
         std::vector<double> b = any_bound ? doubles(run(n, with(args, bounds_in, {Arg::Bound}), n.attrs())[0]) : zeros(0);
-        std::vector<double> magnitude = doubles(run(n, with(args, bounds_in, {Arg::Absolute}), n.attrs())[0]);
+        std::vector<double> magnitude =
+            doubles(run(n, with(args, bounds_in, {Arg::Absolute}, n.op() != Op::ScatterAdd), n.attrs())[0]);
         const HostTensor& summed = n.op() == Op::ScatterAdd ? args[2] : args[0];
         const double terms = static_cast<double>(summed.numel()) / static_cast<double>(std::max<int64_t>(results[0].numel(), 1)) + 1;
         const double gamma = compute_roundoff(results[0].dtype()) * std::sqrt(terms);
@@ -283,7 +300,7 @@ class Tracker {
       }
       case Rule::MatmulRule: {
         // |A| E_B + E_A |B| + u * sqrt(K) * |A||B|
-        std::vector<double> magnitude = doubles(run(n, with(args, bounds_in, {Arg::Absolute}), n.attrs())[0]);
+        std::vector<double> magnitude = doubles(run(n, with(args, bounds_in, {Arg::Absolute}, true), n.attrs())[0]);
         std::vector<double> b = zeros(0);
         if (any_bound) {
           std::vector<double> ab = doubles(run(n, with(args, bounds_in, {Arg::Absolute, Arg::Bound}), n.attrs())[0]);
