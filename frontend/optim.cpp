@@ -8,6 +8,7 @@
 
 #include "ir/builder.h"
 #include "ir/error.h"
+#include "ir/log.h"
 #include "ir/verifier.h"
 #include "passes/autograd/joint.h"
 #include "passes/dce.h"
@@ -48,6 +49,45 @@ struct ParamUpdate {
   std::vector<Value> new_state;
   Value new_param;
 };
+
+void check_data_parallel(const DataParallelConfig& dp) {
+  if (dp.world_size < 1) fail("DataParallel: world_size {} must be at least 1", dp.world_size);
+  if (dp.bucket_bytes < 1) fail("DataParallel: bucket_bytes {} must be at least 1", dp.bucket_bytes);
+}
+
+// DDP's gradient averaging: buckets of about dp.bucket_bytes (at least one gradient each, one
+// dtype each), filled from the last parameter back, as the backward makes the gradients; each
+// bucket's gradients flattened and joined, averaged over the ranks by one all_reduce, and split
+// back into the parameters' shapes.
+void all_reduce_gradients(Builder& b, const DataParallelConfig& dp, std::vector<ParamUpdate>& updates) {
+  const bool log = log_enabled("ddp");
+  size_t k = updates.size();
+  for (int bucket = 0; k > 0; ++bucket) {
+    const DType dt = updates[k - 1].grad.meta().dtype;
+    std::vector<size_t> members;
+    int64_t bytes = 0;
+    while (k > 0 && updates[k - 1].grad.meta().dtype == dt &&
+           (members.empty() || bytes + updates[k - 1].grad.meta().nbytes() <= dp.bucket_bytes)) {
+      bytes += updates[k - 1].grad.meta().nbytes();
+      members.push_back(--k);
+    }
+    std::vector<Value> flat;
+    for (size_t m : members) flat.push_back(b.reshape(b.wrap(updates[m].grad), {-1}).v);
+    Var joined = flat.size() == 1 ? b.wrap(flat[0]) : b.cat(flat, 0);
+    Var mean = b.op(Op::AllReduce, {joined.v}, Attrs{{"world_size", dp.world_size}, {"op", std::string("mean")}});
+    int64_t offset = 0;
+    std::string names;
+    for (size_t m : members) {
+      const TensorMeta& meta = updates[m].grad.meta();
+      updates[m].grad = b.reshape(b.slice(mean.v, 0, offset, offset + meta.numel()), meta.shape).v;
+      offset += meta.numel();
+      names += (names.empty() ? "" : ", ") + updates[m].param.name();
+    }
+    if (log)
+      log_line("ddp", fmt::format("bucket {}: {} gradients, {} bytes, one all_reduce (mean over {} ranks): {}", bucket,
+                                  members.size(), bytes, dp.world_size, names));
+  }
+}
 
 // torch.optim.SGD, one parameter:
 //   g = grad + weight_decay * p
@@ -135,9 +175,11 @@ HostTensor TrainStep::initial_state(size_t i) const {
   return HostTensor::from_doubles(m.dtype, m.shape, std::vector<double>(static_cast<size_t>(m.numel()), fill));
 }
 
-TrainStep make_train_step(const TracedGraph& loss, const OptimizerConfig& optimizer, const std::optional<GradScalerConfig>& scaler) {
+TrainStep make_train_step(const TracedGraph& loss, const OptimizerConfig& optimizer, const std::optional<GradScalerConfig>& scaler,
+                          const std::optional<DataParallelConfig>& data_parallel) {
   check_config(optimizer);
   if (scaler) check_scaler(*scaler);
+  if (data_parallel) check_data_parallel(*data_parallel);
   const Graph& g = loss.graph;
   if (g.outputs().size() != 1 || g.outputs()[0].meta().rank() != 0 || !is_floating(g.outputs()[0].meta().dtype))
     fail("make_train_step: the loss graph '{}' must return one 0-d floating-point tensor", g.name());
@@ -215,6 +257,11 @@ TrainStep make_train_step(const TracedGraph& loss, const OptimizerConfig& optimi
   for (const Node* n : joint.graph.nodes()) copy_node(out, *n, map);
   for (size_t k = 0; k < updates.size(); ++k)
     updates[k].grad = map.at(joint.graph.outputs()[static_cast<size_t>(joint.num_forward_outputs) + k]);
+  if (data_parallel) {
+    b.set_name_prefix("ddp_");
+    all_reduce_gradients(b, *data_parallel, updates);
+    b.set_name_prefix("");
+  }
   Var found;  // bool[]: a gradient is inf or NaN (with a grad scaler)
   if (scaler) {
     b.set_name_prefix("grad_scaler_");
@@ -274,6 +321,20 @@ TrainStep make_train_step(const TracedGraph& loss, const OptimizerConfig& optimi
   run_dce(out);
   verify_or_throw(out, "make_train_step");
   return ts;
+}
+
+Graph parameter_broadcast(const TrainStep& ts, int64_t world_size, int64_t src) {
+  Graph g("parameter_broadcast");
+  Builder b(g);
+  std::vector<Value> outs;
+  for (int i = 0; i < ts.num_params; ++i) {
+    const Node* p = ts.graph.inputs()[static_cast<size_t>(i)];
+    Value in = g.add_input(p->name(), p->meta().contiguous());
+    outs.push_back(b.op(Op::Broadcast, {in}, Attrs{{"world_size", world_size}, {"src", src}}).v);
+  }
+  g.set_outputs(std::move(outs));
+  verify_or_throw(g, "parameter_broadcast");
+  return g;
 }
 
 double train_step(const TrainStep& ts, TrainState& state, const std::vector<HostTensor>& batch, const Executor& executor) {

@@ -67,6 +67,17 @@ struct GradScalerConfig {
   int64_t growth_interval = 2000;
 };
 
+// Data-parallel training (DDP's semantics, as graph ops): each of `world_size` ranks runs the
+// step on its part of the batch, and the gradients are averaged over the ranks before the
+// update, in buckets of about `bucket_bytes` (PyTorch's default 25 MiB), filled in the reverse
+// order of the parameters (the order the backward makes their gradients), one all_reduce
+// (mean) per bucket. `KILN_LOGS=ddp` prints the buckets. Until a collective engine exists, such
+// a step runs on the reference interpreter's simulated group (interpret_group).
+struct DataParallelConfig {
+  int64_t world_size = 1;
+  int64_t bucket_bytes = 25 << 20;
+};
+
 // Parameters, optimizer state and the step count between steps.
 struct TrainState {
   std::vector<HostTensor> params;
@@ -98,7 +109,12 @@ struct TrainStep {
 // trained; unnamed ones (captured constants) become `constant` nodes of the step. kiln::Error
 // for no parameters, a non-scalar loss or a bad config.
 TrainStep make_train_step(const TracedGraph& loss, const OptimizerConfig& optimizer,
-                          const std::optional<GradScalerConfig>& scaler = std::nullopt);
+                          const std::optional<GradScalerConfig>& scaler = std::nullopt,
+                          const std::optional<DataParallelConfig>& data_parallel = std::nullopt);
+
+// DDP's start: a graph that takes a train step's parameters and returns rank `src`'s values of
+// them on every rank (one broadcast per parameter), so that all ranks start equal.
+Graph parameter_broadcast(const TrainStep& ts, int64_t world_size, int64_t src = 0);
 
 // Runs one step: feeds params, state, batch and step+1, keeps the new params and state.
 // Returns the loss (of the parameters before the update).
