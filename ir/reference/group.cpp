@@ -5,6 +5,7 @@
 #include <map>
 
 #include "ir/error.h"
+#include "ir/reference/inputs.h"
 #include "ir/reference/interpreter.h"
 
 namespace kiln {
@@ -21,13 +22,9 @@ std::vector<std::vector<HostTensor>> interpret_group(const Graph& g, const std::
   for (size_t r = 0; r < world; ++r) {
     const auto& in = inputs_per_rank[r];
     if (in.size() != params.size()) fail("graph '{}' takes {} inputs, rank {} gave {}", g.name(), params.size(), r, in.size());
-    for (size_t i = 0; i < params.size(); ++i) {
-      const TensorMeta& want = params[i]->meta();
-      if (!in[i].defined() || in[i].dtype() != want.dtype || in[i].shape() != want.shape)
-        fail("rank {}, input %{}: expected {}, got {}", r, params[i]->name(), TensorMeta(want.dtype, want.shape).str(),
-             in[i].defined() ? TensorMeta(in[i].dtype(), in[i].shape()).str() : "an undefined tensor");
-      values[r][{params[i], 0}] = in[i].strides() == want.strides ? in[i] : in[i].laid_out(want.strides, in[i].dtype());
-    }
+    for (size_t i = 0; i < params.size(); ++i)
+      values[r][{params[i], 0}] =
+          reference::checked_input(*params[i], in[i], fmt::format("rank {}, input %{}", r, params[i]->name()));
   }
   for (Node* n : g.nodes()) {
     std::vector<TensorMeta> metas;

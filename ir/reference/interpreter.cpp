@@ -5,6 +5,7 @@
 #include <map>
 
 #include "ir/error.h"
+#include "ir/reference/inputs.h"
 
 namespace kiln {
 
@@ -35,16 +36,8 @@ std::vector<HostTensor> interpret(const Graph& g, std::span<const HostTensor> in
     for (const Value& v : n->inputs()) ++uses_left[key(v)];
   for (const Value& v : g.outputs()) ++uses_left[key(v)];
 
-  for (size_t i = 0; i < params.size(); ++i) {
-    const TensorMeta& want = params[i]->meta();
-    const HostTensor& got = inputs[i];
-    if (!got.defined() || got.dtype() != want.dtype || got.shape() != want.shape)
-      fail("input %{}: expected {}, got {}", params[i]->name(), TensorMeta(want.dtype, want.shape).str(),
-           got.defined() ? TensorMeta(got.dtype(), got.shape()).str() : "an undefined tensor");
-    // A graph input declared with non-contiguous strides gets a tensor laid out with exactly
-    // those strides, since view kernels downstream compute their strides from the declared layout.
-    values[{params[i], 0}] = got.strides() == want.strides ? got : got.laid_out(want.strides, got.dtype());
-  }
+  for (size_t i = 0; i < params.size(); ++i)
+    values[{params[i], 0}] = reference::checked_input(*params[i], inputs[i], "input %" + params[i]->name());
 
   for (Node* n : g.nodes()) {
     std::vector<HostTensor> args;
