@@ -12,7 +12,8 @@
 // - each primitive adds its own rounding: 1 ulp for arithmetic (add, mul, div, sqrt, ...),
 //   4 ulps for transcendentals (exp, log, pow, erf, tanh, ...), u * sqrt(n) * sum|terms| for an
 //   n-term sum, mean, matmul or scatter_add, in the dtype it computes in (f32 for f16/bf16),
-//   and an ulp of f16/bf16 for storing one (the reference and compiled code may round apart);
+//   and an ulp of f16/bf16 for storing one or casting to one (the reference and compiled code
+//   may round apart);
 // - and passes on its inputs' bounds: linear ops with non-negative weights (views, cat, sums,
 //   gather, where, max/min) apply themselves to the bounds; matmul uses |A| E_B + E_A |B|;
 //   1-Lipschitz ops (neg, abs, relu, clamp, sin, cos, tanh) pass them through, capped by their
