@@ -467,6 +467,14 @@ class CudaBackend final : public Backend {
     no.use_cache = options.jit.use_cache;
     cu::NvrtcOptions generated = no;
     generated.minimal = true;
+    // No contraction of a*b+c into an FMA in kiln's own kernels, as on the CPU
+    // (runtime/cpu/clang_frontend.cpp): a fused kernel computes the same product in two places
+    // (a reduction's two loops, or two uses of one value), and NVVM contracted one with the
+    // sum and one with the subtraction, so x - mean(x) of one element was the product's
+    // rounding error, not 0, and var(x) of it +inf, not 0/0 = NaN (kiln fuzz on the H100,
+    // seed 2301). Memory-bound kernels lose nothing measurable (bench/NOTES.md); the GEMMs
+    // are cuBLASLt's, and libdevice's functions call fma explicitly.
+    generated.extra_args.push_back("-fmad=false");
     try {
       p->binaries = cu::compile_cuda_kernels(std::string(codegen::cuda_prelude()), kernels, generated);
     } catch (const cu::NvrtcError& e) {

@@ -2,6 +2,7 @@
 // and compared with the reference interpreter. The fuzzer's reproducers replay in
 // tests/tools/fuzz_regressions/; these pin each bug down where the fuzzer's tolerance might
 // not (a 16-bit accumulation is within the rounding bound of a cancelling sum).
+#include <cmath>
 #include <limits>
 #include <string>
 
@@ -179,6 +180,34 @@ TEST_P(BackendFuzzFound, ABf16MatmulThatCancelsAccumulatesInF32) {
   HostTensor y = c.run(std::vector<HostTensor>{a, b})[0];
   for (int64_t i = 0; i < 7; ++i)
     for (int64_t j = 0; j < 14; ++j) EXPECT_EQ(y.get(i * 14 + j), static_cast<double>(j + 1) / 64) << "y[" << i << "," << j << "]";
+}
+
+// One value is one value: x * y used by a variance's mean and again by its deviations. The
+// CUDA backend let NVVM contract a*b+c into an FMA, and it fused the product into the mean's
+// sum in one place and into x - mean in the other, so the deviation of a single element was
+// the product's rounding error: var(x * y) over one element came out ~1e-16 instead of 0, and
+// the 0-d var (0/0) +inf instead of NaN (kiln fuzz, H100, seed 2301; then pow(x, var) cast to
+// i64 gave 0 instead of INT64_MIN).
+TEST_P(BackendFuzzFound, AProductUsedTwiceHasOneValue) {
+  KILN_REQUIRE_RUN();
+  Graph g = parse_graph(R"(graph g(%a: f32[4,1], %b: f32[4,1], %c: f64[3,1], %d: f64[3,1], %s: f64[]) {
+  %p = mul(%a, %b) : f32[4,1]
+  %vp = var(%p, dim=[1], correction=0.0) : f32[4]
+  %q = mul(%c, %d) : f64[3,1]
+  %vq = var(%q, dim=[1], correction=0.0) : f64[3]
+  %k = full(size=[], fill_value=1.3333333333333333, dtype=f64) : f64[]
+  %t = mul(%s, %k) : f64[]
+  %vt = var(%t, correction=1.0) : f64[]
+  return (%vp, %vq, %vt)
+})");
+  for (uint64_t seed : {1, 2, 3}) {
+    std::vector<HostTensor> in = inputs_for(g, seed);
+    std::vector<HostTensor> out = compile_for_test(g).run(in);
+    for (int64_t i = 0; i < 4; ++i) EXPECT_EQ(out[0].get(i), 0.0) << "var of one f32 product, row " << i << ", seed " << seed;
+    for (int64_t i = 0; i < 3; ++i) EXPECT_EQ(out[1].get(i), 0.0) << "var of one f64 product, row " << i << ", seed " << seed;
+    EXPECT_TRUE(std::isnan(out[2].get(0))) << "var of a 0-d product is 0/0, got " << out[2].get(0) << ", seed " << seed;
+    expect_matches_reference(g, in);
+  }
 }
 
 }  // namespace

@@ -176,13 +176,14 @@ Kernel atomics_kernel() {
 }
 
 // A warp per row of `len` f32: a sum, then y = x - mean with the row's weight w[r], stored.
-Kernel row_kernel(int64_t len) {
+// `weight` is the dtype of b2 (bf16: a mixed-precision layer norm's f32 rows and 16-bit weight).
+Kernel row_kernel(int64_t len, DType weight = DType::F32) {
   ExprPtr row = var("row", 0, 63), r = var("r", 0, len - 1);
   ExprPtr at = add(mul(row, imm(len)), r);
   StmtPtr reduce = with_map(for_loop("r", len, LoopKind::Reduction, {accumulate("s_acc", CombineOp::Sum, f32("b1", at))}), LoopMap::GpuLanes);
   StmtPtr write = with_map(
       for_loop("r", len, LoopKind::Parallel,
-               {let("y", call("mul", DType::F32, {call("sub", DType::F32, {f32("b1", at), value_var("s", DType::F32)}), f32("b2", r)})),
+               {let("y", call("mul", DType::F32, {call("sub", DType::F32, {f32("b1", at), value_var("s", DType::F32)}), load("b2", weight, r)})),
                 store("b0", at, value_var("y", DType::F32))}),
       LoopMap::GpuLanes);
   StmtPtr rows = with_map(for_loop("row", 64, LoopKind::Parallel,
@@ -191,7 +192,7 @@ Kernel row_kernel(int64_t len) {
                                     let("s", value_var("s_acc", DType::F32)), write}),
                           LoopMap::GpuWarps);
   return kernel(fmt::format("row{}", len), {buf("b0", DType::F32, BufferRole::Output, 64 * len), buf("b1", DType::F32, BufferRole::Input, 64 * len),
-                                             buf("b2", DType::F32, BufferRole::Input, len)},
+                                             buf("b2", weight, BufferRole::Input, len)},
                 rows, 256);
 }
 
@@ -245,6 +246,17 @@ TEST(CudaEmitter, RowLoopsUse16ByteVectorsWhenEveryRowIsAligned) {
   std::string odd = emit_cuda_kernel(row_kernel(1022));
   EXPECT_FALSE(has(odd, "r_vec")) << odd;
   EXPECT_TRUE(has(odd, "for (int r = threadIdx.x % 32; r < 1022; r += 32) {")) << odd;
+}
+
+// A row loop takes 16 bytes of its widest buffer per access: beside f32 rows a bf16 weight is
+// read four per 8-byte access. Eight per access (16 bytes of the narrowest, as the grid-stride
+// loops do) measured slower on the H100 (bench/NOTES.md, stop 22: a bf16 layer norm 3%, a
+// bf16 -> f32 softmax 10%, a layer norm with bf16 weights 18%), so row loops keep this width.
+TEST(CudaEmitter, RowLoopsTake16BytesOfTheirWidestBuffer) {
+  std::string k = emit_cuda_kernel(row_kernel(1024, DType::BF16));
+  EXPECT_TRUE(has(k, "for (int r_vec = threadIdx.x % 32; r_vec < 256; r_vec += 32) {")) << k;
+  EXPECT_TRUE(has(k, "const kiln_vec<uint16_t, 4> b2_v = ((const kiln_vec<uint16_t, 4>*)b2)[r_vec];")) << k;
+  EXPECT_TRUE(has(k, "const kiln_vec<float, 4> b1_v = ((const kiln_vec<float, 4>*)b1)[(row * 1024) / 4 + r_vec];")) << k;
 }
 
 TEST(CudaEmitter, ModuleHasNoIncludesAndOneSignaturePerKernel) {
