@@ -125,10 +125,11 @@ class Tracker {
         // A cast to a narrower float rounds: values within their bounds may land an ulp apart
         // (cos(log_softmax(f16)), whose f32 result is cast to f16: kiln fuzz, seed 3504).
         const bool narrows = n.op() == Op::To && is_floating(args[0].dtype()) && args[0].dtype() != results[r].dtype();
-        const std::vector<double> y = rounds || narrows ? doubles(results[r]) : std::vector<double>(b.size(), 0.0);
+        const bool rounds_result = rounds || narrows;
+        const std::vector<double> y = rounds_result ? doubles(results[r]) : std::vector<double>(b.size(), 0.0);
         const double local = local_ulps(n.op()) * compute_roundoff(results[r].dtype());
-        const double store = rounds || narrows ? narrow_ulp(results[r].dtype()) : 0.0;
-        const double tiny = rounds || narrows ? underflow(results[r].dtype()) : 0.0;
+        const double store = rounds_result ? narrow_ulp(results[r].dtype()) : 0.0;
+        const double tiny = rounds_result ? underflow(results[r].dtype()) : 0.0;
         // gelu as PyTorch computes it, x * (1 + erf(x / sqrt 2)) / 2, loses everything in
         // 1 + erf in the far negative tail (0 where the exact value is -6e-9 at x = -6): its
         // error is up to |x| * u absolute (found by kiln fuzz through sign(gelu(x))).
