@@ -44,7 +44,8 @@ class Drafts {
   std::pair<Shape, std::vector<int64_t>> row_space(int d) const;
   std::vector<int> alive_reduction_drafts() const;  // latest first
 
-  bool is_graph_output(Value v) const { return returned_.count({v.node, v.index}) != 0; }
+  bool is_graph_output(Value v) const { return is_graph_output(v.node, v.index); }
+  bool is_graph_output(const Node* n, int result) const { return returned_.count({n, result}) != 0; }
   // Whether every reader of the draft's results is in draft `reader` (none is returned).
   bool only_read_by(int d, int reader) const;
   // The values of a and b read outside both (or returned), as one group would output them.

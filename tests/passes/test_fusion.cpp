@@ -14,6 +14,7 @@
 #include "ir/printer.h"
 #include "ir/reference/interpreter.h"
 #include "passes/fusion/fusion.h"
+#include "passes/fusion/space.h"
 #include "passes/memory_plan.h"
 #include "passes/pass_manager.h"
 #include "tests/support/support.h"
@@ -67,6 +68,17 @@ void check_contract(const Graph& g, const FusionPlan& plan) {
     }
     if (reductions) {
       EXPECT_EQ(grp.kind, KernelKind::Reduction);
+      // A reduction kernel stores each output in its space's loops or once per row, so every
+      // value it writes has one of those shapes.
+      const Node* red = *std::find_if(grp.nodes.begin(), grp.nodes.end(),
+                                      [](const Node* n) { return n->category() == OpCategory::Reduction; });
+      const Shape& s = red->input(0).meta().shape;
+      const std::vector<int64_t> r = fusion::reduced_dims(*red);
+      for (const Value& v : grp.outputs) {
+        const Shape& sh = v.meta().shape;
+        EXPECT_TRUE(sh == s || sh == fusion::keepdim_shape(s, r) || sh == fusion::removed_shape(s, r))
+            << "%" << v.name() << " " << shape_str(sh) << " is outside the rows of " << grp.label();
+      }
     }
   }
   EXPECT_EQ(seen.size(), g.num_nodes());
@@ -393,6 +405,38 @@ TEST(Fusion, CrossEntropyForwardAndBackward) {
     }
   EXPECT_TRUE(split) << f.dump();
   EXPECT_TRUE(recomputed) << f.dump();
+}
+
+TEST(Fusion, AViewSplitOffWithAReductionFitsItsRows) {
+  // %grad_add joins k1 by splitting [unsqueeze, div, sum] off the pointwise group that reads
+  // %u. The part took the alias %u [1,8,1] along and, as %div still reads it, wrote it once
+  // per row of a sum over [0,1] of [1,8,7]: 7 of its 8 elements (kiln fuzz, CPU seed 3604,
+  // a NaN in %div). The split happens only when %u can stay index arithmetic.
+  Fused f = fuse_text(R"(
+graph split(%x: bf16[1,8], %a: bf16[16,7], %ta: bf16[16,7], %td: bf16[1,8,7]) {
+  %u = unsqueeze(%x, dim=-1) : bf16[1,8,1]
+  %s = sum(%a, dim=[0], keepdim=true) : bf16[1,7]
+  %s1 = sum(%s, dim=[0]) : bf16[7]
+  %div = div(%s1, %u) : bf16[1,8,7]
+  %rec = reciprocal(%a) : bf16[16,7]
+  %m = mul(%rec, %rec) : bf16[16,7]
+  %n = neg(%ta) : bf16[16,7]
+  %m1 = mul(%n, %m) : bf16[16,7]
+  %gd = div(%td, %u) : bf16[1,8,7]
+  %gs = sum(%gd, dim=[0,1], keepdim=true) : bf16[1,1,7]
+  %gr = reshape(%gs, shape=[7]) : bf16[7]
+  %gd1 = div(%s1, %u) : bf16[1,8,7]
+  %gd2 = div(%gd1, %u) : bf16[1,8,7]
+  %n1 = neg(%td) : bf16[1,8,7]
+  %m2 = mul(%n1, %gd2) : bf16[1,8,7]
+  %gs1 = sum(%m2, dim=[2], keepdim=true) : bf16[1,8,1]
+  %gr1 = reshape(%gr, shape=[1,7]) : bf16[1,7]
+  %ge = expand(%gr1, size=[16,7]) : bf16[16,7]
+  %gadd = add(%m1, %ge) : bf16[16,7]
+  %gx = reshape(%gs1, shape=[1,8]) : bf16[1,8]
+  return (%rec, %div, %gx, %gadd)
+})");
+  for (const Value& v : f.of("gs").outputs) EXPECT_NE(v.name(), "u") << f.dump();
 }
 
 TEST(Fusion, CheapValueOfTheInputsIsRecomputedNotRead) {
