@@ -126,6 +126,27 @@ TEST_F(CliCompile, DumpWritesEveryStageAndTheKirFilesParseBack) {
   EXPECT_TRUE(has(r.out, report.substr(0, report.find('\n')))) << report;
 }
 
+TEST_F(CliCompile, UnfusedAndUnoptimizedAreKilnFuzzsOtherConfigs) {
+  KILN_CLI_REQUIRE_JIT();
+  // Two equal exps: CSE makes them one unless --unoptimized; --unfused gives each node a kernel.
+  write("dup.kir",
+        "graph dup(%x: f32[4,5]) {\n"
+        "  %a = exp(%x) : f32[4,5]\n"
+        "  %b = exp(%x) : f32[4,5]\n"
+        "  %c = add(%a, %b) : f32[4,5]\n"
+        "  return (%c)\n"
+        "}\n");
+  Result fused = kiln("compile dup.kir --device cpu");
+  ASSERT_EQ(fused.rc, 0) << fused.err;
+  EXPECT_TRUE(has(fused.out, "2 nodes, 1 groups -> 1 kernels")) << fused.out;
+  Result raw = kiln("compile dup.kir --device cpu --unoptimized");
+  ASSERT_EQ(raw.rc, 0) << raw.err;
+  EXPECT_TRUE(has(raw.out, "3 nodes, 1 groups -> 1 kernels")) << raw.out;
+  Result both = kiln("compile dup.kir --device cpu --unoptimized --unfused");
+  ASSERT_EQ(both.rc, 0) << both.err;
+  EXPECT_TRUE(has(both.out, "3 nodes, 3 groups -> 3 kernels")) << both.out;
+}
+
 TEST_F(CliCompile, RunCheckPassesOnSeveralGraphs) {
   KILN_CLI_REQUIRE_JIT();
   for (auto [file, text, outputs] : {std::tuple{"sm.kir", kSoftmax, 1}, std::tuple{"mlp.kir", kMlp, 1},

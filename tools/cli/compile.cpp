@@ -54,7 +54,7 @@ void require_runnable(const Device& device, const std::string& command) {
 void add_compile_command(CLI::App& app) {
   struct Opts {
     std::string file, graph, device = "cpu", dump, arch;
-    bool unfused = false, remarks = false;
+    bool unfused = false, unoptimized = false, remarks = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("compile", "Compile a graph for a device and print the compile report");
@@ -64,6 +64,7 @@ void add_compile_command(CLI::App& app) {
   cmd->add_option("--arch", o->arch, "CUDA: the GPU architecture to compile for (sm_80, sm_90, ...; default: the device's, else sm_90)");
   cmd->add_option("--dump", o->dump, "write every stage of the compilation to DIR");
   cmd->add_flag("--unfused", o->unfused, "one kernel per node (no fusion)");
+  cmd->add_flag("--unoptimized", o->unoptimized, "skip the graph optimizations (canonicalize, CSE, DCE) before fusion, as kiln fuzz's unoptimized config");
   cmd->add_flag("--vectorizer-remarks", o->remarks, "print clang's loop-vectorizer remarks (what vectorized, what did not)");
   cmd->callback([o] {
     backend::CompileOptions options;
@@ -73,6 +74,7 @@ void add_compile_command(CLI::App& app) {
     Graph g = load_graph(o->file, o->graph);
     options.dump_dir = o->dump;
     options.fuse = !o->unfused;
+    options.optimize = !o->unoptimized;
     options.jit.vectorizer_remarks = o->remarks;
     options.jit.use_cache = !o->remarks;  // remarks come from clang, which a cache hit skips
     backend::CompiledGraph cg = backend::compile(g, options);
