@@ -440,32 +440,28 @@ class CudaEmitter : public CEmitter {
       default: head = fmt::format("for ({0} {1} = 0; {1} < {2}; ++{1}) {{", I, v, E); break;
     }
     const bool share = s->map == LoopMap::GpuThreads || s->map == LoopMap::GpuLanes;
-    // NVRTC 13.0 (NVVM, for sm_80 and sm_90 alike) segfaults on a thread's share of a row
-    // whose index both divides and takes the remainder of the loop variable, as a reduction
-    // over the non-contiguous dims of a permuted tensor does: `for (r = lane; r < 30; r += 32)
-    // ... x[(r / 15) * 65 + ((r / 3) % 5) * 13 + row]` inside the rows' grid-stride loop
-    // (found by kiln fuzz on the H100, three times: tests/tools/fuzz_regressions/nvrtc13_*).
-    // Variants compiled there: it crashes unrolled or not, and compiles with the remainder
-    // written `a - (a / c) * c`, with an unsigned or 64-bit index, or without the row loop.
-    // The first is what NVVM makes of a remainder by a constant anyway (a multiply-high, a
-    // multiply, a subtract: two of these kernels' PTX, from NVRTC 11.8, has 2 and 1 integer
-    // instructions fewer written so) and keeps every other expression as it is.
-    StmtPtr loop = s;
-    if (share && divides_and_wraps(*s)) {
-      loop = rewrite_exprs(s, [](const ExprPtr& e) {
-        if (e->kind != ExprKind::Mod) return e;
-        const ExprPtr& a = e->args[0];
-        return sub(a, mul(floordiv(a, e->args[1]), e->args[1]));
-      });
-      line(ind, "// (each `a % c` written `a - (a / c) * c`: NVRTC 13.0 crashes on the remainder here)");
-    }
     // A thread's share of a row: unrolled so that several loads are in flight before the
     // first is used (a loop whose step branches, as online softmax's, would otherwise wait
     // for each load in turn and leave the memory system half idle).
     if (share && s->extent >= 128) line(ind, "#pragma unroll 4");
+    // NVRTC 13.0 (NVVM: for sm_80, sm_90 and compute_90 alike) segfaults on a short share of
+    // a row, a few iterations per thread or one, whose index both divides and takes the
+    // remainder of a 32-bit loop variable, as a reduction over the non-contiguous dims of a
+    // permuted tensor does inside the rows' grid-stride loop: `for (int r = lane; r < 30; r +=
+    // 32) ... x[(r / 15) * 65 + ((r / 3) % 5) * 13 + row]` (three kiln fuzz findings on the H100:
+    // tests/tools/fuzz_regressions/nvrtc13_*). Kernels varied and compiled there alone: it
+    // crashes unrolled or not, and with the remainder written as a subtraction when unrolled;
+    // it compiles with a 64-bit (or unsigned) loop variable and the loop kept rolled. Both,
+    // then: the 64-bit division by a constant costs a few instructions in a loop of a few
+    // iterations. The long ones (unroll 4 above) have not crashed.
+    else if (share && divides_and_wraps(*s)) {
+      line(ind, "// (a 64-bit variable, not unrolled: NVRTC 13.0 crashes on this loop otherwise)");
+      line(ind, "#pragma unroll 1");
+      head.replace(head.find(I), I.size(), "long long");
+    }
     line(ind, head);
     runs_.push_back(runs);
-    body(loop, ind + 1);
+    body(s, ind + 1);
     runs_.pop_back();
     line(ind, "}");
   }

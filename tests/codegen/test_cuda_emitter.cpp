@@ -292,14 +292,16 @@ TEST(CudaEmitter, VectorElementsGetTheirOwnIndexWhereAValueUsesIt) {
   EXPECT_FALSE(has(c, "scalar tail")) << "4096 is a whole number of vectors";
 }
 
-TEST(CudaEmitter, ALaneLoopThatDividesAndWrapsItsIndexWritesTheRemainderAsASubtraction) {
+TEST(CudaEmitter, AShortLaneLoopThatDividesAndWrapsItsIndexIsRolledWithA64BitVariable) {
   // NVRTC 13.0 crashes on `r % 3` beside `r / 3` in a warp's share of a row (three fuzz
-  // findings on the H100); `r - (r / 3) * 3` is the same value and compiles.
+  // findings on the H100) unless the loop is rolled and r is 64-bit.
   std::string k = emit_cuda_kernel(div_mod_lane_kernel());
-  EXPECT_TRUE(has(k, "for (int r = threadIdx.x % 32; r < 99; r += 32) {\n      m_acc = kiln_min_step(m_acc, b1[(r - ((r / 3) * 3)) * 165 + ((r / 3) * 5) + row]);"))
-      << k;
-  EXPECT_FALSE(has(k, "r % 3")) << k;
-  // Only there: a grid-stride loop keeps its remainders (a transposed copy, x[(i % 7) * 10 + i / 7]).
+  EXPECT_TRUE(has(k, "#pragma unroll 1\n    for (long long r = threadIdx.x % 32; r < 99; r += 32) {")) << k;
+  EXPECT_TRUE(has(k, "for (int row = ")) << "the rows keep a 32-bit variable\n" << k;
+  // Only such loops: the rows of a plain reduction still unroll as NVVM likes, and a
+  // grid-stride loop that divides and wraps (a transposed copy, x[(i % 7) * 10 + i / 7])
+  // keeps its 32-bit variable.
+  EXPECT_FALSE(has(emit_cuda_kernel(all_combines_kernel(LoopMap::GpuWarps, LoopMap::GpuLanes)), "#pragma unroll 1"));
   ExprPtr i = var("i", 0, 69);
   Kernel copy = kernel("t", {buf("b0", DType::F32, BufferRole::Output, 70), buf("b1", DType::F32, BufferRole::Input, 70)},
                        with_map(for_loop("i", 70, LoopKind::Parallel,
@@ -308,7 +310,7 @@ TEST(CudaEmitter, ALaneLoopThatDividesAndWrapsItsIndexWritesTheRemainderAsASubtr
                        256);
   std::string t = emit_cuda_kernel(copy);
   EXPECT_TRUE(has(t, "b1[(i % 7) * 10 + (i / 7)]")) << t;
-  EXPECT_FALSE(has(t, "NVRTC 13.0 crashes")) << t;
+  EXPECT_FALSE(has(t, "long long")) << t;
 }
 
 TEST(CudaEmitter, GatherStaysAScalarGridStrideLoopWith64BitIndices) {
@@ -428,8 +430,7 @@ TEST(CudaEmitter, AKernelThatReadsBackWhatItWritesUsesNoReadOnlyLoads) {
 }
 
 // NVRTC 13.0 died with SIGSEGV on this kernel (the test process with it); 11.8 and 13.0
-// compile it as emitted now, its remainder written as a subtraction. Runs wherever NVRTC is,
-// GPU or not.
+// compile it as emitted now, rolled with a 64-bit variable. Runs wherever NVRTC is, GPU or not.
 TEST(CudaEmitter, TheKernelThatCrashedNvrtc13Compiles) {
   runtime::cuda::NvrtcOptions o;
   o.use_cache = false;
