@@ -77,6 +77,9 @@ Node* Graph::add_node(Op op, std::vector<Value> inputs, const Attrs& attrs, cons
   }
   Attrs completed = complete_attrs(info, attrs, inputs.size());
   std::vector<TensorMeta> metas = infer_meta(info, in_metas, completed);
+  // Every result's element and byte counts fit int64 (an expand to a 37-dim shape did not, and
+  // printing its type then failed without a location; found by libFuzzer).
+  for (const TensorMeta& m : metas) m.nbytes();
   auto node = std::unique_ptr<Node>(new Node(this, op));
   Node* n = node.get();
   n->inputs_ = std::move(inputs);
