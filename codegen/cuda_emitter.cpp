@@ -410,7 +410,10 @@ class CudaEmitter : public CEmitter {
     }
     KILN_INTERNAL_ASSERT(s->map == LoopMap::Serial || is_gpu_map(s->map), "the CUDA emitter is given a GPU kernel, not a CPU-mapped one");
     if (!s->comment.empty()) line(ind, "// " + s->comment);
-    std::string_view I = d_.index_type;
+    // A thread's share of a row (see the pragmas below).
+    const bool share = s->map == LoopMap::GpuThreads || s->map == LoopMap::GpuLanes;
+    const bool rolled_64bit = share && s->extent < 128 && divides_and_wraps(*s);
+    std::string_view I = rolled_64bit ? "long long" : d_.index_type;
     const std::string& v = s->name;
     std::string E = int_literal(s->extent, d_);
     std::string head;
@@ -439,7 +442,6 @@ class CudaEmitter : public CEmitter {
         break;
       default: head = fmt::format("for ({0} {1} = 0; {1} < {2}; ++{1}) {{", I, v, E); break;
     }
-    const bool share = s->map == LoopMap::GpuThreads || s->map == LoopMap::GpuLanes;
     // A thread's share of a row: unrolled so that several loads are in flight before the
     // first is used (a loop whose step branches, as online softmax's, would otherwise wait
     // for each load in turn and leave the memory system half idle).
@@ -453,11 +455,10 @@ class CudaEmitter : public CEmitter {
     // crashes unrolled or not, and with the remainder written as a subtraction when unrolled;
     // it compiles with a 64-bit (or unsigned) loop variable and the loop kept rolled. Both,
     // then: the 64-bit division by a constant costs a few instructions in a loop of a few
-    // iterations. The long ones (unroll 4 above) have not crashed.
-    else if (share && divides_and_wraps(*s)) {
+    // iterations (I above). The long ones (unroll 4) have not crashed.
+    else if (rolled_64bit) {
       line(ind, "// (a 64-bit variable, not unrolled: NVRTC 13.0 crashes on this loop otherwise)");
       line(ind, "#pragma unroll 1");
-      head.replace(head.find(I), I.size(), "long long");
     }
     line(ind, head);
     runs_.push_back(runs);
