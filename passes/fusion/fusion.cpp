@@ -375,8 +375,11 @@ class Fuser {
     if (drafts_.reductions(d).empty())
       return std::all_of(cone.begin(), cone.end(),
                          [&](const Node* c) { return is_alias_view(*c) || c->meta().shape == reader->meta().shape; });
+    // A cast or an alias view of the inputs is a load in any shape (views_of_buffers_only):
+    // only the cone's computed values must fit the rows.
     std::vector<Node*> together = drafts_.nodes(d);
-    together.insert(together.end(), cone.begin(), cone.end());
+    for (Node* c : cone)
+      if (c->op() != Op::To && !is_alias_view(*c)) together.push_back(c);
     return valid_alone(together);
   }
 
@@ -408,12 +411,14 @@ class Fuser {
     return true;
   }
 
-  // Whether `n` is a view (a reshape, copying or not, a transpose, a slice, a cat...) whose
-  // inputs are buffers the group reads, or such views of them, and which the group does not
-  // write out: then the kernel only indexes through it, in any shape.
+  // Whether `n` is a view (a reshape, copying or not, a transpose, a slice, a cat...) or a
+  // cast whose inputs are buffers the group reads, or such views or casts of them, and which
+  // the group does not write out: then the kernel only indexes through it (and converts what
+  // it loads), in any shape. The cast counts so that a bf16 layer_norm's f32 weight, cast
+  // where it is read, joins the rows that read it instead of being a kernel of its own.
   static bool views_of_buffers_only(const Node* n, const std::set<const Node*>& members,
                                     const std::set<const Node*>& stored) {
-    if (n->category() != OpCategory::View || stored.count(n)) return false;
+    if ((n->category() != OpCategory::View && n->op() != Op::To) || stored.count(n)) return false;
     return std::all_of(n->inputs().begin(), n->inputs().end(), [&](const Value& v) {
       return !members.count(v.node) || views_of_buffers_only(v.node, members, stored);
     });
@@ -467,7 +472,8 @@ class Fuser {
           // (found by kiln fuzz; the kernel used row i's amin).
           if ((n->category() == OpCategory::Pointwise || n->op() == Op::Expand) && removed != keep)
             for (const Value& v : n->inputs())
-              if (members.count(v.node) && v.meta().shape == removed && rows_misaligned(s, r, n->meta(0).shape))
+              if (members.count(v.node) && v.meta().shape == removed && !views_of_buffers_only(v.node, members, stored) &&
+                  rows_misaligned(s, r, n->meta(0).shape))
                 return fmt::format("{} broadcasts %{} {} against other dims than its rows", node_str(n), v.name(),
                                    shape_str(removed));
           // Likewise a gather of a value computed in the group, along a dim that is not reduced:

@@ -242,6 +242,45 @@ graph h(%a: f32[4,8]) {
   EXPECT_FALSE(g.together({"e", "s"})) << g.dump();
 }
 
+// A bf16 layer_norm whose f32 weight and bias are cast where they are read: the casts are loads
+// that convert, in any shape, so they join the rows that read them and the whole norm is one
+// kernel (before, each cast was a kernel of its own and the norm three). The rows here are as
+// many as the weight's elements, so the weight's cast [16] also has the reduced shape of the
+// rows [16]: broadcast against the row space it is still a plain load, not a per-row value.
+TEST(Fusion, ACastOfAWeightJoinsTheRowsThatReadIt) {
+  Fused f = fuse_text(R"(
+graph ln(%x: bf16[16,16], %w: f32[16], %b: f32[16]) {
+  %n = full(size=[], fill_value=16.0, dtype=bf16) : bf16[]
+  %s = sum(%x, dim=[1], keepdim=true) : bf16[16,1]
+  %mean = div(%s, %n) : bf16[16,1]
+  %xc = sub(%x, %mean) : bf16[16,16]
+  %sq = mul(%xc, %xc) : bf16[16,16]
+  %ss = sum(%sq, dim=[1], keepdim=true) : bf16[16,1]
+  %var = div(%ss, %n) : bf16[16,1]
+  %eps = full(size=[], fill_value=0.00001, dtype=bf16) : bf16[]
+  %ve = add(%var, %eps) : bf16[16,1]
+  %rstd = rsqrt(%ve) : bf16[16,1]
+  %xhat = mul(%xc, %rstd) : bf16[16,16]
+  %wc = to(%w, dtype=bf16) : bf16[16]
+  %bc = to(%b, dtype=bf16) : bf16[16]
+  %yw = mul(%xhat, %wc) : bf16[16,16]
+  %y = add(%yw, %bc) : bf16[16,16]
+  return (%y, %mean, %rstd)
+})");
+  EXPECT_EQ(f.plan.num_kernels(), 1) << f.dump();
+  EXPECT_TRUE(f.together({"wc", "bc", "s", "ss", "y"})) << f.dump();
+  // A cast of a value the group computes is not a load: exp(x) cast and stored stays a value
+  // of the rows it is computed in.
+  Fused g = fuse_text(R"(
+graph h(%x: f32[4,8]) {
+  %e = exp(%x) : f32[4,8]
+  %c = to(%e, dtype=bf16) : bf16[4,8]
+  %s = sum(%c, dim=[1]) : bf16[4]
+  return (%s, %c)
+})");
+  EXPECT_EQ(g.plan.num_kernels(), 1) << g.dump();
+}
+
 // A gather along a row dim of a value computed in a reduction group reads another row, and the
 // kernel would recompute that row's value with this row's accumulators (found by kiln fuzz on
 // the GPU and the CPU: exp(softmax(x)) gathered along dim 0). Along the reduced dim, or from a
