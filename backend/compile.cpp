@@ -154,7 +154,8 @@ void check_memory(const ExecutableState& s, bool with_inputs, int64_t budget, co
 
 std::string CompileReport::str() const {
   std::string s = fmt::format("graph {} ({}): {} nodes, {} groups -> {} kernels + {} BLAS calls{}\n", graph, device, nodes, groups,
-                              kernels, blas_calls, opaque_calls ? fmt::format(" + {} custom-op kernels", opaque_calls) : "");
+                              kernels, blas_calls, (opaque_calls ? fmt::format(" + {} custom-op kernels", opaque_calls) : "") +
+                                  (collective_calls ? fmt::format(" + {} collectives", collective_calls) : ""));
   s += fmt::format("memory: {} intermediate buffers, {} unplanned -> {} planned peak\n", buffers, format_bytes(naive_bytes),
                    format_bytes(arena_bytes));
   double total = 0;
@@ -184,13 +185,6 @@ CompiledGraph compile(const Graph& input, const CompileOptions& options) {
     state->input_names.push_back(n->name());
   }
 
-  // No backend has a collective engine yet (NCCL on GPUs and Gloo on CPUs are to come): a graph
-  // with one is refused before anything is compiled.
-  for (const Node* n : input.nodes())
-    if (n->category() == OpCategory::Collective)
-      fail("graph '{}': %{} = {} is a collective, and kiln's backends cannot run collectives yet (no NCCL or Gloo "
-           "engine); the reference interpreter runs them for a simulated group (interpret_group, ir/reference/group.h)",
-           input.name(), n->name(), n->info().name);
   Stopwatch sw;
   Graph g = input.clone();
   report.passes = run_compile_passes(g, options, dump ? (std::filesystem::path(options.dump_dir) / "passes").string() : "");
@@ -215,7 +209,10 @@ CompiledGraph compile(const Graph& input, const CompileOptions& options) {
   state->lowered = codegen::lower(g, plan, state->target);
   codegen::schedule(state->lowered, state->target);
   for (const codegen::Step& s : state->lowered.steps)
-    (s.kind == codegen::Step::Kind::Kernel ? report.kernels : s.kind == codegen::Step::Kind::Matmul ? report.blas_calls : report.opaque_calls)++;
+    (s.kind == codegen::Step::Kind::Kernel       ? report.kernels
+     : s.kind == codegen::Step::Kind::Matmul     ? report.blas_calls
+     : s.kind == codegen::Step::Kind::Collective ? report.collective_calls
+                                                 : report.opaque_calls)++;
   report.stage_ms.emplace_back("lower", sw.lap());
   plan_arena(state->lowered, state->target.buffer_alignment, report);
   state->arena_bytes = report.arena_bytes;

@@ -55,6 +55,7 @@ struct CompileReport {
   int kernels = 0;        // generated loop kernels
   int blas_calls = 0;     // matmuls through BLAS (CPU) or cuBLASLt (CUDA)
   int opaque_calls = 0;   // custom ops' own kernels (backend/opaque_kernels.h)
+  int collective_calls = 0;  // calls of the process group's engine (runtime/dist)
   int buffers = 0;        // arena buffers (intermediates)
   int64_t arena_bytes = 0;   // the planned peak
   int64_t naive_bytes = 0;   // every intermediate in its own memory

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "backend/collective_step.h"
 #include "backend/compile.h"
 #include "backend/executable_state.h"
 #include "backend/opaque_kernels.h"
@@ -191,6 +192,7 @@ class CpuProgram final : public Program {
   std::shared_ptr<runtime::cpu::CompiledModule> module;
   std::vector<KernelFn> kernels;  // per lowered kernel
   std::unique_ptr<ArenaPool> arenas;
+  CollectiveGate collectives;
 
   std::vector<HostTensor> run(const ExecutableState& s, std::span<const HostTensor> inputs) const override;
 };
@@ -242,6 +244,11 @@ std::vector<HostTensor> CpuProgram::run(const ExecutableState& s, std::span<cons
     if (step.kind == codegen::Step::Kind::Matmul) {
       const MatmulCall& mm = step.matmul;
       run_matmul(mm, ptr[mm.a], ptr[mm.b], ptr[mm.out]);
+      if (rec) rec->steps.push_back({start, since(t_run) - start});
+      continue;
+    }
+    if (step.kind == codegen::Step::Kind::Collective) {
+      run_host_collective(s, collectives, step.opaque, ptr[step.opaque.inputs.at(0)], ptr[step.opaque.outputs.at(0)]);
       if (rec) rec->steps.push_back({start, since(t_run) - start});
       continue;
     }

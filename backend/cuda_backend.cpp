@@ -13,6 +13,7 @@
 
 #include "backend/backend.h"
 #include "backend/executable_state.h"
+#include "backend/collective_step.h"
 #include "backend/opaque_kernels.h"
 #include "backend/profile.h"
 #include "backend/host_layout.h"
@@ -25,6 +26,7 @@
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/graph.h"
 #include "runtime/cuda/module.h"
+#include "runtime/cuda/nccl.h"
 #include "runtime/cuda/nvrtc.h"
 #include "runtime/cuda/stream.h"
 
@@ -77,6 +79,10 @@ class CudaProgram final : public Program {
   };
   std::vector<OpaqueLaunch> opaque;
   std::vector<int> opaque_of_step;  // per step: index into `opaque`, or -1
+  // Collectives, which in a process group go through its NCCL communicator: a run then waits
+  // for its stream with the group's timeout (a peer may never come).
+  bool group_collectives = false;
+  CollectiveGate collectives;
 
   std::vector<HostTensor> run(const ExecutableState& s, std::span<const HostTensor> inputs) const override;
   std::vector<cu::DeviceTensor> run_device(const ExecutableState& s, std::span<const cu::DeviceTensor> inputs) const;
@@ -193,6 +199,9 @@ void CudaProgram::launch_opaque(const codegen::OpaqueCall& c, const OpaqueLaunch
 }
 
 void CudaProgram::check_errors(const ExecutableState& s, Loaded& L) const {
+  if (group_collectives)
+    if (runtime::dist::ProcessGroup* g = runtime::dist::default_group())
+      cu::wait_for_collectives(*g, *L.stream, fmt::format("graph {}", s.graph_name));
   cu::synchronize_and_check(*L.stream, fmt::format("graph {}", s.graph_name));
   if (binaries.programs.empty()) return;
   std::vector<codegen::CudaErrorRecord> recs(binaries.programs.size());
@@ -243,6 +252,17 @@ void CudaProgram::launch_all(const ExecutableState& s, Loaded& L, const std::vec
                                ldb, mm.b_batch_stride, 0.0, ptr[mm.out], mm.n, mm.m * mm.n, mm.batch, *L.stream, go);
       continue;
     }
+    if (step.kind == codegen::Step::Kind::Collective) {
+      const codegen::OpaqueCall& c = step.opaque;
+      void* in = ptr[c.inputs.at(0)];
+      void* out = ptr[c.outputs.at(0)];
+      if (is_local_copy(c)) {
+        if (in != out) cu::copy_device_to_device_async(out, in, static_cast<size_t>(c.output_metas.at(0).nbytes()), *L.stream);
+      } else {
+        cu::run_nccl(collectives.group(s, c), collective_args(c, in, out), device, *L.stream);
+      }
+      continue;
+    }
     if (step.kind == codegen::Step::Kind::Opaque) {
       const int oi = opaque_of_step[static_cast<size_t>(&step - lg.steps.data())];
       launch_opaque(step.opaque, opaque[static_cast<size_t>(oi)], L.opaque_functions[static_cast<size_t>(oi)], ptr, *L.stream);
@@ -273,7 +293,8 @@ void CudaProgram::launch_all(const ExecutableState& s, Loaded& L, const std::vec
       const codegen::Step& step = lg.steps[i];
       double ms = cu::elapsed_ms(marks[i], marks[i + 1]);
       total += ms;
-      std::string what = step.kind == codegen::Step::Kind::Opaque ? "opaque " + step.opaque.label
+      std::string what = step.kind == codegen::Step::Kind::Opaque       ? "opaque " + step.opaque.label
+                         : step.kind == codegen::Step::Kind::Collective ? "NCCL " + step.opaque.label
                          : step.kind == codegen::Step::Kind::Matmul
                              ? "cuBLASLt " + step.matmul.label
                              : fmt::format("{} grid {} x {}  # {}", lg.kernels[step.kernel].name, lg.kernels[step.kernel].launch.grid,
@@ -435,7 +456,11 @@ class CudaBackend final : public Backend {
                                          CompileReport& report) const override {
     auto p = std::make_shared<CudaProgram>();
     p->device = options.device.index;
-    p->cuda_graphs = options.cuda_graphs;
+    for (const codegen::Step& st : state.lowered.steps)
+      p->group_collectives |= st.kind == codegen::Step::Kind::Collective;
+    // A captured graph would replay NCCL calls without the group's bookkeeping (the progress
+    // record that names a rank at fault): a program with collectives runs its steps one by one.
+    p->cuda_graphs = options.cuda_graphs && !p->group_collectives;
     p->allow_tf32 = options.allow_tf32;
     p->arch = state.target.arch;
     // The kernels compile as a few NVRTC programs, as many as there are threads to compile them

@@ -74,6 +74,7 @@ Explanation explain(const Graph& input, const CompileOptions& options) {
       case codegen::Step::Kind::Kernel: out += fmt::format("  {:3} kernel {}: {}\n", i, lg.kernels[s.kernel].name, lg.kernels[s.kernel].comment); break;
       case codegen::Step::Kind::Matmul: out += fmt::format("  {:3} {}: {}\n", i, c.report.device == "cpu" ? "BLAS" : "cuBLASLt", s.matmul.label); break;
       case codegen::Step::Kind::Opaque: out += fmt::format("  {:3} custom op {}: {}\n", i, op_name(s.opaque.op), s.opaque.label); break;
+      case codegen::Step::Kind::Collective: out += fmt::format("  {:3} collective {}: {}\n", i, op_name(s.opaque.op), s.opaque.label); break;
     }
   }
   out += fmt::format("\nmemory: {} intermediate buffers in a planned arena of {} (each in its own memory: {})\n", c.report.buffers,

@@ -116,9 +116,9 @@ Profile profile(const Executable& exe, std::span<const HostTensor> inputs, int r
       sp.computes = mm.label;
       for (int b : {mm.a, mm.b, mm.out, mm.bias})
         if (b >= 0) sp.bytes += lg.buffers[b].nbytes();
-    } else if (step.kind == codegen::Step::Kind::Opaque) {
+    } else if (step.kind == codegen::Step::Kind::Opaque || step.kind == codegen::Step::Kind::Collective) {
       const codegen::OpaqueCall& c = step.opaque;
-      sp.kind = "custom op";
+      sp.kind = step.kind == codegen::Step::Kind::Opaque ? "custom op" : "collective";
       sp.name = std::string(op_name(c.op));
       sp.computes = c.label;
       for (int b : c.inputs) sp.bytes += lg.buffers[b].nbytes();

@@ -304,10 +304,24 @@ void GraphLowering::lower_matmul(const FusionGroup& grp, const FusionGroup* next
   out_.steps.push_back(s);
 }
 
-// A custom op's own kernel: a call on contiguous buffers, its inputs copied where they are views.
-void GraphLowering::lower_opaque(const FusionGroup& grp) {
-  KILN_INTERNAL_ASSERT(grp.nodes.size() == 1, "an opaque group holds one node");
+// A custom op's own kernel, or a collective (a call of the process group's engine): a call on
+// contiguous buffers, its inputs copied where they are views.
+void GraphLowering::lower_call(const FusionGroup& grp, Step::Kind kind) {
+  KILN_INTERNAL_ASSERT(grp.nodes.size() == 1, "an opaque or collective group holds one node");
   const Node* n = grp.nodes[0];
+  if (kind == Step::Kind::Collective && (n->op() == Op::AllGather || n->op() == Op::ReduceScatter)) {
+    // The engines join and split along the first dim of contiguous memory: a dim with only
+    // 1s before it is that dim.
+    const Shape& in = n->input(0).meta().shape;
+    const int64_t rank = static_cast<int64_t>(in.size());
+    int64_t dim = n->attrs().get_int("dim");
+    if (dim < 0) dim += rank;
+    for (int64_t d = 0; d < dim; ++d)
+      if (in[static_cast<size_t>(d)] != 1)
+        fail("node %{}: {} along dim {} of {}: kiln's collective engines join and split along the first dim (or one with "
+             "only 1s before it); transpose that dim to the front first",
+             n->name(), op_name(n->op()), dim, shape_str(in));
+  }
   OpaqueCall c;
   c.op = n->op();
   c.attrs = n->attrs();
@@ -330,8 +344,13 @@ void GraphLowering::lower_opaque(const FusionGroup& grp) {
     c.output_metas.push_back(TensorMeta(v.meta().dtype, v.meta().shape, v.meta().device));
   }
   c.label = fmt::format("%{} = {}({})", n->name(), op_name(n->op()), args);
+  if (kind == Step::Kind::Collective) {
+    const Attrs& a = n->attrs();
+    c.label = fmt::format("%{} = {}(%{}, world_size={}{}) : {}", n->name(), op_name(n->op()), n->input(0).name(),
+                          a.get_int("world_size"), a.has("op") ? ", op=" + a.get_string("op") : std::string(), n->meta().str());
+  }
   Step s;
-  s.kind = Step::Kind::Opaque;
+  s.kind = kind;
   s.group = grp.id;
   touch(c.inputs);
   touch(c.outputs);
@@ -411,8 +430,8 @@ LoweredGraph GraphLowering::run() {
       case KernelKind::Reduction: lower_reduction(grp); break;
       case KernelKind::Scatter: lower_scatter(grp); break;
       case KernelKind::Matmul: lower_matmul(grp, next); break;
-      case KernelKind::Opaque: lower_opaque(grp); break;
-      case KernelKind::Collective: KILN_INTERNAL_ASSERT(false, "backend::compile refuses collectives before lowering"); break;
+      case KernelKind::Opaque: lower_call(grp, Step::Kind::Opaque); break;
+      case KernelKind::Collective: lower_call(grp, Step::Kind::Collective); break;
       case KernelKind::Alias: break;
     }
   }
@@ -459,12 +478,13 @@ std::string print_schedule(const LoweredGraph& lg) {
       std::string args;
       for (size_t j = 0; j < s.args.size(); ++j) args += fmt::format("{}B{}", j ? ", " : "", s.args[j]);
       out += fmt::format("  {}: {}({})\n", i, lg.kernels[s.kernel].name, args);
-    } else if (s.kind == Step::Kind::Opaque) {
+    } else if (s.kind == Step::Kind::Opaque || s.kind == Step::Kind::Collective) {
       const OpaqueCall& c = s.opaque;
       std::string ins, outs;
       for (size_t j = 0; j < c.inputs.size(); ++j) ins += fmt::format("{}B{}", j ? ", " : "", c.inputs[j]);
       for (size_t j = 0; j < c.outputs.size(); ++j) outs += fmt::format("{}B{}", j ? ", " : "", c.outputs[j]);
-      out += fmt::format("  {}: opaque {} = {}({})  # {}\n", i, outs, op_name(c.op), ins, c.label);
+      out += fmt::format("  {}: {} {} = {}({})  # {}\n", i, s.kind == Step::Kind::Opaque ? "opaque" : "collective", outs,
+                         op_name(c.op), ins, c.label);
     } else {
       const MatmulCall& m = s.matmul;
       out += fmt::format("  {}: blas {} B{} = B{}{} @ B{}{}{}  batch={} m={} n={} k={}  # {}\n", i, dtype_name(m.dtype), m.out, m.a,

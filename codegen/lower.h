@@ -76,12 +76,13 @@ struct OpaqueCall {
 };
 
 struct Step {
-  enum class Kind : uint8_t { Kernel, Matmul, Opaque };
+  // Collective: a call of the process group's engine (runtime/dist), described by `opaque`.
+  enum class Kind : uint8_t { Kernel, Matmul, Opaque, Collective };
   Kind kind = Kind::Kernel;
   int kernel = -1;        // Kernel: index into LoweredGraph::kernels
   std::vector<int> args;  // Kernel: the graph buffer bound to each kernel buffer, in order
   MatmulCall matmul;
-  OpaqueCall opaque;
+  OpaqueCall opaque;       // Opaque and Collective
   int group = -1;         // the fusion group (-1: a copy the lowering added)
 };
 

@@ -289,7 +289,7 @@ class GraphLowering {
   bool lower_split_reduction(const FusionGroup& grp, const std::vector<const Node*>& reductions, int levels);
   void lower_scatter(const FusionGroup& grp);
   void lower_matmul(const FusionGroup& grp, const FusionGroup* next);
-  void lower_opaque(const FusionGroup& grp);
+  void lower_call(const FusionGroup& grp, Step::Kind kind);  // opaque ops and collectives
   // The epilogue a GEMM can apply for `next` (the group after a matmul group), or None.
   MatmulEpilogue epilogue_for(const Node* mm, const FusionGroup* next, Value* bias, Value* result) const;
   void lower_int_matmul(const FusionGroup& grp, const Node* n, const Shape& batch, const MatmulCall& mm);

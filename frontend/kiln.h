@@ -8,6 +8,7 @@
 #include "frontend/data/tokenizer.h"
 #include "frontend/device.h"
 #include "frontend/dispatcher.h"
+#include "frontend/distributed.h"
 #include "frontend/generate.h"
 #include "frontend/nn/nn.h"
 #include "frontend/ops.h"

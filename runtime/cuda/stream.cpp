@@ -36,6 +36,13 @@ Stream& Stream::operator=(Stream&& other) noexcept {
 
 void Stream::synchronize() { synchronize_and_check(*this, "work on the stream"); }
 
+bool Stream::query() {
+  CUresult r = api().cuStreamQuery(stream_);
+  if (r == CUDA_ERROR_NOT_READY) return false;
+  if (r != CUDA_SUCCESS) synchronize();  // raises the error, named as synchronize names it
+  return true;
+}
+
 void synchronize_and_check(Stream& stream, const std::string& what) {
   CUresult r = api().cuStreamSynchronize(stream.raw());
   if (r == CUDA_SUCCESS) return;

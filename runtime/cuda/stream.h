@@ -24,6 +24,8 @@ class Stream {
   // Waits for all work queued so far; kiln::Error naming the first failure (see
   // synchronize_and_check for naming the work that failed).
   void synchronize();
+  // Whether all work queued so far is done, without waiting; kiln::Error as synchronize's.
+  bool query();
 
  private:
   CUstream stream_ = nullptr;

@@ -186,15 +186,5 @@ TEST_P(ResourceLimits, AKernelThatFailsToCompileNamesItsNodes) {
   }
 }
 
-// No backend has a collective engine yet: a graph with a collective is refused up front, with
-// the node and where the collectives do run (the reference interpreter's simulated group).
-TEST_P(ResourceLimits, ACollectiveIsRefusedWithWhereItRuns) {
-  Graph g = parse_graph("graph dp(%g: f32[8]) {\n  %m = all_reduce(%g, world_size=2, op=\"mean\") : f32[8]\n  return (%m)\n}\n");
-  std::string err = error_of([&] { compile_for_test(g); });
-  EXPECT_TRUE(has(err, "graph 'dp': %m = all_reduce is a collective, and kiln's backends cannot run collectives yet")) << err;
-  EXPECT_TRUE(has(err, "interpret_group")) << err;
-}
-
-
 }  // namespace
 }  // namespace kiln::testing

@@ -19,5 +19,6 @@ void add_profile_command(CLI::App& app); // profile.cpp
 void add_explain_command(CLI::App& app); // explain.cpp
 void add_ops_command(CLI::App& app);     // ops.cpp
 void add_fuzz_command(CLI::App& app);    // fuzz.cpp
+void add_launch_command(CLI::App& app);  // launch.cpp
 
 }  // namespace kiln::cli

@@ -12,6 +12,11 @@ void load_plugins(int& argc, char** argv) {
   int out = 1;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i], path;
+    // `kiln launch ... PROGRAM ARGS`: what follows is the ranks' command line, theirs to keep.
+    if (a == "launch") {
+      while (i < argc) argv[out++] = argv[i++];
+      break;
+    }
     if (a == "--load") {
       if (i + 1 >= argc) fail("--load needs the path of a shared library");
       path = argv[++i];

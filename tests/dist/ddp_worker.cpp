@@ -1,0 +1,147 @@
+// One rank of a data-parallel training run, started by `kiln launch -n N` (tests/dist/
+// test_ddp.cpp): each rank trains an MLP on its part of a batch with DDP (parameters broadcast
+// from rank 0, gradients averaged in buckets by compiled all_reduces), and checks after every
+// step that its parameters equal those of one process training on the whole batch, which it
+// computes itself. Exits 0 when they agree, 1 when not, and with kiln::Error's message on
+// stderr when the group fails.
+//
+//   ddp_worker [--device cpu|cuda] [--steps N] [--fault die|hang|mismatch --fault-rank R --fault-step S]
+//
+// The faults are for the tests of a group's failures: rank R dies (_exit(3)) or hangs before
+// step S, or builds a model of another size, so that its graphs differ from the others'.
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <thread>
+
+#include "frontend/kiln.h"
+
+using namespace kiln;
+
+namespace {
+
+struct Args {
+  Device device = Device::cpu();
+  int steps = 4;
+  std::string fault;
+  int fault_rank = 1, fault_step = 1;
+  int64_t bucket_bytes = 600;  // two buckets of this model's gradients
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string s = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::runtime_error(s + " needs a value");
+      return argv[++i];
+    };
+    if (s == "--device") a.device = next() == "cuda" ? Device::cuda(0) : Device::cpu();
+    else if (s == "--steps") a.steps = std::stoi(next());
+    else if (s == "--fault") a.fault = next();
+    else if (s == "--fault-rank") a.fault_rank = std::stoi(next());
+    else if (s == "--fault-step") a.fault_step = std::stoi(next());
+    else if (s == "--bucket-bytes") a.bucket_bytes = std::stoll(next());
+    else throw std::runtime_error("unknown argument " + s);
+  }
+  return a;
+}
+
+// Rows [from, from + n) of a [rows, cols] tensor.
+HostTensor rows(const HostTensor& t, int64_t from, int64_t n) {
+  const int64_t cols = t.shape()[1];
+  std::vector<double> v;
+  for (int64_t i = from * cols; i < (from + n) * cols; ++i) v.push_back(t.get(i));
+  return HostTensor::from_doubles(t.dtype(), {n, cols}, v);
+}
+
+TracedGraph mlp_loss(nn::MLP& model, const Tensor& x, const Tensor& y) {
+  return trace([&](const std::vector<Tensor>& b) { return std::vector<Tensor>{mean(square(model(b[0]) - b[1]))}; }, {x, y}, "loss");
+}
+
+double max_rel_diff(const HostTensor& a, const HostTensor& b) {
+  double scale = 0, diff = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    scale = std::max(scale, std::abs(b.get(i)));
+    diff = std::max(diff, std::abs(a.get(i) - b.get(i)));
+  }
+  return diff / std::max(scale, 1e-30);
+}
+
+int run(const Args& a) {
+  dist::init_process_group();
+  const int rank = dist::rank(), world = dist::world_size();
+  Device device = a.device;
+  if (device.kind == Device::Kind::CUDA) device = Device::cuda(dist::local_rank());
+  Executor ex = compiled_executor(device);
+  const int64_t per_rank = 6, batch = per_rank * world;
+  HostTensor x = randn({batch, 8}, 1).data(), y = randn({batch, 8}, 2).data();
+
+  // The whole batch in one process, from rank 0's initial weights (nn::MLP's seed 4).
+  nn::MLP whole_model(8, 16, /*seed=*/4);
+  TracedGraph whole = mlp_loss(whole_model, Tensor(x), Tensor(y));
+  SGDConfig sgd;
+  sgd.lr = 0.1;
+  sgd.momentum = 0.9;
+  TrainStep one = make_train_step(whole, sgd);
+  TrainState single = one.init(whole.parameters);
+
+  // This rank's part, from weights of its own (seed 4 + rank) that the broadcast replaces.
+  const bool odd = a.fault == "mismatch" && rank == a.fault_rank;
+  nn::MLP model(8, odd ? 17 : 16, /*seed=*/4 + static_cast<uint64_t>(rank));
+  TracedGraph part = mlp_loss(model, Tensor(rows(x, rank * per_rank, per_rank)), Tensor(rows(y, rank * per_rank, per_rank)));
+  DataParallelConfig dp;
+  dp.world_size = world;
+  dp.bucket_bytes = a.bucket_bytes;
+  TrainStep ddp = make_train_step(part, sgd, std::nullopt, dp);
+  TrainState state = ddp.init(part.parameters);
+  dist::broadcast_parameters(ddp, state, ex);
+  for (int p = 0; p < ddp.num_params; ++p)
+    if (max_rel_diff(state.params[static_cast<size_t>(p)], single.params[static_cast<size_t>(p)]) != 0) {
+      std::cerr << "rank " << rank << ": after the broadcast, " << ddp.param_names[static_cast<size_t>(p)] << " is not rank 0's\n";
+      return 1;
+    }
+
+  const std::vector<HostTensor> mine = {rows(x, rank * per_rank, per_rank), rows(y, rank * per_rank, per_rank)};
+  for (int s = 0; s < a.steps; ++s) {
+    if (rank == a.fault_rank && s == a.fault_step) {
+      if (a.fault == "die") {
+        std::cerr << "rank " << rank << ": dying before step " << s << " (--fault die)\n";
+        std::_Exit(3);
+      }
+      if (a.fault == "hang") {
+        std::cerr << "rank " << rank << ": hanging before step " << s << " (--fault hang)\n";
+        std::this_thread::sleep_for(std::chrono::hours(1));
+      }
+    }
+    double loss = train_step(ddp, state, mine, ex);
+    double want = train_step(one, single, {x, y}, ex);
+    double worst = 0;
+    for (int p = 0; p < ddp.num_params; ++p)
+      worst = std::max(worst, max_rel_diff(state.params[static_cast<size_t>(p)], single.params[static_cast<size_t>(p)]));
+    std::printf("rank %d step %d: loss %.6f on its part (whole batch %.6f), parameters within %.2e of one process\n", rank, s, loss,
+                want, worst);
+    if (worst > 1e-5) {
+      std::fprintf(stderr, "rank %d step %d: the parameters differ from one process's by %.3e (over 1e-5)\n", rank, s, worst);
+      return 1;
+    }
+  }
+  dist::destroy_process_group();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(parse(argc, argv));
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}
