@@ -178,20 +178,34 @@ void wait_for_collectives(dist::ProcessGroup& g, Stream& stream, const std::stri
   if (!slot) return stream.synchronize();  // no NCCL collective was enqueued (a group of one)
   auto& comm = static_cast<Communicator&>(*slot);
   const NcclApi& n = api();
-  const auto deadline = std::chrono::steady_clock::now() + g.options().timeout;
+  const auto start = std::chrono::steady_clock::now(), deadline = start + g.options().timeout;
+  auto next_look = start + std::chrono::milliseconds(250);
   for (auto pause = std::chrono::microseconds(20);; pause = std::min(pause * 2, std::chrono::microseconds(200))) {
     if (stream.query()) return;
     ncclResult_t async = ncclSuccess;
     n.CommGetAsyncError(comm.comm, &async);
-    const bool failed = async != ncclSuccess && async != ncclInProgress;
-    if (failed || std::chrono::steady_clock::now() > deadline) {
+    bool failed = async != ncclSuccess && async != ncclInProgress;
+    // NCCL's kernels wait for a dead peer until the timeout: the store knows sooner (its
+    // connection closed), so a long wait asks it four times a second.
+    const auto now = std::chrono::steady_clock::now();
+    bool peer_died = false;
+    if (now > next_look) {
+      next_look = now + std::chrono::milliseconds(250);
+      try {
+        peer_died = !g.store().dead_ranks().empty();
+      } catch (const Error&) {
+        peer_died = true;  // the store itself is gone: rank 0 died
+      }
+    }
+    if (failed || peer_died || now > deadline) {
       const std::string why = g.diagnose(g.collectives_begun());
       comm.broken = true;
       n.CommAbort(comm.comm);
       comm.comm = nullptr;
       fail("rank {}: {}: the collectives {} ({}). The NCCL communicator was aborted", g.rank(), what,
-           failed ? fmt::format("failed: NCCL {}", n.GetErrorString(async))
-                  : fmt::format("did not finish within {:.1f} s", std::chrono::duration<double>(g.options().timeout).count()),
+           failed      ? fmt::format("failed: NCCL {}", n.GetErrorString(async))
+           : peer_died ? std::string("cannot finish: a rank of the group is gone")
+                       : fmt::format("did not finish within {:.1f} s", std::chrono::duration<double>(g.options().timeout).count()),
            why);
     }
     std::this_thread::sleep_for(pause);

@@ -113,10 +113,10 @@ int64_t ProcessGroup::begin_collective(const std::string& label) {
 
 std::string ProcessGroup::diagnose(int64_t seq) {
   // A peer's death reaches this rank's engine socket and the store's server at about the same
-  // time: give the store a moment to see it before saying nobody is at fault.
+  // time: give the store a second to see a death before calling a rank that is behind hung.
   for (int attempt = 0;; ++attempt) {
     std::string why = diagnose_now(seq);
-    if (attempt == 5 || why.rfind("every rank reached", 0) != 0) return why;
+    if (attempt == 5 || why.find(" died") != std::string::npos) return why;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
 }

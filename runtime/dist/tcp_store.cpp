@@ -125,7 +125,7 @@ milliseconds bounded(milliseconds ms) { return std::clamp(ms, milliseconds(0), m
 std::string seconds(milliseconds ms) { return fmt::format("{:.1f} s", ms.count() / 1000.0); }
 
 // A key as messages show it: quoted, and cut short if long.
-std::string quoted(const std::string& key) {
+std::string shown_key(const std::string& key) {
   return key.size() <= 100 ? "'" + key + "'" : "'" + key.substr(0, 100) + "...'";
 }
 
@@ -433,9 +433,9 @@ struct TcpStore::Server {
         int64_t value = 0;
         if (auto it = data.find(a[0]); it != data.end() && !parse_int(it->second, value))
           return reply(c, kFailed, {fmt::format("add() on key {}: it holds {} bytes that are not a counter",
-                                                quoted(a[0]), it->second.size())});
+                                                shown_key(a[0]), it->second.size())});
         if (__builtin_add_overflow(value, to_int(a[1]), &value))
-          return reply(c, kFailed, {fmt::format("add() on key {} overflows a 64-bit counter", quoted(a[0]))});
+          return reply(c, kFailed, {fmt::format("add() on key {} overflows a 64-bit counter", shown_key(a[0]))});
         data[a[0]] = std::to_string(value);
         reply(c, kOk, {std::to_string(value)});
         return wake_waits();
@@ -483,9 +483,9 @@ struct TcpStore::Server {
   std::string timeout_message(const Conn& c) const {
     std::vector<std::string> missing;
     for (const auto& k : c.wait_keys)
-      if (!data.count(k)) missing.push_back(quoted(k));
+      if (!data.count(k)) missing.push_back(shown_key(k));
     std::string what = c.wait_keys.size() == 1
-                           ? "key " + quoted(c.wait_keys[0])
+                           ? "key " + shown_key(c.wait_keys[0])
                            : fmt::format("keys {} ({} of the {} waited on)", fmt::join(missing, ", "), missing.size(), c.wait_keys.size());
     return fmt::format("waited {} for {}; {}", seconds(c.wait_timeout), what, fault_report());
   }
@@ -603,7 +603,7 @@ std::vector<std::string> TcpStore::request(uint8_t op, const std::vector<std::st
 }
 
 void TcpStore::set(const std::string& key, const std::vector<char>& value) {
-  request(kSet, {key, std::string(value.begin(), value.end())}, Clock::now() + options_.timeout, "set(" + quoted(key) + ")");
+  request(kSet, {key, std::string(value.begin(), value.end())}, Clock::now() + options_.timeout, "set(" + shown_key(key) + ")");
 }
 
 std::vector<char> TcpStore::get(const std::string& key) { return get(key, options_.timeout); }
@@ -611,7 +611,7 @@ std::vector<char> TcpStore::get(const std::string& key) { return get(key, option
 std::vector<char> TcpStore::get(const std::string& key, milliseconds timeout) {
   timeout = bounded(timeout);
   auto reply = request(kGet, {std::to_string(timeout.count()), key}, Clock::now() + timeout + kReplyGrace,
-                       "get(" + quoted(key) + ")");
+                       "get(" + shown_key(key) + ")");
   KILN_INTERNAL_ASSERT(reply.size() == 1, "a GET reply carries the value");
   return std::vector<char>(reply[0].begin(), reply[0].end());
 }
@@ -630,7 +630,7 @@ void TcpStore::wait(const std::vector<std::string>& keys, milliseconds timeout) 
 }
 
 int64_t TcpStore::add(const std::string& key, int64_t delta) {
-  auto reply = request(kAdd, {key, std::to_string(delta)}, Clock::now() + options_.timeout, "add(" + quoted(key) + ")");
+  auto reply = request(kAdd, {key, std::to_string(delta)}, Clock::now() + options_.timeout, "add(" + shown_key(key) + ")");
   KILN_INTERNAL_ASSERT(reply.size() == 1, "an ADD reply carries the new value");
   return to_int(reply[0]);
 }
