@@ -1,4 +1,5 @@
 #include "frontend/optim.h"
+#include "frontend/fsdp.h"
 
 #include "frontend/device.h"
 
@@ -180,6 +181,8 @@ TrainStep make_train_step(const TracedGraph& loss, const OptimizerConfig& optimi
   check_config(optimizer);
   if (scaler) check_scaler(*scaler);
   if (data_parallel) check_data_parallel(*data_parallel);
+  const bool sharded = data_parallel && data_parallel->shard_parameters;
+  TracedGraph sharded_loss;  // FSDP: the loss reading gathered shards (frontend/fsdp.h)
   const Graph& g = loss.graph;
   if (g.outputs().size() != 1 || g.outputs()[0].meta().rank() != 0 || !is_floating(g.outputs()[0].meta().dtype))
     fail("make_train_step: the loss graph '{}' must return one 0-d floating-point tensor", g.name());
@@ -201,7 +204,13 @@ TrainStep make_train_step(const TracedGraph& loss, const OptimizerConfig& optimi
     ts.param_paths.push_back(path);
   }
   if (options.wrt.empty()) fail("make_train_step: the loss graph '{}' has no floating-point parameters (named tensors it reads)", g.name());
-  autograd::JointGraph joint = autograd::build_joint(g, options);
+  if (sharded) {
+    ts.shard_world = data_parallel->world_size;
+    for (size_t i = 0; i < num_lifted; ++i)
+      if (trained[i]) ts.whole_param_metas.push_back(g.inputs()[num_batch + i]->meta());
+    sharded_loss = fsdp::shard_loss(loss, trained, data_parallel->world_size);
+  }
+  autograd::JointGraph joint = autograd::build_joint(sharded ? sharded_loss.graph : g, options);
 
   Graph& out = ts.graph;
   Builder b(out);
@@ -257,7 +266,13 @@ TrainStep make_train_step(const TracedGraph& loss, const OptimizerConfig& optimi
   for (const Node* n : joint.graph.nodes()) copy_node(out, *n, map);
   for (size_t k = 0; k < updates.size(); ++k)
     updates[k].grad = map.at(joint.graph.outputs()[static_cast<size_t>(joint.num_forward_outputs) + k]);
-  if (data_parallel) {
+  if (sharded) {
+    // The reduce_scatter of each gradient (all_gather's derivative) summed the ranks' parts:
+    // the mean over the ranks, as DDP's all_reduce takes.
+    b.set_name_prefix("fsdp_");
+    for (auto& u : updates) u.grad = b.mul(b.wrap(u.grad), b.scalar(1.0 / static_cast<double>(data_parallel->world_size), u.grad.meta().dtype)).v;
+    b.set_name_prefix("");
+  } else if (data_parallel) {
     b.set_name_prefix("ddp_");
     all_reduce_gradients(b, *data_parallel, updates);
     b.set_name_prefix("");
@@ -318,9 +333,42 @@ TrainStep make_train_step(const TracedGraph& loss, const OptimizerConfig& optimi
     }
   }
   out.set_outputs(std::move(outputs));
+  if (sharded) fsdp::gather_again_for_backward(out, out.outputs()[0]);
   run_dce(out);
   verify_or_throw(out, "make_train_step");
   return ts;
+}
+
+std::vector<HostTensor> TrainStep::shard(const std::vector<HostTensor>& whole, int64_t rank) const {
+  if (shard_world == 0) fail("train step '{}' holds whole parameters (no DataParallelConfig::shard_parameters)", graph.name());
+  if (whole.size() != whole_param_metas.size())
+    fail("train step '{}' shards {} parameters, got {}", graph.name(), whole_param_metas.size(), whole.size());
+  if (rank < 0 || rank >= shard_world) fail("rank {} is not a rank of the {} the parameters are sharded over", rank, shard_world);
+  std::vector<HostTensor> out;
+  for (size_t i = 0; i < whole.size(); ++i) {
+    if (whole[i].dtype() != whole_param_metas[i].dtype || whole[i].shape() != whole_param_metas[i].shape)
+      fail("parameter {} (%{}): expected {}, got {}{}", i, param_names[i], whole_param_metas[i].str(), dtype_name(whole[i].dtype()),
+           shape_str(whole[i].shape()));
+    out.push_back(fsdp::shard_of(whole[i], shard_world, rank));
+  }
+  return out;
+}
+
+Graph parameter_gather(const TrainStep& ts) {
+  if (ts.shard_world == 0) fail("parameter_gather: train step '{}' holds whole parameters", ts.graph.name());
+  Graph g("parameter_gather");
+  Builder b(g);
+  std::vector<Value> outs;
+  for (int i = 0; i < ts.num_params; ++i) {
+    const Node* in = ts.graph.inputs()[static_cast<size_t>(i)];
+    const TensorMeta& whole = ts.whole_param_metas[static_cast<size_t>(i)];
+    Var part = b.wrap(g.add_input(in->name(), in->meta()));
+    Var all = b.op(Op::AllGather, {part.v}, Attrs{{"world_size", ts.shard_world}, {"dim", int64_t(0)}});
+    if (all.meta().numel() != whole.numel()) all = b.slice(all.v, 0, 0, whole.numel());
+    outs.push_back(b.contiguous(b.reshape(all.v, whole.shape).v).v);
+  }
+  g.set_outputs(std::move(outs));
+  return g;
 }
 
 Graph parameter_broadcast(const TrainStep& ts, int64_t world_size, int64_t src) {

@@ -71,11 +71,20 @@ struct GradScalerConfig {
 // step on its part of the batch, and the gradients are averaged over the ranks before the
 // update, in buckets of about `bucket_bytes` (PyTorch's default 25 MiB), filled in the reverse
 // order of the parameters (the order the backward makes their gradients), one all_reduce
-// (mean) per bucket. `KILN_LOGS=ddp` prints the buckets. Until a collective engine exists, such
-// a step runs on the reference interpreter's simulated group (interpret_group).
+// (mean) per bucket. `KILN_LOGS=ddp` prints the buckets. Such a step runs compiled in a
+// process group (frontend/distributed.h), or on the reference interpreter's simulated group
+// (interpret_group).
+//
+// shard_parameters: FSDP (ZeRO-3) instead. Each rank holds 1/world_size of every parameter
+// (flattened, zero-padded to a multiple of world_size) and of its optimizer state; the step
+// all-gathers each parameter before the forward uses it and again before the backward does
+// (so that the whole parameter is freed in between), and reduce-scatters its gradient (the
+// derivative of all_gather), averaged over the ranks. The step's parameter inputs are shards:
+// TrainStep::shard makes them from the whole parameters, parameter_gather undoes it.
 struct DataParallelConfig {
   int64_t world_size = 1;
   int64_t bucket_bytes = 25 << 20;
+  bool shard_parameters = false;
 };
 
 // Parameters, optimizer state and the step count between steps.
@@ -98,8 +107,15 @@ struct TrainStep {
   // skipped-step count follow); -1 without one.
   int scaler_state = -1;
 
+  // FSDP (DataParallelConfig::shard_parameters): the ranks the parameters are sharded over,
+  // and each whole parameter's meta; 0 and empty when the parameters are whole.
+  int64_t shard_world = 0;
+  std::vector<TensorMeta> whole_param_metas;
+
   // Parameters as given and the optimizer state's first values, step 0.
   TrainState init(const std::vector<HostTensor>& params) const;
+  // FSDP: rank `rank`'s shards of the whole parameters (the step's parameter inputs).
+  std::vector<HostTensor> shard(const std::vector<HostTensor>& whole, int64_t rank) const;
   // State tensor i's first value (zeros; a grad scaler's scale).
   HostTensor initial_state(size_t i) const;
 };
@@ -115,6 +131,10 @@ TrainStep make_train_step(const TracedGraph& loss, const OptimizerConfig& optimi
 // DDP's start: a graph that takes a train step's parameters and returns rank `src`'s values of
 // them on every rank (one broadcast per parameter), so that all ranks start equal.
 Graph parameter_broadcast(const TrainStep& ts, int64_t world_size, int64_t src = 0);
+
+// FSDP's way back: a graph that takes a sharded train step's parameter shards and returns the
+// whole parameters on every rank (one all_gather each), to evaluate or save them.
+Graph parameter_gather(const TrainStep& ts);
 
 // Runs one step: feeds params, state, batch and step+1, keeps the new params and state.
 // Returns the loss (of the parameters before the update).

@@ -71,6 +71,9 @@ bool run_cse(Graph& g) {
   std::unordered_map<NodeKey, Node*, NodeKeyHash> seen;
   bool changed = false;
   for (Node* n : g.nodes()) {
+    // A collective is a transfer between processes, not a value to share: FSDP gathers a
+    // parameter a second time for the backward so that the forward's copy can be freed.
+    if (n->category() == OpCategory::Collective) continue;
     auto [it, inserted] = seen.try_emplace(NodeKey{n}, n);
     if (inserted) continue;
     Node* first = it->second;

@@ -5,7 +5,11 @@
 // computes itself. Exits 0 when they agree, 1 when not, and with kiln::Error's message on
 // stderr when the group fails.
 //
-//   ddp_worker [--device cpu|cuda] [--steps N] [--fault die|hang|mismatch --fault-rank R --fault-step S]
+//   ddp_worker [--device cpu|cuda] [--steps N] [--fsdp] [--fault die|hang|mismatch --fault-rank R --fault-step S]
+//
+// --fsdp: the parameters and the optimizer state are sharded (DataParallelConfig::
+// shard_parameters), each step gathers the whole parameters back to compare them, and rank 0
+// prints the memory one step holds per rank, FSDP's against DDP's.
 //
 // The faults are for the tests of a group's failures: rank R dies (_exit(3)) or hangs before
 // step S, or builds a model of another size, so that its graphs differ from the others'.
@@ -18,6 +22,7 @@
 #include <string>
 #include <thread>
 
+#include "backend/compile.h"
 #include "frontend/kiln.h"
 
 using namespace kiln;
@@ -30,6 +35,7 @@ struct Args {
   std::string fault;
   int fault_rank = 1, fault_step = 1;
   int64_t bucket_bytes = 600;  // two buckets of this model's gradients
+  bool fsdp = false;
 };
 
 Args parse(int argc, char** argv) {
@@ -46,6 +52,7 @@ Args parse(int argc, char** argv) {
     else if (s == "--fault-rank") a.fault_rank = std::stoi(next());
     else if (s == "--fault-step") a.fault_step = std::stoi(next());
     else if (s == "--bucket-bytes") a.bucket_bytes = std::stoll(next());
+    else if (s == "--fsdp") a.fsdp = true;
     else throw std::runtime_error("unknown argument " + s);
   }
   return a;
@@ -97,14 +104,39 @@ int run(const Args& a) {
   DataParallelConfig dp;
   dp.world_size = world;
   dp.bucket_bytes = a.bucket_bytes;
+  dp.shard_parameters = a.fsdp;
   TrainStep ddp = make_train_step(part, sgd, std::nullopt, dp);
-  TrainState state = ddp.init(part.parameters);
-  dist::broadcast_parameters(ddp, state, ex);
+  // Rank 0's weights everywhere: broadcast whole (a step of whole parameters names them), then
+  // FSDP keeps this rank's shards.
+  std::optional<TrainStep> whole_steps;
+  if (a.fsdp) whole_steps.emplace(make_train_step(part, sgd));
+  const TrainStep& whole_step = a.fsdp ? *whole_steps : ddp;
+  TrainState start = whole_step.init(part.parameters);
+  dist::broadcast_parameters(whole_step, start, ex);
   for (int p = 0; p < ddp.num_params; ++p)
-    if (max_rel_diff(state.params[static_cast<size_t>(p)], single.params[static_cast<size_t>(p)]) != 0) {
+    if (max_rel_diff(start.params[static_cast<size_t>(p)], single.params[static_cast<size_t>(p)]) != 0) {
       std::cerr << "rank " << rank << ": after the broadcast, " << ddp.param_names[static_cast<size_t>(p)] << " is not rank 0's\n";
       return 1;
     }
+  TrainState state = a.fsdp ? ddp.init(ddp.shard(start.params, rank)) : start;
+  Graph gather = a.fsdp ? parameter_gather(ddp) : Graph("unused");
+  if (a.fsdp && rank == 0) {
+    // What one step holds per rank: its parameters and optimizer state (inputs, kept between
+    // steps) and the intermediates of its planned arena, FSDP's against DDP's.
+    DataParallelConfig plain = dp;
+    plain.shard_parameters = false;
+    TrainStep ddp_step = make_train_step(part, sgd, std::nullopt, plain);
+    for (const TrainStep* t : {&ddp_step, &ddp}) {
+      backend::CompileOptions o;
+      o.device = device;
+      backend::CompiledGraph c = backend::compile(t->graph, o);
+      int64_t kept = 0;
+      for (int i = 0; i < t->num_params + t->num_state; ++i) kept += t->graph.inputs()[static_cast<size_t>(i)]->meta().nbytes();
+      std::printf("memory per rank, %s: parameters and optimizer state %lld B, intermediates %lld B (arena), %d collectives\n",
+                  t == &ddp ? "FSDP" : "DDP ", static_cast<long long>(kept), static_cast<long long>(c.report.arena_bytes),
+                  c.report.collective_calls);
+    }
+  }
 
   const std::vector<HostTensor> mine = {rows(x, rank * per_rank, per_rank), rows(y, rank * per_rank, per_rank)};
   for (int s = 0; s < a.steps; ++s) {
@@ -120,9 +152,10 @@ int run(const Args& a) {
     }
     double loss = train_step(ddp, state, mine, ex);
     double want = train_step(one, single, {x, y}, ex);
+    const std::vector<HostTensor> params = a.fsdp ? ex(gather, state.params) : state.params;
     double worst = 0;
     for (int p = 0; p < ddp.num_params; ++p)
-      worst = std::max(worst, max_rel_diff(state.params[static_cast<size_t>(p)], single.params[static_cast<size_t>(p)]));
+      worst = std::max(worst, max_rel_diff(params[static_cast<size_t>(p)], single.params[static_cast<size_t>(p)]));
     std::printf("rank %d step %d: loss %.6f on its part (whole batch %.6f), parameters within %.2e of one process\n", rank, s, loss,
                 want, worst);
     if (worst > 1e-5) {

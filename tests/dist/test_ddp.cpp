@@ -51,6 +51,16 @@ TEST(DistributedDataParallel, ThreeRanksAndOneBucketPerGradient) {
   EXPECT_TRUE(has(l.output, "[rank 2] rank 2 step 1: loss")) << l.output;
 }
 
+TEST(DistributedDataParallel, ShardedParametersOverTwoAndThreeGlooProcessesTrainAsOneProcess) {
+  for (int n : {2, 3}) {
+    Launched l = launch(n, "--steps 3 --fsdp");
+    EXPECT_EQ(l.status, 0) << l.output;
+    EXPECT_TRUE(has(l.output, fmt::format("[rank {}] rank {} step 2: loss", n - 1, n - 1))) << l.output;
+    EXPECT_TRUE(has(l.output, "[rank 0] memory per rank, FSDP: parameters and optimizer state")) << l.output;
+    EXPECT_TRUE(has(l.output, "[rank 0] memory per rank, DDP : parameters and optimizer state")) << l.output;
+  }
+}
+
 TEST(DistributedDataParallel, ARankThatDiesIsNamedByTheOthers) {
   Launched l = launch(2, "--steps 3 --fault die --fault-rank 1 --fault-step 1");
   EXPECT_NE(l.status, 0) << l.output;

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "frontend/kiln.h"
+#include "ir/printer.h"
 #include "ir/reference/group.h"
 #include "tests/support/support.h"
 
@@ -132,6 +133,83 @@ TEST(DataParallel, RanksOnPartsOfTheBatchTrainAsOneProcessOnAllOfIt) {
   GroupRun apart = run_group(plain, plain.init(half.parameters), {{rows(x.data(), 0, 6), rows(y.data(), 0, 6)},
                                                                 {rows(x.data(), 6, 6), rows(y.data(), 6, 6)}}, 2);
   EXPECT_GT(max_rel_diff(apart.states[0].params[0], apart.states[1].params[0]), 1e-4);
+}
+
+// FSDP: each rank holds a shard of every parameter and of its optimizer state; gathered back
+// after every step, the parameters equal one process's on the whole batch.
+TEST(DataParallel, ShardedParametersTrainAsOneProcessOnTheWholeBatch) {
+  Tensor x = randn({12, 8}, 1), y = randn({12, 8}, 2);
+  AdamWConfig adamw;
+  adamw.lr = 1e-2;
+  for (int64_t world : {2, 3}) {
+    Mlp whole;
+    TracedGraph whole_loss = whole.loss(x, y);
+    TrainStep one = make_train_step(whole_loss, adamw);
+    TrainState single = one.init(whole_loss.parameters);
+    std::vector<double> want = train(one, single, {x.data(), y.data()}, 3);
+    Mlp part;
+    const int64_t n = 12 / world;
+    TracedGraph part_loss = part.loss(Tensor(rows(x.data(), 0, n)), Tensor(rows(y.data(), 0, n)));
+    DataParallelConfig dp;
+    dp.world_size = world;
+    dp.shard_parameters = true;
+    TrainStep fsdp = make_train_step(part_loss, adamw, std::nullopt, dp);
+    int gathers = 0, scatters = 0, all_reduces = 0;
+    for (const Node* node : fsdp.graph.nodes()) {
+      gathers += node->op() == Op::AllGather;
+      scatters += node->op() == Op::ReduceScatter;
+      all_reduces += node->op() == Op::AllReduce;
+    }
+    EXPECT_EQ(scatters, 4) << "one reduce_scatter per gradient";
+    EXPECT_EQ(all_reduces, 0);
+    // The backward reads proj's weight (the gradient of its input) and nothing else whole: that
+    // one is gathered again, the others once.
+    EXPECT_EQ(gathers, 5) << print_graph(fsdp.graph);
+    EXPECT_TRUE(fsdp.graph.find("fsdp_gather_proj_weight_again")) << print_graph(fsdp.graph);
+    // 16x8 + 16 + 8x16 + 8 = 280 elements, ceil(280/world)-ish per rank: the step's parameter
+    // and state inputs are shards.
+    int64_t kept = 0, whole_kept = 0;
+    for (int i = 0; i < fsdp.num_params + fsdp.num_state; ++i) kept += fsdp.graph.inputs()[static_cast<size_t>(i)]->meta().numel();
+    for (int i = 0; i < one.num_params + one.num_state; ++i) whole_kept += one.graph.inputs()[static_cast<size_t>(i)]->meta().numel();
+    EXPECT_LE(kept * world, whole_kept + 3 * 4 * world) << "shards, padded to a multiple of the world size";
+
+    std::vector<std::vector<HostTensor>> batches;
+    std::vector<TrainState> starts;
+    for (int64_t r = 0; r < world; ++r) {
+      batches.push_back({rows(x.data(), r * n, n), rows(y.data(), r * n, n)});
+      starts.push_back(fsdp.init(fsdp.shard(part_loss.parameters, r)));
+    }
+    // run_group starts every rank from one state: here each rank has its own shards.
+    std::vector<TrainState> states = starts;
+    for (int step = 0; step < 3; ++step) {
+      std::vector<std::vector<HostTensor>> in;
+      for (int64_t r = 0; r < world; ++r) {
+        const TrainState& st = states[static_cast<size_t>(r)];
+        std::vector<HostTensor> mine = st.params;
+        mine.insert(mine.end(), st.state.begin(), st.state.end());
+        mine.insert(mine.end(), batches[static_cast<size_t>(r)].begin(), batches[static_cast<size_t>(r)].end());
+        mine.push_back(HostTensor::scalar(DType::F32, static_cast<double>(st.step + 1)));
+        in.push_back(std::move(mine));
+      }
+      auto res = interpret_group(fsdp.graph, in);
+      double mean = 0;
+      for (int64_t r = 0; r < world; ++r) {
+        TrainState& st = states[static_cast<size_t>(r)];
+        mean += res[static_cast<size_t>(r)][0].get(0) / static_cast<double>(world);
+        st.params.assign(res[static_cast<size_t>(r)].begin() + 1, res[static_cast<size_t>(r)].begin() + 1 + fsdp.num_params);
+        st.state.assign(res[static_cast<size_t>(r)].begin() + 1 + fsdp.num_params, res[static_cast<size_t>(r)].end());
+        ++st.step;
+      }
+      EXPECT_NEAR(mean, want[static_cast<size_t>(step)], 1e-5 * want[static_cast<size_t>(step)]) << world << " ranks, step " << step;
+    }
+    std::vector<std::vector<HostTensor>> shards;
+    for (const TrainState& st : states) shards.push_back(st.params);
+    auto gathered = interpret_group(parameter_gather(fsdp), shards);
+    for (int64_t r = 0; r < world; ++r)
+      for (int p = 0; p < fsdp.num_params; ++p)
+        EXPECT_LT(max_rel_diff(gathered[static_cast<size_t>(r)][static_cast<size_t>(p)], single.params[static_cast<size_t>(p)]), 1e-5)
+            << world << " ranks: rank " << r << "'s " << fsdp.param_names[static_cast<size_t>(p)];
+  }
 }
 
 TEST(DataParallel, TheBucketsAreLogged) {
