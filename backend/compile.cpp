@@ -1,5 +1,6 @@
 // The compile driver (see compile.h): the stages every backend shares, timed and dumped.
 #include "backend/compile.h"
+#include "codegen/collective_schedule.h"
 
 #include <fmt/format.h>
 
@@ -14,6 +15,7 @@
 #include "backend/executable_state.h"
 #include "codegen/schedule.h"
 #include "ir/error.h"
+#include "ir/log.h"
 #include "ir/printer.h"
 #include "passes/decompose.h"
 #include "passes/memory_plan.h"
@@ -208,6 +210,10 @@ CompiledGraph compile(const Graph& input, const CompileOptions& options) {
 
   state->lowered = codegen::lower(g, plan, state->target);
   codegen::schedule(state->lowered, state->target);
+  // Collectives as early as their inputs allow, to overlap the kernels after them (KILN_LOGS=ddp
+  // shows where each one runs).
+  for (const codegen::CollectiveWindow& w : codegen::schedule_collectives_early(state->lowered))
+    if (log_enabled("ddp")) log_line("ddp", fmt::format("graph {}: {}", g.name(), codegen::describe_window(state->lowered, w)));
   for (const codegen::Step& s : state->lowered.steps)
     (s.kind == codegen::Step::Kind::Kernel       ? report.kernels
      : s.kind == codegen::Step::Kind::Matmul     ? report.blas_calls

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -25,6 +26,7 @@
 #include "backend/opaque_kernels.h"
 #include "backend/host_layout.h"
 #include "backend/profile.h"
+#include "codegen/collective_schedule.h"
 #include "codegen/cpp_emitter.h"
 #include "ir/error.h"
 #include "passes/memory_plan.h"
@@ -230,6 +232,20 @@ std::vector<HostTensor> CpuProgram::run(const ExecutableState& s, std::span<cons
     }
   }
 
+  // Collectives in flight: the buffer each writes, and its transfer.
+  std::vector<std::pair<int, std::shared_future<void>>> in_flight;
+  std::shared_future<void> last_transfer;
+  auto wait_for = [&](const std::vector<int>& buffers) {
+    for (size_t i = 0; i < in_flight.size();) {
+      if (std::find(buffers.begin(), buffers.end(), in_flight[i].first) == buffers.end()) {
+        ++i;
+        continue;
+      }
+      std::shared_future<void> f = in_flight[i].second;
+      in_flight.erase(in_flight.begin() + static_cast<long>(i));
+      f.get();  // rethrows the transfer's error
+    }
+  };
   runtime::cpu::take_kernel_error();  // a stale report from an earlier failed run is not ours
   std::vector<void*> args;
   // The profiler (backend/profile.h): the host clock around every step.
@@ -247,8 +263,24 @@ std::vector<HostTensor> CpuProgram::run(const ExecutableState& s, std::span<cons
       if (rec) rec->steps.push_back({start, since(t_run) - start});
       continue;
     }
+    if (!in_flight.empty()) wait_for(codegen::step_buffers(step));
     if (step.kind == codegen::Step::Kind::Collective) {
-      run_host_collective(s, collectives, step.opaque, ptr[step.opaque.inputs.at(0)], ptr[step.opaque.outputs.at(0)]);
+      const codegen::OpaqueCall& c = step.opaque;
+      const void* in = ptr[c.inputs.at(0)];
+      void* out = ptr[c.outputs.at(0)];
+      if (is_local_copy(c)) {
+        run_host_collective(s, collectives, c, in, out);
+      } else {
+        // On a thread of its own, after the transfer before it (every rank runs them in one
+        // order), while the steps after it run; waited for before the first that touches its
+        // result (codegen/collective_schedule.h keeps its input alive until then).
+        std::shared_future<void> before = last_transfer;
+        last_transfer = std::async(std::launch::async, [&s, this, &c, in, out, before] {
+                          if (before.valid()) before.get();
+                          run_host_collective(s, collectives, c, in, out);
+                        }).share();
+        in_flight.emplace_back(c.outputs.at(0), last_transfer);
+      }
       if (rec) rec->steps.push_back({start, since(t_run) - start});
       continue;
     }
@@ -263,6 +295,7 @@ std::vector<HostTensor> CpuProgram::run(const ExecutableState& s, std::span<cons
     if (rec) rec->steps.push_back({start, since(t_run) - start});
     if (auto err = runtime::cpu::take_kernel_index_error()) fail("{}", index_error_message(s, lg.kernels[step.kernel], err->site, err->str()));
   }
+  while (!in_flight.empty()) wait_for({in_flight.front().first});
   // Outputs returned twice share storage in the arena-free buffers: give each its own copy.
   for (size_t o = 1; o < outputs.size(); ++o)
     for (size_t p = 0; p < o; ++p)

@@ -14,6 +14,7 @@
 #include "backend/backend.h"
 #include "backend/executable_state.h"
 #include "backend/collective_step.h"
+#include "codegen/collective_schedule.h"
 #include "backend/opaque_kernels.h"
 #include "backend/profile.h"
 #include "backend/host_layout.h"
@@ -95,6 +96,7 @@ class CudaProgram final : public Program {
     std::vector<cu::Module> opaque_modules;
     std::vector<CUfunction> opaque_functions;
     std::optional<cu::Stream> stream;
+    std::optional<cu::Stream> comm_stream;  // collectives through NCCL, beside the kernels
     // One error record per module, each module's kiln_error_slot pointing at its own: a run
     // reads them all with one copy, and clears them only after an error. A record's site
     // (LoweredGraph::index_checks) says which kernel of the module reported.
@@ -233,6 +235,19 @@ void CudaProgram::launch_all(const ExecutableState& s, Loaded& L, const std::vec
   bool perf = (log_enabled("perf") || rec) && !(L.graph && L.graph->capturing());
   std::vector<cu::Event> marks;
   if (perf) marks.emplace_back(device), marks.back().record(*L.stream);
+  // Collectives on the communication stream not yet waited for: the buffer each writes, and the
+  // event recorded after it.
+  std::vector<std::pair<int, std::shared_ptr<cu::Event>>> in_flight;
+  auto wait_for = [&](const std::vector<int>& buffers) {
+    for (size_t i = 0; i < in_flight.size();) {
+      if (std::find(buffers.begin(), buffers.end(), in_flight[i].first) == buffers.end()) {
+        ++i;
+        continue;
+      }
+      in_flight[i].second->make_wait(*L.stream);
+      in_flight.erase(in_flight.begin() + static_cast<long>(i));
+    }
+  };
   for (const codegen::Step& step : lg.steps) {
     if (perf && &step != &lg.steps.front()) marks.emplace_back(device), marks.back().record(*L.stream);
     if (step.kind == codegen::Step::Kind::Matmul) {
@@ -252,6 +267,7 @@ void CudaProgram::launch_all(const ExecutableState& s, Loaded& L, const std::vec
                                ldb, mm.b_batch_stride, 0.0, ptr[mm.out], mm.n, mm.m * mm.n, mm.batch, *L.stream, go);
       continue;
     }
+    if (!in_flight.empty()) wait_for(codegen::step_buffers(step));
     if (step.kind == codegen::Step::Kind::Collective) {
       const codegen::OpaqueCall& c = step.opaque;
       void* in = ptr[c.inputs.at(0)];
@@ -259,7 +275,17 @@ void CudaProgram::launch_all(const ExecutableState& s, Loaded& L, const std::vec
       if (is_local_copy(c)) {
         if (in != out) cu::copy_device_to_device_async(out, in, static_cast<size_t>(c.output_metas.at(0).nbytes()), *L.stream);
       } else {
-        cu::run_nccl(collectives.group(s, c), collective_args(c, in, out), device, *L.stream);
+        // On the communication stream, after the kernels queued so far, while the kernels after
+        // it run; the compute stream waits for it before the first step that touches its result
+        // (codegen/collective_schedule.h keeps its input alive until then).
+        if (!L.comm_stream) L.comm_stream.emplace(device);
+        cu::Event ready(device);
+        ready.record(*L.stream);
+        ready.make_wait(*L.comm_stream);
+        cu::run_nccl(collectives.group(s, c), collective_args(c, in, out), device, *L.comm_stream);
+        auto done = std::make_shared<cu::Event>(device);
+        done->record(*L.comm_stream);
+        in_flight.emplace_back(c.outputs.at(0), std::move(done));
       }
       continue;
     }
@@ -278,6 +304,8 @@ void CudaProgram::launch_all(const ExecutableState& s, Loaded& L, const std::vec
     cu::launch(L.functions[step.kernel], cu::Dim3{static_cast<unsigned>(k.launch.grid)}, cu::Dim3{static_cast<unsigned>(k.launch.block)},
                0, *L.stream, argp.data(), k.name);
   }
+  for (auto& [buffer, done] : in_flight) done->make_wait(*L.stream);  // the run ends when they do
+  in_flight.clear();
   if (perf) {
     marks.emplace_back(device), marks.back().record(*L.stream);
     marks.back().synchronize();

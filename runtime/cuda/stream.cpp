@@ -78,6 +78,8 @@ void Event::record(Stream& stream) { check(api().cuEventRecord(event_, stream.ra
 
 void Event::synchronize() { check(api().cuEventSynchronize(event_), "cuEventSynchronize"); }
 
+void Event::make_wait(Stream& stream) { check(api().cuStreamWaitEvent(stream.raw(), event_, 0), "cuStreamWaitEvent"); }
+
 float elapsed_ms(Event& start, Event& end) {
   end.synchronize();
   float ms = 0;

@@ -50,6 +50,9 @@ class Event {
 
   void record(Stream& stream);
   void synchronize();
+  // Work queued on `stream` from now on waits until this event's recorded work is done (another
+  // stream's, for one to wait for the other without the host).
+  void make_wait(Stream& stream);
   CUevent raw() const { return event_; }
 
  private:

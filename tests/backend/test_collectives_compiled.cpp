@@ -54,6 +54,40 @@ TEST_P(CompiledCollectives, AGatherAlongALaterDimIsRefusedNamingTheNode) {
   expect_matches_reference(ok, 2);
 }
 
+// A collective goes as early as its input allows, so that the steps that do not need its
+// result run while it travels (DDP's bucket during the rest of the backward); its input stays
+// alive until its result is first read.
+TEST(CollectiveSchedule, ACollectiveIsLaunchedAsSoonAsItsInputExists) {
+  Graph g = parse_graph(R"(
+graph early(%x: f32[8,8], %y: f32[8,8]) {
+  %a = sum(%x, dim=[1]) : f32[8]
+  %m1 = matmul(%y, %y) : f32[8,8]
+  %m2 = matmul(%m1, %y) : f32[8,8]
+  %m3 = matmul(%m2, %y) : f32[8,8]
+  %r = all_reduce(%a, world_size=1, op="sum") : f32[8]
+  %o = add(%m3, %r) : f32[8,8]
+  return (%o)
+}
+)");
+  backend::CompileOptions o;
+  o.device = Device::cpu();
+  KILN_REQUIRE_JIT();
+  backend::CompiledGraph cg = backend::compile(g, o);
+  const codegen::LoweredGraph& lg = cg.executable.lowered();
+  std::vector<codegen::Step::Kind> kinds;
+  for (const codegen::Step& s : lg.steps) kinds.push_back(s.kind);
+  using K = codegen::Step::Kind;
+  ASSERT_EQ(kinds, (std::vector<K>{K::Kernel, K::Collective, K::Matmul, K::Matmul, K::Matmul, K::Kernel}))
+      << codegen::print_schedule(lg);
+  const int a = lg.steps[1].opaque.inputs[0];
+  EXPECT_EQ(lg.buffers[static_cast<size_t>(a)].last_step, 5) << "the sum's buffer lives until the all_reduce is waited for";
+  expect_matches_reference(g, 4);
+  // Without a collective the order is the lowering's.
+  Graph plain = parse_graph("graph p(%x: f32[4], %y: f32[4,4]) {\n  %m = matmul(%y, %y) : f32[4,4]\n  %e = exp(%x) : f32[4]\n  return (%m, %e)\n}\n");
+  backend::CompiledGraph pc = backend::compile(plain, o);
+  EXPECT_EQ(pc.executable.lowered().steps[0].kind, K::Matmul);
+}
+
 KILN_DEVICE_TESTS(CompiledCollectives);
 
 }  // namespace
