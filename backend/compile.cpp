@@ -122,6 +122,7 @@ std::vector<std::string> kernel_nodes(const codegen::LoweredGraph& lg, const fus
 std::vector<std::string> pass_list(const CompileOptions& o) {
   std::vector<std::string> p;
   if (o.decompose) p.push_back("decompose");
+  p.push_back("collectives_dim0");  // what the engines can run, whatever the other options
   if (o.optimize)
     for (const char* n : {"canonicalize", "cse", "dce"}) p.emplace_back(n);
   return p;
