@@ -7,7 +7,7 @@
 // times a train step). Rank 0 prints one table row: the world size, ms per step, the whole
 // group's samples per second, and the memory one step holds per rank.
 //
-//   kiln_bench_ddp [--model block|minigpt] [--fsdp] [--bf16] [--device cuda|cpu] [--steps N] [--warmup N]
+//   kiln_bench_ddp [--model block|minigpt] [--fsdp] [--bf16] [--device cuda|cpu] [--steps N] [--warmup N] [--dump DIR]
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -27,6 +27,7 @@ struct Args {
   bool fsdp = false, bf16 = false;
   Device device = Device::cuda(0);
   int steps = 30, warmup = 5;
+  std::string dump;  // rank 0's compile stages (kiln compile --dump's files)
 };
 
 Args parse(int argc, char** argv) {
@@ -43,6 +44,7 @@ Args parse(int argc, char** argv) {
     else if (s == "--device") a.device = next() == "cpu" ? Device::cpu() : Device::cuda(0);
     else if (s == "--steps") a.steps = std::stoi(next());
     else if (s == "--warmup") a.warmup = std::stoi(next());
+    else if (s == "--dump") a.dump = next();
     else fail("unknown argument {} (kiln_bench_ddp [--model block|minigpt] [--fsdp] [--bf16] [--device cuda|cpu] [--steps N] [--warmup N])", s);
   }
   if (a.model != "block" && a.model != "minigpt") fail("--model {}: block or minigpt", a.model);
@@ -96,6 +98,7 @@ int run(const Args& a) {
 
   backend::CompileOptions o;
   o.device = device;
+  if (rank == 0) o.dump_dir = a.dump;
   backend::CompiledGraph c = backend::compile(ts.graph, o);
   std::vector<Tensor> inputs;
   for (const HostTensor& p : st.params) inputs.push_back(Tensor(p).to(device));

@@ -66,18 +66,28 @@ std::vector<CollectiveWindow> schedule_collectives_early(LoweredGraph& lg) {
     for (int i : mine) users[static_cast<size_t>(i)].push_back(j);
     deps[static_cast<size_t>(j)] = std::move(mine);
   }
-  // Priority: the first collective (in lowered order) a step leads to; the rest last.
+  // Priority: the first reducing collective (in lowered order) a step leads to; the rest last.
+  // Only collectives that reduce what the steps computed (a DDP bucket's all_reduce, FSDP's
+  // reduce_scatter of a gradient) are pulled early: a gather (FSDP's parameters) or a broadcast
+  // makes a value larger than what it reads, so it stays where the graph asks for it, just
+  // before its first reader, and what it makes is freed soon after (pulled early, every
+  // parameter's gather would run at the start and live through the forward).
   constexpr int kRest = std::numeric_limits<int>::max();
+  auto reduces = [&](int i) {
+    const Step& s = lg.steps[static_cast<size_t>(i)];
+    return s.kind == Step::Kind::Collective && s.opaque.op != Op::AllGather && s.opaque.op != Op::Broadcast;
+  };
+  auto gathers = [&](int i) { return lg.steps[static_cast<size_t>(i)].kind == Step::Kind::Collective && !reduces(i); };
   std::vector<int> prio(static_cast<size_t>(n), kRest);
   int rank = 0;
   for (int c = 0; c < n; ++c) {
-    if (lg.steps[static_cast<size_t>(c)].kind != Step::Kind::Collective) continue;
+    if (!reduces(c)) continue;
     const int p = rank++;
     std::vector<int> stack{c};
     while (!stack.empty()) {
       int s = stack.back();
       stack.pop_back();
-      if (prio[static_cast<size_t>(s)] <= p) continue;
+      if (prio[static_cast<size_t>(s)] <= p || gathers(s)) continue;
       prio[static_cast<size_t>(s)] = p;
       for (int d : deps[static_cast<size_t>(s)]) stack.push_back(d);
     }

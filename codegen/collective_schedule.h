@@ -4,9 +4,10 @@
 // bucket when its last gradient is ready).
 //
 // The steps are re-sorted by list scheduling over their buffer dependencies: among the steps
-// that can run, first the earliest collective, then what the earliest collective not yet run
-// still waits for, then the rest in their lowered order. A graph without collectives keeps its
-// order. The backends launch each collective asynchronously (CUDA: on a stream of its own; the
+// that can run, first the earliest reducing collective (all_reduce, reduce_scatter, reduce) and
+// what it still waits for, then the rest in their lowered order. Gathers and broadcasts, which
+// make more than they read, keep their place just before their first reader. A graph without
+// a reducing collective keeps its order. The backends launch each collective asynchronously (CUDA: on a stream of its own; the
 // CPU: on a thread) and wait for it before the first step that reads its result: its input is
 // then in use until that step, and its buffers' lifetimes say so, for the memory plan.
 #include <string>

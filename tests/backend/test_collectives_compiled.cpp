@@ -89,6 +89,21 @@ graph early(%x: f32[8,8], %y: f32[8,8]) {
   const int a = lg.steps[1].opaque.inputs[0];
   EXPECT_EQ(lg.buffers[static_cast<size_t>(a)].last_step, 5) << "the sum's buffer lives until the all_reduce is waited for";
   expect_matches_reference(g, 4);
+  // A gather makes more than it reads (FSDP's parameters): it stays just before its reader
+  // instead of living from the start.
+  Graph gather = parse_graph(R"(
+graph late(%y: f32[8,8], %w: f32[8]) {
+  %m1 = matmul(%y, %y) : f32[8,8]
+  %m2 = matmul(%m1, %y) : f32[8,8]
+  %g = all_gather(%w, world_size=1, dim=0) : f32[8]
+  %o = add(%m2, %g) : f32[8,8]
+  return (%o)
+}
+)");
+  backend::CompiledGraph gc = backend::compile(gather, o);
+  std::vector<K> gather_kinds;
+  for (const codegen::Step& s : gc.executable.lowered().steps) gather_kinds.push_back(s.kind);
+  EXPECT_EQ(gather_kinds, (std::vector<K>{K::Matmul, K::Matmul, K::Collective, K::Kernel})) << codegen::print_schedule(gc.executable.lowered());
   // Without a collective the order is the lowering's.
   Graph plain = parse_graph("graph p(%x: f32[4], %y: f32[4,4]) {\n  %m = matmul(%y, %y) : f32[4,4]\n  %e = exp(%x) : f32[4]\n  return (%m, %e)\n}\n");
   backend::CompiledGraph pc = backend::compile(plain, o);

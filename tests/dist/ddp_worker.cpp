@@ -24,6 +24,7 @@
 
 #include "backend/compile.h"
 #include "frontend/kiln.h"
+#include "ir/builder.h"
 
 using namespace kiln;
 
@@ -138,6 +139,12 @@ int run(const Args& a) {
     }
   }
 
+  Graph loss_mean("loss_mean");
+  {
+    Builder b(loss_mean);
+    Value l = loss_mean.add_input("loss", TensorMeta(DType::F32, {}));
+    loss_mean.set_outputs({b.op(Op::AllReduce, {l}, Attrs{{"world_size", int64_t(world)}, {"op", std::string("mean")}}).v});
+  }
   const std::vector<HostTensor> mine = {rows(x, rank * per_rank, per_rank), rows(y, rank * per_rank, per_rank)};
   for (int s = 0; s < a.steps; ++s) {
     if (rank == a.fault_rank && s == a.fault_step) {
@@ -152,12 +159,19 @@ int run(const Args& a) {
     }
     double loss = train_step(ddp, state, mine, ex);
     double want = train_step(one, single, {x, y}, ex);
+    // The mean of the ranks' losses is the whole batch's (equal parts): one more all_reduce.
+    const std::vector<HostTensor> mine_loss{HostTensor::scalar(DType::F32, loss)};
+    const double mean_loss = ex(loss_mean, mine_loss)[0].get(0);
+    if (std::abs(mean_loss - want) > 1e-5 * std::abs(want)) {
+      std::fprintf(stderr, "rank %d step %d: the ranks' mean loss %.7f differs from one process's %.7f\n", rank, s, mean_loss, want);
+      return 1;
+    }
     const std::vector<HostTensor> params = a.fsdp ? ex(gather, state.params) : state.params;
     double worst = 0;
     for (int p = 0; p < ddp.num_params; ++p)
       worst = std::max(worst, max_rel_diff(params[static_cast<size_t>(p)], single.params[static_cast<size_t>(p)]));
-    std::printf("rank %d step %d: loss %.6f on its part (whole batch %.6f), parameters within %.2e of one process\n", rank, s, loss,
-                want, worst);
+    std::printf("rank %d step %d: loss %.6f on its part, %.6f the ranks' mean (one process on the whole batch: %.6f), parameters "
+                "within %.2e of one process\n", rank, s, loss, mean_loss, want, worst);
     if (worst > 1e-5) {
       std::fprintf(stderr, "rank %d step %d: the parameters differ from one process's by %.3e (over 1e-5)\n", rank, s, worst);
       return 1;
