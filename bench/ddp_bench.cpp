@@ -115,8 +115,7 @@ int run(const Args& a) {
   }
   std::sort(ms.begin(), ms.end());
   const double median = ms[ms.size() / 2];
-  int64_t kept = 0;
-  for (int i = 0; i < ts.num_params + ts.num_state; ++i) kept += ts.graph.inputs()[static_cast<size_t>(i)]->meta().nbytes();
+  const int64_t kept = ts.kept_bytes();
   if (rank == 0)
     std::printf("| kiln | %s | %s | %d | %.3f | %.0f | %.1f MB | %.1f MB | %d |\n", m.name.c_str(), a.fsdp ? "FSDP" : "DDP", world, median,
                 static_cast<double>(m.samples * world) / (median / 1000.0), static_cast<double>(kept) / 1e6,

@@ -339,6 +339,12 @@ TrainStep make_train_step(const TracedGraph& loss, const OptimizerConfig& optimi
   return ts;
 }
 
+int64_t TrainStep::kept_bytes() const {
+  int64_t bytes = 0;
+  for (int i = 0; i < num_params + num_state; ++i) bytes += graph.inputs()[static_cast<size_t>(i)]->meta().nbytes();
+  return bytes;
+}
+
 std::vector<HostTensor> TrainStep::shard(const std::vector<HostTensor>& whole, int64_t rank) const {
   if (shard_world == 0) fail("train step '{}' holds whole parameters (no DataParallelConfig::shard_parameters)", graph.name());
   if (whole.size() != whole_param_metas.size())

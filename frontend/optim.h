@@ -114,6 +114,8 @@ struct TrainStep {
 
   // Parameters as given and the optimizer state's first values, step 0.
   TrainState init(const std::vector<HostTensor>& params) const;
+  // What a rank keeps between steps: its parameters (shards with FSDP) and optimizer state.
+  int64_t kept_bytes() const;
   // FSDP: rank `rank`'s shards of the whole parameters (the step's parameter inputs).
   std::vector<HostTensor> shard(const std::vector<HostTensor>& whole, int64_t rank) const;
   // State tensor i's first value (zeros; a grad scaler's scale).

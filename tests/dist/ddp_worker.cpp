@@ -25,8 +25,10 @@
 #include "backend/compile.h"
 #include "frontend/kiln.h"
 #include "ir/builder.h"
+#include "tests/support/support.h"
 
 using namespace kiln;
+using kiln::testing::max_rel_diff;
 
 namespace {
 
@@ -69,15 +71,6 @@ HostTensor rows(const HostTensor& t, int64_t from, int64_t n) {
 
 TracedGraph mlp_loss(nn::MLP& model, const Tensor& x, const Tensor& y) {
   return trace([&](const std::vector<Tensor>& b) { return std::vector<Tensor>{mean(square(model(b[0]) - b[1]))}; }, {x, y}, "loss");
-}
-
-double max_rel_diff(const HostTensor& a, const HostTensor& b) {
-  double scale = 0, diff = 0;
-  for (int64_t i = 0; i < a.numel(); ++i) {
-    scale = std::max(scale, std::abs(b.get(i)));
-    diff = std::max(diff, std::abs(a.get(i) - b.get(i)));
-  }
-  return diff / std::max(scale, 1e-30);
 }
 
 int run(const Args& a) {
@@ -131,8 +124,7 @@ int run(const Args& a) {
       backend::CompileOptions o;
       o.device = device;
       backend::CompiledGraph c = backend::compile(t->graph, o);
-      int64_t kept = 0;
-      for (int i = 0; i < t->num_params + t->num_state; ++i) kept += t->graph.inputs()[static_cast<size_t>(i)]->meta().nbytes();
+      const int64_t kept = t->kept_bytes();
       std::printf("memory per rank, %s: parameters and optimizer state %lld B, intermediates %lld B (arena), %d collectives\n",
                   t == &ddp ? "FSDP" : "DDP ", static_cast<long long>(kept), static_cast<long long>(c.report.arena_bytes),
                   c.report.collective_calls);

@@ -16,6 +16,7 @@ namespace kiln {
 namespace {
 
 using testing::has;
+using testing::max_rel_diff;
 
 // Sets an environment variable for one scope.
 struct ScopedEnv {
@@ -46,9 +47,9 @@ struct GroupRun {
   std::vector<std::vector<double>> losses;  // [step][rank]
   std::vector<TrainState> states;
 };
-GroupRun run_group(const TrainStep& ts, const TrainState& start, const std::vector<std::vector<HostTensor>>& batches, int steps) {
+GroupRun run_group(const TrainStep& ts, std::vector<TrainState> starts, const std::vector<std::vector<HostTensor>>& batches, int steps) {
   GroupRun out;
-  out.states.assign(batches.size(), start);
+  out.states = std::move(starts);
   for (int s = 0; s < steps; ++s) {
     std::vector<std::vector<HostTensor>> in;
     for (size_t r = 0; r < batches.size(); ++r) {
@@ -71,15 +72,6 @@ GroupRun run_group(const TrainStep& ts, const TrainState& start, const std::vect
     out.losses.push_back(losses);
   }
   return out;
-}
-
-double max_rel_diff(const HostTensor& a, const HostTensor& b) {
-  double scale = 0, diff = 0;
-  for (int64_t i = 0; i < a.numel(); ++i) {
-    scale = std::max(scale, std::abs(b.get(i)));
-    diff = std::max(diff, std::abs(a.get(i) - b.get(i)));
-  }
-  return diff / std::max(scale, 1e-30);
 }
 
 TEST(DataParallel, RanksOnPartsOfTheBatchTrainAsOneProcessOnAllOfIt) {
@@ -109,7 +101,7 @@ TEST(DataParallel, RanksOnPartsOfTheBatchTrainAsOneProcessOnAllOfIt) {
       EXPECT_EQ(all_reduces, 2) << "two buckets of two gradients each";
       std::vector<std::vector<HostTensor>> batches;
       for (int64_t r = 0; r < world; ++r) batches.push_back({rows(x.data(), r * n, n), rows(y.data(), r * n, n)});
-      GroupRun got = run_group(ddp, ddp.init(part_loss.parameters), batches, 4);
+      GroupRun got = run_group(ddp, std::vector<TrainState>(batches.size(), ddp.init(part_loss.parameters)), batches, 4);
       for (size_t s = 0; s < want.size(); ++s) {
         double mean = 0;
         for (double l : got.losses[s]) mean += l / static_cast<double>(world);
@@ -130,7 +122,7 @@ TEST(DataParallel, RanksOnPartsOfTheBatchTrainAsOneProcessOnAllOfIt) {
   Mlp alone;
   TracedGraph half = alone.loss(Tensor(rows(x.data(), 0, 6)), Tensor(rows(y.data(), 0, 6)));
   TrainStep plain = make_train_step(half, sgd);
-  GroupRun apart = run_group(plain, plain.init(half.parameters), {{rows(x.data(), 0, 6), rows(y.data(), 0, 6)},
+  GroupRun apart = run_group(plain, std::vector<TrainState>(2, plain.init(half.parameters)), {{rows(x.data(), 0, 6), rows(y.data(), 0, 6)},
                                                                 {rows(x.data(), 6, 6), rows(y.data(), 6, 6)}}, 2);
   EXPECT_GT(max_rel_diff(apart.states[0].params[0], apart.states[1].params[0]), 1e-4);
 }
@@ -179,31 +171,14 @@ TEST(DataParallel, ShardedParametersTrainAsOneProcessOnTheWholeBatch) {
       batches.push_back({rows(x.data(), r * n, n), rows(y.data(), r * n, n)});
       starts.push_back(fsdp.init(fsdp.shard(part_loss.parameters, r)));
     }
-    // run_group starts every rank from one state: here each rank has its own shards.
-    std::vector<TrainState> states = starts;
+    GroupRun got = run_group(fsdp, starts, batches, 3);
     for (int step = 0; step < 3; ++step) {
-      std::vector<std::vector<HostTensor>> in;
-      for (int64_t r = 0; r < world; ++r) {
-        const TrainState& st = states[static_cast<size_t>(r)];
-        std::vector<HostTensor> mine = st.params;
-        mine.insert(mine.end(), st.state.begin(), st.state.end());
-        mine.insert(mine.end(), batches[static_cast<size_t>(r)].begin(), batches[static_cast<size_t>(r)].end());
-        mine.push_back(HostTensor::scalar(DType::F32, static_cast<double>(st.step + 1)));
-        in.push_back(std::move(mine));
-      }
-      auto res = interpret_group(fsdp.graph, in);
       double mean = 0;
-      for (int64_t r = 0; r < world; ++r) {
-        TrainState& st = states[static_cast<size_t>(r)];
-        mean += res[static_cast<size_t>(r)][0].get(0) / static_cast<double>(world);
-        st.params.assign(res[static_cast<size_t>(r)].begin() + 1, res[static_cast<size_t>(r)].begin() + 1 + fsdp.num_params);
-        st.state.assign(res[static_cast<size_t>(r)].begin() + 1 + fsdp.num_params, res[static_cast<size_t>(r)].end());
-        ++st.step;
-      }
+      for (double l : got.losses[static_cast<size_t>(step)]) mean += l / static_cast<double>(world);
       EXPECT_NEAR(mean, want[static_cast<size_t>(step)], 1e-5 * want[static_cast<size_t>(step)]) << world << " ranks, step " << step;
     }
     std::vector<std::vector<HostTensor>> shards;
-    for (const TrainState& st : states) shards.push_back(st.params);
+    for (const TrainState& st : got.states) shards.push_back(st.params);
     auto gathered = interpret_group(parameter_gather(fsdp), shards);
     for (int64_t r = 0; r < world; ++r)
       for (int p = 0; p < fsdp.num_params; ++p)

@@ -109,4 +109,13 @@ std::string one_node_round_trip(Op op, std::vector<TensorMeta> inputs, const Att
   return print_node(*g.find("y").node);
 }
 
+double max_rel_diff(const HostTensor& a, const HostTensor& b) {
+  double scale = 0, diff = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    scale = std::max(scale, std::abs(b.get(i)));
+    diff = std::max(diff, std::abs(a.get(i) - b.get(i)));
+  }
+  return diff / std::max(scale, 1e-30);
+}
+
 }  // namespace kiln::testing

@@ -22,6 +22,9 @@ std::string read_text(const std::string& path);
 // infinity). On failure prints the first mismatching index and values.
 ::testing::AssertionResult tensors_close(const HostTensor& actual, const HostTensor& expected, double atol = 1e-6,
                                          double rtol = 1e-5);
+// max |a - b| / max |b| over the elements (b the expected): one number for how far apart two
+// tensors of the same shape are.
+double max_rel_diff(const HostTensor& a, const HostTensor& b);
 // Builds a tensor from row-major values.
 HostTensor make(DType dt, const Shape& shape, std::vector<double> values);
 // Builds an integer (or bool) tensor from row-major values, exactly.
