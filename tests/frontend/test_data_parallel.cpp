@@ -41,7 +41,7 @@ HostTensor rows(const HostTensor& t, int64_t from, int64_t n) {
   return HostTensor::from_doubles(t.dtype(), {n, cols}, v);
 }
 
-// `steps` steps of a data-parallel train step, rank r on its batch, from `start`: each rank's
+// `steps` steps of a data-parallel train step, rank r on its batch from starts[r]: each rank's
 // losses and the final state of each rank.
 struct GroupRun {
   std::vector<std::vector<double>> losses;  // [step][rank]
