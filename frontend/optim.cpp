@@ -418,11 +418,15 @@ std::vector<double> train(const TrainStep& ts, TrainState& state, const std::vec
 }
 
 Trainer::Trainer(nn::Module& module, const ScalarFn& loss_fn, const std::vector<Tensor>& example_batch,
-                 const OptimizerConfig& optimizer, Executor executor)
+                 const OptimizerConfig& optimizer, Executor executor, const std::optional<DataParallelConfig>& data_parallel)
     : executor_(std::move(executor)) {
+  if (data_parallel && data_parallel->shard_parameters)
+    fail("Trainer: FSDP shards the parameters, and a module keeps them whole: use make_train_step with "
+         "DataParallelConfig::shard_parameters (TrainStep::shard, parameter_gather)");
   TracedGraph loss = trace([&](const std::vector<Tensor>& b) { return std::vector<Tensor>{loss_fn(b)}; },
                            example_batch, "loss");
-  step_ = make_train_step(loss, optimizer);
+  step_ = make_train_step(loss, optimizer, std::nullopt, data_parallel);
+  const bool broadcast = data_parallel && data_parallel->world_size > 1;
   std::vector<HostTensor> values;
   auto params = module.named_parameters();
   for (size_t i = 0; i < loss.parameters.size(); ++i) {
@@ -440,7 +444,15 @@ Trainer::Trainer(nn::Module& module, const ScalarFn& loss_fn, const std::vector<
       fail("Trainer: parameter '{}' is on {} and '{}' on {}: move the module with module.to(device)", p.name(),
            p.device().str(), trained_.front().name(), device_.str());
   state_ = step_.init(values);
-  if (device_.kind == Device::Kind::CPU) return;
+  if (device_.kind == Device::Kind::CPU) {
+    if (broadcast) {
+      // DDP's start: rank 0's parameters everywhere, written into the module's own tensors.
+      if (!executor_) fail("Trainer: data-parallel training on the CPU runs compiled: pass compiled_executor()");
+      state_.params = executor_(parameter_broadcast(step_, data_parallel->world_size), state_.params);
+      for (size_t i = 0; i < trained_.size(); ++i) trained_[i].impl()->data = state_.params[i];
+    }
+    return;
+  }
   if (executor_)
     fail("Trainer: the parameters are on {}; an Executor runs host tensors. Leave it out: the step is compiled "
          "for {}",
@@ -448,6 +460,11 @@ Trainer::Trainer(nn::Module& module, const ScalarFn& loss_fn, const std::vector<
   backend::CompileOptions options;
   options.device = device_;
   compiled_ = std::make_shared<const backend::Executable>(backend::compile(step_.graph, options).executable);
+  if (broadcast) {
+    backend::Executable start = backend::compile(parameter_broadcast(step_, data_parallel->world_size), options).executable;
+    std::vector<Tensor> same = run(start, trained_);
+    for (size_t i = 0; i < trained_.size(); ++i) trained_[i].impl()->set_storage_from(*same[i].impl());
+  }
   for (const HostTensor& s : state_.state) device_state_.push_back(Tensor(s).to(device_));
   state_.state.clear();  // the optimizer state lives on the device from now on
   state_.params.clear();

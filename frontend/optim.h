@@ -156,10 +156,17 @@ std::vector<double> train(const TrainStep& ts, TrainState& state, const std::vec
 //   made there, and every step runs on device memory: the batch must be on the GPU too, the
 //   new parameters replace the old in the module's tensors without a copy, and only the step
 //   number (4 bytes) goes over and the loss (4 bytes) comes back.
+//
+// With `data_parallel` (DDP, in a process group: frontend/distributed.h), every rank's module
+// starts from rank 0's parameters (broadcast when the Trainer is made), each rank steps on its
+// own batch, and the gradients are averaged over the ranks in buckets. On the CPU it needs a
+// compiled executor (the interpreter runs one process). FSDP changes the parameters' shapes,
+// which a module's tensors keep: it goes through make_train_step (shard_parameters).
 class Trainer {
  public:
   Trainer(nn::Module& module, const ScalarFn& loss_fn, const std::vector<Tensor>& example_batch,
-          const OptimizerConfig& optimizer, Executor executor = {});
+          const OptimizerConfig& optimizer, Executor executor = {},
+          const std::optional<DataParallelConfig>& data_parallel = std::nullopt);
   // One step on a batch of the example's shapes; returns the loss before the update.
   double step(const std::vector<Tensor>& batch);
 

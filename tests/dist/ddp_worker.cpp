@@ -5,7 +5,10 @@
 // computes itself. Exits 0 when they agree, 1 when not, and with kiln::Error's message on
 // stderr when the group fails.
 //
-//   ddp_worker [--device cpu|cuda] [--steps N] [--fsdp] [--fault die|hang|mismatch --fault-rank R --fault-step S]
+//   ddp_worker [--device cpu|cuda] [--steps N] [--fsdp | --trainer] [--fault die|hang|mismatch --fault-rank R --fault-step S]
+//
+// --trainer: the module-level API instead, a Trainer with a DataParallelConfig, whose module
+// parameters are compared.
 //
 // --fsdp: the parameters and the optimizer state are sharded (DataParallelConfig::
 // shard_parameters), each step gathers the whole parameters back to compare them, and rank 0
@@ -38,7 +41,7 @@ struct Args {
   std::string fault;
   int fault_rank = 1, fault_step = 1;
   int64_t bucket_bytes = 600;  // two buckets of this model's gradients
-  bool fsdp = false;
+  bool fsdp = false, trainer = false;
 };
 
 Args parse(int argc, char** argv) {
@@ -56,6 +59,7 @@ Args parse(int argc, char** argv) {
     else if (s == "--fault-step") a.fault_step = std::stoi(next());
     else if (s == "--bucket-bytes") a.bucket_bytes = std::stoll(next());
     else if (s == "--fsdp") a.fsdp = true;
+    else if (s == "--trainer") a.trainer = true;
     else throw std::runtime_error("unknown argument " + s);
   }
   return a;
@@ -71,6 +75,33 @@ HostTensor rows(const HostTensor& t, int64_t from, int64_t n) {
 
 TracedGraph mlp_loss(nn::MLP& model, const Tensor& x, const Tensor& y) {
   return trace([&](const std::vector<Tensor>& b) { return std::vector<Tensor>{mean(square(model(b[0]) - b[1]))}; }, {x, y}, "loss");
+}
+
+// The Trainer's way: the module's own parameters train, rank 0's broadcast when it is made.
+int run_trainer(const Args& a, const DataParallelConfig& dp, nn::MLP& model, const HostTensor& x, const HostTensor& y, const TrainStep& one,
+                TrainState& single, const Executor& ex, const Device& device) {
+  const int rank = dist::rank();
+  const int64_t per_rank = x.shape()[0] / dist::world_size();
+  SGDConfig sgd;
+  sgd.lr = 0.1;
+  sgd.momentum = 0.9;
+  if (device.kind == Device::Kind::CUDA) model.to(device);
+  Tensor xs(rows(x, rank * per_rank, per_rank)), ys(rows(y, rank * per_rank, per_rank));
+  if (device.kind == Device::Kind::CUDA) xs = xs.to(device), ys = ys.to(device);
+  auto loss_fn = [&](const std::vector<Tensor>& b) { return mean(square(model(b[0]) - b[1])); };
+  Trainer trainer(model, loss_fn, {xs, ys}, sgd, device.kind == Device::Kind::CPU ? ex : Executor{}, dp);
+  for (int s = 0; s < a.steps; ++s) {
+    double loss = trainer.step({xs, ys});
+    double want = train_step(one, single, {x, y}, ex);
+    TrainState st = trainer.state();
+    double worst = 0;
+    for (size_t p = 0; p < st.params.size(); ++p) worst = std::max(worst, max_rel_diff(st.params[p], single.params[p]));
+    std::printf("rank %d step %d: loss %.6f on its part (one process on the whole batch: %.6f), the module's parameters within "
+                "%.2e of one process\n", rank, s, loss, want, worst);
+    if (worst > 1e-5) return 1;
+  }
+  dist::destroy_process_group();
+  return 0;
 }
 
 int run(const Args& a) {
@@ -99,6 +130,7 @@ int run(const Args& a) {
   dp.world_size = world;
   dp.bucket_bytes = a.bucket_bytes;
   dp.shard_parameters = a.fsdp;
+  if (a.trainer) return run_trainer(a, dp, model, x, y, one, single, ex, device);
   TrainStep ddp = make_train_step(part, sgd, std::nullopt, dp);
   // Rank 0's weights everywhere: broadcast whole (a step of whole parameters names them), then
   // FSDP keeps this rank's shards.

@@ -61,6 +61,12 @@ TEST(DistributedDataParallel, ShardedParametersOverTwoAndThreeGlooProcessesTrain
   }
 }
 
+TEST(DistributedDataParallel, ATrainerWithADataParallelConfigTrainsTheModulesOwnParameters) {
+  Launched l = launch(2, "--steps 3 --trainer");
+  EXPECT_EQ(l.status, 0) << l.output;
+  EXPECT_TRUE(has(l.output, "[rank 1] rank 1 step 2: loss")) << l.output;
+}
+
 TEST(DistributedDataParallel, ARankThatDiesIsNamedByTheOthers) {
   Launched l = launch(2, "--steps 3 --fault die --fault-rank 1 --fault-step 1");
   EXPECT_NE(l.status, 0) << l.output;

@@ -224,6 +224,18 @@ TEST(DataParallel, ParameterBroadcastStartsEveryRankFromRankZerosWeights) {
   EXPECT_NE(in[1][0].to_doubles(), in[0][0].to_doubles()) << "the ranks started apart";
 }
 
+TEST(DataParallel, ATrainerRefusesShardedParametersAndAnInterpretedGroup) {
+  Mlp m;
+  Tensor x = randn({4, 8}, 1), y = randn({4, 8}, 2);
+  auto loss_fn = [&](const std::vector<Tensor>& b) { return mean(square(m.model(b[0]) - b[1])); };
+  DataParallelConfig dp;
+  dp.world_size = 2;
+  dp.shard_parameters = true;
+  EXPECT_TRUE(has(testing::error_of([&] { Trainer(m.model, loss_fn, {x, y}, SGDConfig{}, {}, dp); }), "use make_train_step"));
+  dp.shard_parameters = false;
+  EXPECT_TRUE(has(testing::error_of([&] { Trainer(m.model, loss_fn, {x, y}, SGDConfig{}, {}, dp); }), "pass compiled_executor()"));
+}
+
 TEST(DataParallel, BadConfigsAreErrors) {
   Mlp m;
   TracedGraph loss = m.loss(randn({4, 8}, 1), randn({4, 8}, 2));
