@@ -2,7 +2,10 @@
 # On the GPU machine (CUDA 13 at /usr/local/cuda, no LLVM, no package registry): builds kiln
 # with the LLVM path off and runs the CUDA tests, then (optionally) compute-sanitizer and the
 # CLI. Logs go to $OUT (the device tool brings them back), a summary table is printed last.
-#   scripts/device-test.sh [tests|examples|demo|sanitize|cli|bench|fuzz]...   (default: tests examples demo cli)
+#   scripts/device-test.sh [tests|examples|demo|sanitize|cli|bench|fuzz|dist]...   (default: tests examples demo cli)
+# dist: DDP, FSDP and the Trainer over NCCL on every GPU of the machine (one rank each; world
+# size 1 on one GPU), checked against one process, then the fault cases where there are two or
+# more GPUs. NVLink multicast stays off (NCCL_NVLS_ENABLE=0: the lent machines' rule).
 # KILN_SANITIZE_TOOLS="memcheck racecheck" picks the compute-sanitizer tools (default: all three).
 # Needs .devdeps/include (scripts/device-deps.sh, run on a Debian machine, carried along).
 set -uo pipefail
@@ -110,6 +113,26 @@ for step in "${steps[@]}"; do
       t1=$(date +%s)
       ./build-gpu/bin/kiln demo --out /tmp/kiln-demo-out > "$OUT/demo.log" 2>&1
       summary+=("demo: rc=$? $(( $(date +%s) - t1 )) s: $(grep -E 'held-out loss:|completed exactly|done in' "$OUT/demo.log" | tr '\n' ' ')")
+      ;;
+    dist)
+      t1=$(date +%s)
+      export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+      n=$(nvidia-smi -L | wc -l)
+      k=./build-gpu/bin/kiln w=./build-gpu/tests/kiln_ddp_worker
+      fails=0
+      {
+        for args in "--steps 6" "--steps 3 --bucket-bytes 1" "--steps 4 --fsdp" "--steps 3 --trainer"; do
+          echo "== $n ranks: $args"
+          KILN_DIST_TIMEOUT=60 $k launch -n "$n" $w --device cuda $args || fails=$((fails + 1))
+        done
+        if ((n >= 2)); then
+          for fault in "die --fault-rank 1" "die --fault-rank 0" "hang --fault-rank 1" "mismatch --fault-rank 1"; do
+            echo "== $n ranks, fault: $fault (must fail, naming the rank)"
+            KILN_DIST_TIMEOUT=5 timeout 60 $k launch -n "$n" --grace 8 $w --device cuda --steps 3 --fault-step 1 --fault $fault && fails=$((fails + 1))
+          done
+        fi
+      } > "$OUT/dist.log" 2>&1
+      summary+=("dist: $n GPUs, $fails unexpected results, $(( $(date +%s) - t1 )) s (dist.log)")
       ;;
     cli)
       k=./build-gpu/bin/kiln
