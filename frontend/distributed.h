@@ -11,7 +11,8 @@
 namespace kiln::dist {
 
 // Joins the group the environment describes (every rank blocks until all have joined);
-// kiln::Error naming a missing variable, or the ranks that never came.
+// kiln::Error naming a missing variable, or the ranks that never came. SIGPIPE is ignored from
+// then on (unless the program handles it): a peer that dies is an error, not this one's death.
 void init_process_group();
 bool is_initialized();
 int rank();        // 0 without a group

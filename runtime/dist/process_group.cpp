@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
@@ -59,6 +60,11 @@ GroupOptions GroupOptions::from_environment() {
 }
 
 ProcessGroup::ProcessGroup(const GroupOptions& o) : o_(o) {
+  // Gloo writes to its peers' sockets without MSG_NOSIGNAL: a peer that died would kill this
+  // process with SIGPIPE (seen in CI) instead of failing the collective with an error naming
+  // it. A handler the program set is left alone; the default (death) becomes "ignore".
+  struct sigaction old_action {};
+  if (::sigaction(SIGPIPE, nullptr, &old_action) == 0 && old_action.sa_handler == SIG_DFL) ::signal(SIGPIPE, SIG_IGN);
   TcpStore::Options so;
   so.host = o.master_addr;
   so.port = o.master_port;
