@@ -257,13 +257,14 @@ std::vector<HostTensor> CpuProgram::run(const ExecutableState& s, std::span<cons
   };
   for (const codegen::Step& step : lg.steps) {
     const double start = rec ? since(t_run) : 0;
+    // Every kind of step, a matmul too, waits for the collectives whose results it touches.
+    if (!in_flight.empty()) wait_for(codegen::step_buffers(step));
     if (step.kind == codegen::Step::Kind::Matmul) {
       const MatmulCall& mm = step.matmul;
       run_matmul(mm, ptr[mm.a], ptr[mm.b], ptr[mm.out]);
       if (rec) rec->steps.push_back({start, since(t_run) - start});
       continue;
     }
-    if (!in_flight.empty()) wait_for(codegen::step_buffers(step));
     if (step.kind == codegen::Step::Kind::Collective) {
       const codegen::OpaqueCall& c = step.opaque;
       const void* in = ptr[c.inputs.at(0)];

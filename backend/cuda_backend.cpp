@@ -250,6 +250,8 @@ void CudaProgram::launch_all(const ExecutableState& s, Loaded& L, const std::vec
   };
   for (const codegen::Step& step : lg.steps) {
     if (perf && &step != &lg.steps.front()) marks.emplace_back(device), marks.back().record(*L.stream);
+    // Every kind of step, a matmul too, waits for the collectives whose results it touches.
+    if (!in_flight.empty()) wait_for(codegen::step_buffers(step));
     if (step.kind == codegen::Step::Kind::Matmul) {
       const MatmulCall& mm = step.matmul;
       if (!is_floating(mm.dtype)) fail("graph {}: {} matmul on CUDA: cuBLASLt multiplies floats only ({})", s.graph_name, dtype_name(mm.dtype), mm.label);
@@ -267,7 +269,6 @@ void CudaProgram::launch_all(const ExecutableState& s, Loaded& L, const std::vec
                                ldb, mm.b_batch_stride, 0.0, ptr[mm.out], mm.n, mm.m * mm.n, mm.batch, *L.stream, go);
       continue;
     }
-    if (!in_flight.empty()) wait_for(codegen::step_buffers(step));
     if (step.kind == codegen::Step::Kind::Collective) {
       const codegen::OpaqueCall& c = step.opaque;
       void* in = ptr[c.inputs.at(0)];

@@ -33,7 +33,7 @@ fi
 for step in "${steps[@]}"; do
   case "$step" in
     tests)
-      for t in runtime codegen backend frontend bench tools; do
+      for t in runtime codegen backend frontend bench tools dist; do
         [[ -x ./build-gpu/tests/kiln_tests_$t ]] || continue
         t1=$(date +%s)
         filter='*'

@@ -6,6 +6,8 @@
 
 namespace kiln::runtime::dist {
 
+bool gloo_available() { return false; }
+
 struct ProcessGroup::Gloo {};
 
 ProcessGroup::Gloo& ProcessGroup::gloo() {

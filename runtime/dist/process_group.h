@@ -98,6 +98,9 @@ class ProcessGroup {
   std::vector<std::pair<std::string, std::shared_ptr<Engine>>> engines_;
 };
 
+// Whether this build has the Gloo engine (collectives on host memory across processes).
+bool gloo_available();
+
 // The group of this process: set by init_process_group, or nullptr. Compiled programs look it
 // up when they run a collective over more than one rank.
 ProcessGroup* default_group();
