@@ -92,6 +92,8 @@ ProcessGroup::ProcessGroup(const GroupOptions& o) : o_(o) {
 ProcessGroup::~ProcessGroup() {
   // Rank 0 serves the store: it stays until every rank has said it is leaving, so that no rank
   // finds the store gone while it still talks to it (its last progress record, its goodbye).
+  // After a failure the others are gone or failing too: nobody to wait for.
+  if (failed_) return;
   try {
     store_->set(fmt::format("kiln/leaving/{}", o_.rank), {'1'});
     if (o_.rank == 0) {
@@ -118,6 +120,7 @@ int64_t ProcessGroup::begin_collective(const std::string& label) {
 }
 
 std::string ProcessGroup::diagnose(int64_t seq) {
+  failed_ = true;  // diagnose is asked only after a failure
   // A peer's death reaches this rank's engine socket and the store's server at about the same
   // time: give the store a second to see a death before calling a rank that is behind hung.
   for (int attempt = 0;; ++attempt) {

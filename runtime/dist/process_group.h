@@ -94,6 +94,7 @@ class ProcessGroup {
   std::unique_ptr<TcpStore> store_;
   std::shared_ptr<Gloo> gloo_;  // connected on the first host collective (shared: its type is the engine file's)
   int64_t seq_ = 0;             // collectives begun by this rank
+  bool failed_ = false;         // a collective failed: leaving waits for no one
   int64_t programs_checked_ = 0;
   std::vector<std::pair<std::string, std::shared_ptr<Engine>>> engines_;
 };
