@@ -232,20 +232,9 @@ std::vector<HostTensor> CpuProgram::run(const ExecutableState& s, std::span<cons
     }
   }
 
-  // Collectives in flight: the buffer each writes, and its transfer.
-  std::vector<std::pair<int, std::shared_future<void>>> in_flight;
+  // Collectives in flight, each a transfer on a thread (shared: the next one waits on it too).
+  InFlight<std::shared_future<void>> in_flight;
   std::shared_future<void> last_transfer;
-  auto wait_for = [&](const std::vector<int>& buffers) {
-    for (size_t i = 0; i < in_flight.size();) {
-      if (std::find(buffers.begin(), buffers.end(), in_flight[i].first) == buffers.end()) {
-        ++i;
-        continue;
-      }
-      std::shared_future<void> f = in_flight[i].second;
-      in_flight.erase(in_flight.begin() + static_cast<long>(i));
-      f.get();  // rethrows the transfer's error
-    }
-  };
   runtime::cpu::take_kernel_error();  // a stale report from an earlier failed run is not ours
   std::vector<void*> args;
   // The profiler (backend/profile.h): the host clock around every step.
@@ -258,7 +247,8 @@ std::vector<HostTensor> CpuProgram::run(const ExecutableState& s, std::span<cons
   for (const codegen::Step& step : lg.steps) {
     const double start = rec ? since(t_run) : 0;
     // Every kind of step, a matmul too, waits for the collectives whose results it touches.
-    if (!in_flight.empty()) wait_for(codegen::step_buffers(step));
+    if (!in_flight.empty())
+      for (const std::shared_future<void>& f : in_flight.take(codegen::step_buffers(step))) f.get();  // rethrows its error
     if (step.kind == codegen::Step::Kind::Matmul) {
       const MatmulCall& mm = step.matmul;
       run_matmul(mm, ptr[mm.a], ptr[mm.b], ptr[mm.out]);
@@ -280,7 +270,7 @@ std::vector<HostTensor> CpuProgram::run(const ExecutableState& s, std::span<cons
                           if (before.valid()) before.get();
                           run_host_collective(s, collectives, c, in, out);
                         }).share();
-        in_flight.emplace_back(c.outputs.at(0), last_transfer);
+        in_flight.add(c.outputs.at(0), last_transfer);
       }
       if (rec) rec->steps.push_back({start, since(t_run) - start});
       continue;
@@ -296,7 +286,7 @@ std::vector<HostTensor> CpuProgram::run(const ExecutableState& s, std::span<cons
     if (rec) rec->steps.push_back({start, since(t_run) - start});
     if (auto err = runtime::cpu::take_kernel_index_error()) fail("{}", index_error_message(s, lg.kernels[step.kernel], err->site, err->str()));
   }
-  while (!in_flight.empty()) wait_for({in_flight.front().first});
+  for (const std::shared_future<void>& f : in_flight.take_all()) f.get();
   // Outputs returned twice share storage in the arena-free buffers: give each its own copy.
   for (size_t o = 1; o < outputs.size(); ++o)
     for (size_t p = 0; p < o; ++p)

@@ -235,23 +235,13 @@ void CudaProgram::launch_all(const ExecutableState& s, Loaded& L, const std::vec
   bool perf = (log_enabled("perf") || rec) && !(L.graph && L.graph->capturing());
   std::vector<cu::Event> marks;
   if (perf) marks.emplace_back(device), marks.back().record(*L.stream);
-  // Collectives on the communication stream not yet waited for: the buffer each writes, and the
-  // event recorded after it.
-  std::vector<std::pair<int, std::shared_ptr<cu::Event>>> in_flight;
-  auto wait_for = [&](const std::vector<int>& buffers) {
-    for (size_t i = 0; i < in_flight.size();) {
-      if (std::find(buffers.begin(), buffers.end(), in_flight[i].first) == buffers.end()) {
-        ++i;
-        continue;
-      }
-      in_flight[i].second->make_wait(*L.stream);
-      in_flight.erase(in_flight.begin() + static_cast<long>(i));
-    }
-  };
+  // Collectives on the communication stream not yet waited for, each the event recorded after it.
+  InFlight<cu::Event> in_flight;
   for (const codegen::Step& step : lg.steps) {
     if (perf && &step != &lg.steps.front()) marks.emplace_back(device), marks.back().record(*L.stream);
     // Every kind of step, a matmul too, waits for the collectives whose results it touches.
-    if (!in_flight.empty()) wait_for(codegen::step_buffers(step));
+    if (!in_flight.empty())
+      for (cu::Event& done : in_flight.take(codegen::step_buffers(step))) done.make_wait(*L.stream);
     if (step.kind == codegen::Step::Kind::Matmul) {
       const MatmulCall& mm = step.matmul;
       if (!is_floating(mm.dtype)) fail("graph {}: {} matmul on CUDA: cuBLASLt multiplies floats only ({})", s.graph_name, dtype_name(mm.dtype), mm.label);
@@ -284,9 +274,9 @@ void CudaProgram::launch_all(const ExecutableState& s, Loaded& L, const std::vec
         ready.record(*L.stream);
         ready.make_wait(*L.comm_stream);
         cu::run_nccl(collectives.group(s, c), collective_args(c, in, out), device, *L.comm_stream);
-        auto done = std::make_shared<cu::Event>(device);
-        done->record(*L.comm_stream);
-        in_flight.emplace_back(c.outputs.at(0), std::move(done));
+        cu::Event done(device);
+        done.record(*L.comm_stream);
+        in_flight.add(c.outputs.at(0), std::move(done));
       }
       continue;
     }
@@ -305,8 +295,7 @@ void CudaProgram::launch_all(const ExecutableState& s, Loaded& L, const std::vec
     cu::launch(L.functions[step.kernel], cu::Dim3{static_cast<unsigned>(k.launch.grid)}, cu::Dim3{static_cast<unsigned>(k.launch.block)},
                0, *L.stream, argp.data(), k.name);
   }
-  for (auto& [buffer, done] : in_flight) done->make_wait(*L.stream);  // the run ends when they do
-  in_flight.clear();
+  for (cu::Event& done : in_flight.take_all()) done.make_wait(*L.stream);  // the run ends when they do
   if (perf) {
     marks.emplace_back(device), marks.back().record(*L.stream);
     marks.back().synchronize();

@@ -2,6 +2,7 @@
 // copy and matmul groups. The internals shared with lower_values.cpp and lower_reduction.cpp
 // are in lower_internal.h.
 #include "codegen/lower_internal.h"
+#include "passes/collectives_dim0.h"
 
 namespace kiln::codegen {
 
@@ -309,19 +310,10 @@ void GraphLowering::lower_matmul(const FusionGroup& grp, const FusionGroup* next
 void GraphLowering::lower_call(const FusionGroup& grp, Step::Kind kind) {
   KILN_INTERNAL_ASSERT(grp.nodes.size() == 1, "an opaque or collective group holds one node");
   const Node* n = grp.nodes[0];
-  if (kind == Step::Kind::Collective && (n->op() == Op::AllGather || n->op() == Op::ReduceScatter)) {
-    // The engines join and split along the first dim of contiguous memory: a dim with only
-    // 1s before it is that dim.
-    const Shape& in = n->input(0).meta().shape;
-    const int64_t rank = static_cast<int64_t>(in.size());
-    int64_t dim = n->attrs().get_int("dim");
-    if (dim < 0) dim += rank;
-    for (int64_t d = 0; d < dim; ++d)
-      if (in[static_cast<size_t>(d)] != 1)
-        fail("node %{}: {} along dim {} of {}: kiln's collective engines join and split along the first dim (or one with "
-             "only 1s before it); transpose that dim to the front first",
-             n->name(), op_name(n->op()), dim, shape_str(in));
-  }
+  // The engines join and split along the first dim of contiguous memory: passes/
+  // collectives_dim0 (always in the compile pipeline) moved every other dim there.
+  KILN_INTERNAL_ASSERT(kind != Step::Kind::Collective || !collective_needs_dim0_rewrite(*n),
+                       "passes/collectives_dim0 ran before lowering: collectives join and split along dim 0");
   OpaqueCall c;
   c.op = n->op();
   c.attrs = n->attrs();

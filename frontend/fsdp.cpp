@@ -32,8 +32,7 @@ TracedGraph shard_loss(const TracedGraph& loss, const std::vector<bool>& trained
       continue;
     }
     const TensorMeta& m = in->meta();
-    Value part = s.add_input(in->name(), TensorMeta(m.dtype, {shard_numel(m.numel(), world)}));
-    map[in] = part;
+    map[in] = s.add_input(in->name(), TensorMeta(m.dtype, {shard_numel(m.numel(), world)}));
   }
   // The gathers go after the inputs, in parameter order, named after what they rebuild.
   Builder b(s);

@@ -13,7 +13,9 @@ int64_t collective_dim(const Node& n) {
   return d < 0 ? d + rank : d;
 }
 
-bool needs_rewrite(const Node& n) {
+}  // namespace
+
+bool collective_needs_dim0_rewrite(const Node& n) {
   if (n.op() != Op::AllGather && n.op() != Op::ReduceScatter) return false;
   const Shape& s = n.input(0).meta().shape;
   const int64_t d = collective_dim(n);
@@ -21,6 +23,8 @@ bool needs_rewrite(const Node& n) {
     if (s[static_cast<size_t>(i)] != 1) return true;
   return false;
 }
+
+namespace {
 
 // all_gather(x [A..., n, B...], dim=d) = the ranks' x joined along d:
 // gather x with d moved to the front, then move the rank dim back in front of d.
@@ -78,7 +82,7 @@ Value scatter_along_front(Builder& b, const Node& n) {
 bool run_collectives_dim0(Graph& g) {
   bool changed = false;
   for (Node* n : g.nodes()) {
-    if (!needs_rewrite(*n)) continue;
+    if (!collective_needs_dim0_rewrite(*n)) continue;
     Builder b(g, n);
     Value v = n->op() == Op::AllGather ? gather_along_front(b, *n) : scatter_along_front(b, *n);
     g.replace_all_uses(n->result(0), v);

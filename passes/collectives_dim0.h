@@ -12,4 +12,8 @@ namespace kiln {
 
 bool run_collectives_dim0(Graph& g);  // whether it rewrote a collective
 
+// Whether `n` is an all_gather or reduce_scatter the pass rewrites (a dim before its own is
+// more than 1).
+bool collective_needs_dim0_rewrite(const Node& n);
+
 }  // namespace kiln

@@ -30,15 +30,15 @@ namespace {
 // Gloo's rendezvous over kiln's store.
 class GlooStore final : public gloo::rendezvous::Store {
  public:
-  explicit GlooStore(TcpStore& s) : s_(s) {}
+  GlooStore(TcpStore& s, std::chrono::milliseconds timeout) : s_(s), timeout_(timeout) {}
   void set(const std::string& key, const std::vector<char>& data) override { s_.set(key, data); }
-  std::vector<char> get(const std::string& key) override { return s_.get(key); }
-  void wait(const std::vector<std::string>& keys) override { s_.wait(keys, s_timeout()); }
+  std::vector<char> get(const std::string& key) override { return s_.get(key, timeout_); }
+  void wait(const std::vector<std::string>& keys) override { s_.wait(keys, timeout_); }
   void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override { s_.wait(keys, timeout); }
 
  private:
-  std::chrono::milliseconds s_timeout() const { return std::chrono::minutes(5); }
   TcpStore& s_;
+  std::chrono::milliseconds timeout_;  // the group's (KILN_DIST_TIMEOUT)
 };
 
 // The address Gloo's sockets listen on: the loopback for a group on one machine (MASTER_ADDR
@@ -124,7 +124,7 @@ ProcessGroup::Gloo& ProcessGroup::gloo() {
     g->device = gloo::transport::tcp::CreateDevice(attr);
     g->context = std::make_shared<gloo::rendezvous::Context>(o_.rank, o_.world_size);
     g->context->setTimeout(o_.timeout);
-    GlooStore adapter(*store_);
+    GlooStore adapter(*store_, o_.timeout);
     gloo::rendezvous::PrefixStore prefixed("kiln/gloo", adapter);
     g->context->connectFullMesh(prefixed, g->device);
   } catch (const std::exception& e) {

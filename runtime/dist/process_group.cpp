@@ -4,6 +4,7 @@
 #include "runtime/dist/process_group.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <csignal>
@@ -124,20 +125,20 @@ std::string ProcessGroup::diagnose(int64_t seq) {
   // A peer's death reaches this rank's engine socket and the store's server at about the same
   // time: give the store a second to see a death before calling a rank that is behind hung.
   for (int attempt = 0;; ++attempt) {
-    std::string why = diagnose_now(seq);
-    if (attempt == 5 || why.find(" died") != std::string::npos) return why;
+    Diagnosis d = diagnose_now(seq);
+    if (attempt == 5 || d.found_death) return d.text;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
 }
 
-std::string ProcessGroup::diagnose_now(int64_t seq) {
-  std::vector<std::string> why;
+ProcessGroup::Diagnosis ProcessGroup::diagnose_now(int64_t seq) {
   std::vector<int> dead;
   try {
     dead = store_->dead_ranks();
   } catch (const Error& e) {
-    return fmt::format("the store that rank 0 serves is gone, so rank 0 died ({})", e.what());
+    return {fmt::format("the store that rank 0 serves is gone, so rank 0 died ({})", e.what()), true};
   }
+  std::vector<std::string> why;
   for (int r : dead) why.push_back(fmt::format("rank {} died (its connection to the store closed)", r));
   for (int r = 0; r < o_.world_size; ++r) {
     if (r == o_.rank || std::find(dead.begin(), dead.end(), r) != dead.end()) continue;
@@ -151,10 +152,8 @@ std::string ProcessGroup::diagnose_now(int64_t seq) {
     if (theirs < seq)
       why.push_back(fmt::format("rank {} has not reached collective #{} (its last: #{}, {})", r, seq, theirs, p.substr(p.find(' ') + 1)));
   }
-  if (why.empty()) return fmt::format("every rank reached collective #{}", seq);
-  std::string s;
-  for (const std::string& w : why) s += (s.empty() ? "" : "; ") + w;
-  return s;
+  if (why.empty()) return {fmt::format("every rank reached collective #{}", seq), false};
+  return {fmt::format("{}", fmt::join(why, "; ")), !dead.empty()};
 }
 
 void ProcessGroup::check_same_program(const std::string& graph, const std::string& description) {

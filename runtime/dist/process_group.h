@@ -89,7 +89,11 @@ class ProcessGroup {
  private:
   struct Gloo;
   Gloo& gloo();
-  std::string diagnose_now(int64_t seq);
+  struct Diagnosis {
+    std::string text;
+    bool found_death = false;  // a rank's connection to the store closed, or the store is gone
+  };
+  Diagnosis diagnose_now(int64_t seq);
   GroupOptions o_;
   std::unique_ptr<TcpStore> store_;
   std::shared_ptr<Gloo> gloo_;  // connected on the first host collective (shared: its type is the engine file's)

@@ -32,6 +32,7 @@
 
 using namespace kiln;
 using kiln::testing::max_rel_diff;
+using kiln::testing::rows;
 
 namespace {
 
@@ -63,14 +64,6 @@ Args parse(int argc, char** argv) {
     else throw std::runtime_error("unknown argument " + s);
   }
   return a;
-}
-
-// Rows [from, from + n) of a [rows, cols] tensor.
-HostTensor rows(const HostTensor& t, int64_t from, int64_t n) {
-  const int64_t cols = t.shape()[1];
-  std::vector<double> v;
-  for (int64_t i = from * cols; i < (from + n) * cols; ++i) v.push_back(t.get(i));
-  return HostTensor::from_doubles(t.dtype(), {n, cols}, v);
 }
 
 TracedGraph mlp_loss(nn::MLP& model, const Tensor& x, const Tensor& y) {

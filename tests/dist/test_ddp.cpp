@@ -23,17 +23,15 @@ struct Launched {
   double seconds = 0;
 };
 
-// `kiln launch -n <n> ddp_worker <args>`, stdout and stderr together.
 // The ranks run on the CPU, through Gloo: a build without it (the GPU machine's) skips.
 #define KILN_REQUIRE_GLOO() \
   if (!runtime::dist::gloo_available()) GTEST_SKIP() << "no Gloo in this build (apt-get install libgloo-dev)"
 
-Launched launch(int n, const std::string& args, const std::string& env = "") {
-  const std::string cmd = fmt::format("{} KILN_DIST_TIMEOUT=4 {} launch -n {} --grace 2 {} --device cpu {} 2>&1", env, KILN_BINARY, n,
-                                      KILN_DDP_WORKER, args);
+// A shell command's exit status, stdout and stderr together, and how long it took.
+Launched run_command(const std::string& cmd) {
   Launched l;
   const auto t0 = std::chrono::steady_clock::now();
-  FILE* p = popen(cmd.c_str(), "r");
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
   if (!p) return l;
   char buf[4096];
   for (size_t got; (got = fread(buf, 1, sizeof buf, p)) > 0;) l.output.append(buf, got);
@@ -41,6 +39,11 @@ Launched launch(int n, const std::string& args, const std::string& env = "") {
   l.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
   l.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return l;
+}
+
+// `kiln launch -n <n> ddp_worker <args>` on the CPU, each rank's wait bounded by 4 s.
+Launched launch(int n, const std::string& args) {
+  return run_command(fmt::format("KILN_DIST_TIMEOUT=4 {} launch -n {} --grace 2 {} --device cpu {}", KILN_BINARY, n, KILN_DDP_WORKER, args));
 }
 
 TEST(DistributedDataParallel, TwoGlooProcessesTrainAsOneProcessOnTheWholeBatch) {
@@ -104,12 +107,8 @@ TEST(DistributedDataParallel, RanksRunningDifferentGraphsAreToldAtTheFirstCollec
 }
 
 TEST(DistributedDataParallel, AProgramOutsideAGroupIsToldHowToStartOne) {
-  Launched l;
-  FILE* p = popen(fmt::format("env -u RANK -u WORLD_SIZE {} 2>&1", KILN_DDP_WORKER).c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  char buf[4096];
-  for (size_t got; (got = fread(buf, 1, sizeof buf, p)) > 0;) l.output.append(buf, got);
-  EXPECT_NE(pclose(p), 0);
+  Launched l = run_command(fmt::format("env -u RANK -u WORLD_SIZE {}", KILN_DDP_WORKER));
+  EXPECT_NE(l.status, 0) << l.output;
   EXPECT_TRUE(has(l.output, "needs the environment variable RANK")) << l.output;
   EXPECT_TRUE(has(l.output, "kiln launch")) << l.output;
 }

@@ -17,6 +17,7 @@ namespace {
 
 using testing::has;
 using testing::max_rel_diff;
+using testing::rows;
 
 // Sets an environment variable for one scope.
 struct ScopedEnv {
@@ -32,14 +33,6 @@ struct Mlp {
                  "loss");
   }
 };
-
-// Rows [from, from + n) of a [rows, cols] tensor.
-HostTensor rows(const HostTensor& t, int64_t from, int64_t n) {
-  const int64_t cols = t.shape()[1];
-  std::vector<double> v;
-  for (int64_t i = from * cols; i < (from + n) * cols; ++i) v.push_back(t.get(i));
-  return HostTensor::from_doubles(t.dtype(), {n, cols}, v);
-}
 
 // `steps` steps of a data-parallel train step, rank r on its batch from starts[r]: each rank's
 // losses and the final state of each rank.

@@ -118,4 +118,11 @@ double max_rel_diff(const HostTensor& a, const HostTensor& b) {
   return diff / std::max(scale, 1e-30);
 }
 
+HostTensor rows(const HostTensor& t, int64_t from, int64_t n) {
+  const int64_t cols = t.shape()[1];
+  std::vector<double> v;
+  for (int64_t i = from * cols; i < (from + n) * cols; ++i) v.push_back(t.get(i));
+  return HostTensor::from_doubles(t.dtype(), {n, cols}, v);
+}
+
 }  // namespace kiln::testing

@@ -25,6 +25,8 @@ std::string read_text(const std::string& path);
 // max |a - b| / max |b| over the elements (b the expected): one number for how far apart two
 // tensors of the same shape are.
 double max_rel_diff(const HostTensor& a, const HostTensor& b);
+// Rows [from, from + n) of a [rows, cols] tensor (a rank's part of a batch).
+HostTensor rows(const HostTensor& t, int64_t from, int64_t n);
 // Builds a tensor from row-major values.
 HostTensor make(DType dt, const Shape& shape, std::vector<double> values);
 // Builds an integer (or bool) tensor from row-major values, exactly.
