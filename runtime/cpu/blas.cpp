@@ -18,13 +18,21 @@
 namespace kiln::runtime::cpu {
 namespace {
 
-// Below this many multiply-adds OpenBLAS runs a gemm on one thread (its
-// GEMM_MULTITHREAD_THRESHOLD), so a batch of such gemms is spread over kiln's pool instead.
-constexpr int64_t kSmallGemm = 64 * 64 * 64;
+// A product is split into blocks of at least this many multiply-adds: a block packs its own panel
+// of the other operand (k*n or k*m elements), a few percent of the block's work at this size.
+constexpr int64_t kBlockWork = 64 * 64 * 256;
+// Blocks per thread: more balance a thread the scheduler runs late, fewer repack less (a GEMM
+// [512,768]x[768,3072] on 2 cores: 7.6, 7.9 and 8.8 ms quiet for 1, 2 and 4 blocks a thread; 16.4,
+// 16.1 and 17.3 ms beside two busy processes; bench/NOTES.md).
+constexpr int64_t kBlocksPerThread = 2;
 
 #if KILN_HAVE_BLAS
-// OpenBLAS keeps its own threads; give it as many as kiln's pool so that the two, taking
-// turns, never oversubscribe the machine.
+// kiln's pool owns the cores (docs/threads.md): OpenBLAS runs every call on the thread that makes
+// it, and gemm() below spreads a large product over the pool in blocks of rows or columns. Two
+// sets of threads would oversubscribe the machine (OpenBLAS's spin after each call while kiln's
+// workers start the next loop), and OpenBLAS splits a product statically over its threads, so a
+// product waits for whichever of them the scheduler runs last, where the pool's blocks go to the
+// threads that are running.
 // Also says, once, when OpenBLAS chose its generic kernels on a CPU with wide vectors: its CPU
 // detection does not know every model (a cloud VM's "Intel(R) Xeon(R) Processor" gets
 // "Prescott", SSE3), and its matmuls then run 2-3x slower. Only the environment can fix that,
@@ -32,7 +40,7 @@ constexpr int64_t kSmallGemm = 64 * 64 * 64;
 void match_blas_threads() {
   static std::once_flag once;
   std::call_once(once, [] {
-    openblas_set_num_threads(num_threads());
+    openblas_set_num_threads(1);
     std::string core = openblas_get_corename() ? openblas_get_corename() : "";
     bool generic = core == "Prescott" || core == "Core2" || core == "Katmai" || core == "Coppermine" ||
                    core == "Northwood" || core == "Penryn" || core == "Dunnington" || core == "Atom";
@@ -56,6 +64,32 @@ void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, 
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a,
               lda, b, ldb, beta, c, ldc);
 }
+
+// One product over kiln's pool: C's rows (or its columns, when it has fewer rows than columns)
+// in blocks of at least kBlockWork multiply-adds, each block one single-threaded BLAS call.
+template <typename T>
+void pooled_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
+                 int64_t ldb, T beta, T* c, int64_t ldc) {
+  const int64_t work = m * n * std::max<int64_t>(k, 1);
+  if (work < 2 * kBlockWork || num_threads() == 1 || in_parallel_region()) {
+    blas_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  const int64_t blocks = kBlocksPerThread * num_threads();
+  if (m >= n) {
+    // Rows i of op(A): A's row i, or A's column i when transposed.
+    const int64_t grain = std::max(kBlockWork / (n * std::max<int64_t>(k, 1)), m / blocks);
+    parallel_for(m, grain, [&](int64_t i0, int64_t i1) {
+      blas_gemm(ta, tb, i1 - i0, n, k, alpha, ta ? a + i0 : a + i0 * lda, lda, b, ldb, beta, c + i0 * ldc, ldc);
+    });
+  } else {
+    // Columns j of op(B): B's column j, or B's row j when transposed.
+    const int64_t grain = std::max(kBlockWork / (m * std::max<int64_t>(k, 1)), n / blocks);
+    parallel_for(n, grain, [&](int64_t j0, int64_t j1) {
+      blas_gemm(ta, tb, m, j1 - j0, k, alpha, a, lda, tb ? b + j0 * ldb : b + j0, ldb, beta, c + j0, ldc);
+    });
+  }
+}
 #else
 void match_blas_threads() {}
 
@@ -76,6 +110,11 @@ void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const
     }
   });
 }
+template <typename T>
+void pooled_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
+                 int64_t ldb, T beta, T* c, int64_t ldc) {
+  blas_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
 #endif
 
 // A stored rows x cols matrix of 16-bit floats (leading dimension ld) widened to dense f32.
@@ -94,8 +133,8 @@ void gemm_16bit(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
   std::vector<float> a32 = ta ? widened<widen>(a, k, m, lda) : widened<widen>(a, m, k, lda);
   std::vector<float> b32 = tb ? widened<widen>(b, n, k, ldb) : widened<widen>(b, k, n, ldb);
   std::vector<float> c32 = beta == 0 ? std::vector<float>(static_cast<size_t>(m * n)) : widened<widen>(c, m, n, ldc);
-  blas_gemm(ta, tb, m, n, k, static_cast<float>(alpha), a32.data(), ta ? m : k, b32.data(), tb ? k : n,
-            static_cast<float>(beta), c32.data(), n);
+  pooled_gemm(ta, tb, m, n, k, static_cast<float>(alpha), a32.data(), ta ? m : k, b32.data(), tb ? k : n,
+              static_cast<float>(beta), c32.data(), n);
   auto* out = static_cast<uint16_t*>(c);
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) out[i * ldc + j] = narrow(c32[i * n + j]);
@@ -126,12 +165,12 @@ void gemm(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
   match_blas_threads();
   switch (dtype) {
     case DType::F32:
-      blas_gemm(trans_a, trans_b, m, n, k, static_cast<float>(alpha), static_cast<const float*>(a), lda,
-                static_cast<const float*>(b), ldb, static_cast<float>(beta), static_cast<float*>(c), ldc);
+      pooled_gemm(trans_a, trans_b, m, n, k, static_cast<float>(alpha), static_cast<const float*>(a), lda,
+                  static_cast<const float*>(b), ldb, static_cast<float>(beta), static_cast<float*>(c), ldc);
       return;
     case DType::F64:
-      blas_gemm(trans_a, trans_b, m, n, k, alpha, static_cast<const double*>(a), lda, static_cast<const double*>(b),
-                ldb, beta, static_cast<double*>(c), ldc);
+      pooled_gemm(trans_a, trans_b, m, n, k, alpha, static_cast<const double*>(a), lda, static_cast<const double*>(b),
+                  ldb, beta, static_cast<double*>(c), ldc);
       return;
     case DType::F16:
       gemm_16bit<half_bits_to_float, float_to_half_bits>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
@@ -155,7 +194,7 @@ void gemm_strided_batched(DType dtype, bool trans_a, bool trans_b, int64_t m, in
          static_cast<const char*>(b) + i * stride_b * bytes, ldb, beta, static_cast<char*>(c) + i * stride_c * bytes,
          ldc);
   };
-  if (batch > 1 && m * n * k <= kSmallGemm) {
+  if (batch > 1 && m * n * k < 2 * kBlockWork) {
     match_blas_threads();
     parallel_for(batch, 1, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) one(i);

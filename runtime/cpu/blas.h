@@ -5,7 +5,10 @@
 //
 // f32 and f64 go to sgemm/dgemm. f16 and bf16 have no BLAS routine: A and B are widened to
 // f32, multiplied with sgemm (f32 accumulation, as PyTorch's CPU matmul), and C is rounded back
-// to nearest even once at the end. Integer types are a kiln::Error. Builds without OpenBLAS
+// to nearest even once at the end. Integer types are a kiln::Error.
+//
+// Threads: kiln's pool owns the cores (docs/threads.md). OpenBLAS runs each call on the calling
+// thread, and a large product is split into blocks of rows or columns over the pool. Builds without OpenBLAS
 // (the GPU test machine) use a plain loop with the same semantics.
 #include <cstdint>
 
@@ -20,8 +23,8 @@ void gemm(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
           int64_t lda, const void* b, int64_t ldb, double beta, void* c, int64_t ldc);
 
 // `batch` independent gemms, matrix i at a + i*stride_a (strides in elements, 0 broadcasts).
-// Small matrices run in parallel over the batch on kiln's pool (each call single-threaded);
-// large ones one after another, each using OpenBLAS's threads.
+// Small matrices run in parallel over the batch on kiln's pool; large ones one after another,
+// each spread over the pool.
 void gemm_strided_batched(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
                           const void* a, int64_t lda, int64_t stride_a, const void* b, int64_t ldb,
                           int64_t stride_b, double beta, void* c, int64_t ldc, int64_t stride_c, int64_t batch);

@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -30,9 +31,41 @@ int threads_from_environment() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
-// Workers sleep on a generation counter; a loop publishes a job, bumps the generation, takes
-// chunks itself alongside the workers (an atomic next-chunk counter balances uneven chunks)
-// and waits until every worker has checked out of this generation.
+// One parallel loop: `chunks` chunks of `chunk` iterations, claimed one at a time from `next`.
+// It is over when `finished` reaches `chunks`, whoever ran them: the caller never waits for a
+// thread that claimed nothing. A worker that wakes after the loop is over finds no chunk to claim
+// and leaves; it holds the loop through a shared_ptr, so a late wake-up never touches freed memory,
+// and it never calls `fn` (only a claimed chunk does, and the caller waits for every claimed one).
+struct Loop {
+  const std::function<void(int64_t, int64_t)>* fn = nullptr;
+  int64_t n = 0, chunk = 1, chunks = 0;
+  std::atomic<int64_t> next{0};
+  std::atomic<int32_t> finished{0};  // 32 bits: a futex word, for wait()
+  std::mutex error_mutex;
+  std::exception_ptr error;
+
+  // Runs chunks until none is left to claim.
+  void take_chunks() {
+    RegionGuard region;
+    for (;;) {
+      const int64_t c = next.fetch_add(1, std::memory_order_relaxed);
+      if (c >= chunks) return;
+      const int64_t begin = c * chunk;
+      try {
+        (*fn)(begin, std::min(n, begin + chunk));
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (!error) error = std::current_exception();
+      }
+      // Release: the chunk's writes are visible to the caller that sees the count.
+      if (finished.fetch_add(1, std::memory_order_acq_rel) + 1 == chunks) finished.notify_one();
+    }
+  }
+};
+
+// Workers sleep on a generation counter. A loop is published, as many workers are woken as it
+// has chunks beyond the caller's first, and the caller takes chunks alongside them (claiming one
+// at a time balances uneven chunks and a worker the scheduler runs late).
 class Pool {
  public:
   explicit Pool(int threads) : threads_(threads) {
@@ -51,54 +84,60 @@ class Pool {
 
   void run(int64_t n, int64_t chunk, const std::function<void(int64_t, int64_t)>& fn) {
     std::lock_guard<std::mutex> one_loop_at_a_time(run_mutex_);
-    job_fn_ = &fn;
-    job_n_ = n;
-    job_chunk_ = chunk;
-    next_.store(0);
-    error_ = nullptr;
+    auto loop = std::make_shared<Loop>();
+    loop->fn = &fn;
+    loop->n = n;
+    loop->chunk = chunk;
+    loop->chunks = (n + chunk - 1) / chunk;
+    const int64_t helpers = std::min<int64_t>(loop->chunks - 1, static_cast<int64_t>(workers_.size()));
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      checked_out_ = 0;
+      current_ = loop;
       ++generation_;
     }
-    wake_.notify_all();
-    take_chunks();
-    std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, [&] { return checked_out_ == static_cast<int>(workers_.size()); });
-    job_fn_ = nullptr;
-    if (error_) std::rethrow_exception(error_);
+    if (helpers >= static_cast<int64_t>(workers_.size())) {
+      wake_.notify_all();
+    } else {
+      for (int64_t i = 0; i < helpers; ++i) wake_.notify_one();
+    }
+    loop->take_chunks();
+    wait_until_finished(*loop);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (current_ == loop) current_.reset();
+    }
+    if (loop->error) std::rethrow_exception(loop->error);
   }
 
  private:
-  void take_chunks() {
-    RegionGuard region;
+  // Every chunk is claimed by now; those still running belong to workers that are running them.
+  // A short spin covers the usual case (a chunk finishing within microseconds); then sleep.
+  static void wait_until_finished(Loop& loop) {
+    for (int spin = 0; spin < 1000; ++spin) {
+      if (loop.finished.load(std::memory_order_acquire) == loop.chunks) return;
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
     for (;;) {
-      int64_t begin = next_.fetch_add(job_chunk_);
-      if (begin >= job_n_) return;
-      try {
-        (*job_fn_)(begin, std::min(job_n_, begin + job_chunk_));
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(error_mutex_);
-        if (!error_) error_ = std::current_exception();
-      }
+      const int32_t seen = loop.finished.load(std::memory_order_acquire);
+      if (seen == loop.chunks) return;
+      loop.finished.wait(seen, std::memory_order_acquire);
     }
   }
 
   void work() {
     uint64_t seen = 0;
     for (;;) {
+      std::shared_ptr<Loop> loop;
       {
         std::unique_lock<std::mutex> lock(mutex_);
         wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
         if (stopping_) return;
         seen = generation_;
+        loop = current_;
       }
-      take_chunks();
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        ++checked_out_;
-      }
-      done_.notify_one();
+      if (loop) loop->take_chunks();
     }
   }
 
@@ -106,16 +145,10 @@ class Pool {
   std::vector<std::thread> workers_;
   std::mutex run_mutex_;
   std::mutex mutex_;
-  std::condition_variable wake_, done_;
+  std::condition_variable wake_;
   uint64_t generation_ = 0;
-  int checked_out_ = 0;
+  std::shared_ptr<Loop> current_;
   bool stopping_ = false;
-
-  const std::function<void(int64_t, int64_t)>* job_fn_ = nullptr;
-  int64_t job_n_ = 0, job_chunk_ = 1;
-  std::atomic<int64_t> next_{0};
-  std::mutex error_mutex_;
-  std::exception_ptr error_;
 };
 
 Pool& pool() {

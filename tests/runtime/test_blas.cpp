@@ -52,10 +52,21 @@ std::vector<Case> cases() {
   return out;
 }
 
+// Products large enough that gemm() splits them over kiln's pool: by rows (m >= n), by
+// columns, and square, each with every transpose.
+std::vector<Case> pooled_cases() {
+  std::vector<Case> out;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (Case c : {Case{false, false, 1000, 33, 150}, Case{false, false, 33, 1000, 150}, Case{false, false, 301, 299, 64}})
+        out.push_back({ta, tb, c.m, c.n, c.k});
+  return out;
+}
+
 template <typename T>
-void check_gemm(DType dtype, double tolerance) {
+void check_gemm(DType dtype, double tolerance, const std::vector<Case>& all = cases()) {
   uint32_t seed = 1;
-  for (const Case& c : cases()) {
+  for (const Case& c : all) {
     // Leading dimensions padded by 3 so that strides and sizes differ.
     int64_t lda = (c.ta ? c.m : c.k) + 3, ldb = (c.tb ? c.k : c.n) + 3, ldc = c.n + 3;
     auto a = random_values((c.ta ? c.k : c.m) * lda, seed++);
@@ -78,6 +89,8 @@ void check_gemm(DType dtype, double tolerance) {
 
 TEST(Blas, F32) { check_gemm<float>(DType::F32, 2e-5); }
 TEST(Blas, F64) { check_gemm<double>(DType::F64, 1e-12); }
+TEST(Blas, SplitOverThePoolF32) { check_gemm<float>(DType::F32, 1e-4, pooled_cases()); }
+TEST(Blas, SplitOverThePoolF64) { check_gemm<double>(DType::F64, 1e-11, pooled_cases()); }
 
 // 16-bit: the reference multiplies the rounded inputs in double and rounds once, as the f32
 // route does up to f32 accumulation; results may differ by one 16-bit rounding step.

@@ -1,6 +1,12 @@
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <signal.h>
 
 #include <atomic>
+#include <chrono>
+#include <future>
+#include <mutex>
+#include <set>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -73,6 +79,64 @@ TEST(ThreadPool, LoopsFromSeveralThreads) {
   }
   for (std::thread& t : callers) t.join();
   EXPECT_EQ(total.load(), 3 * 20 * 5000);
+}
+
+// A worker the scheduler does not run: held inside a signal handler until released.
+std::atomic<bool> g_hold_workers{false};
+std::atomic<int> g_held{0};
+void hold_this_thread(int) {
+  ++g_held;
+  while (g_hold_workers.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  --g_held;
+}
+
+// The pool's workers (every thread but this one that runs a chunk), found by running slow chunks.
+std::set<pthread_t> worker_threads() {
+  std::set<pthread_t> workers;
+  std::mutex mu;
+  const pthread_t caller = pthread_self();
+  for (int attempt = 0; attempt < 50 && static_cast<int>(workers.size()) < num_threads() - 1; ++attempt) {
+    parallel_for(8 * num_threads(), 1, [&](int64_t, int64_t) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      std::lock_guard lock(mu);
+      if (!pthread_equal(pthread_self(), caller)) workers.insert(pthread_self());
+    });
+  }
+  return workers;
+}
+
+// A parallel loop is over when its chunks are: the caller does not wait for a worker that claimed
+// none. Every worker is held (as the scheduler holds one when other processes have the cores), and
+// 200 loops still finish on the calling thread. A pool that waits for every worker to check out of
+// a loop never finishes the first one; the test then releases the workers and fails.
+TEST(ThreadPool, ALoopDoesNotWaitForAWorkerThatIsNotRunning) {
+  if (num_threads() < 2) GTEST_SKIP() << "one thread: no workers to hold";
+  std::set<pthread_t> workers = worker_threads();
+  ASSERT_EQ(static_cast<int>(workers.size()), num_threads() - 1) << "could not see every worker run a chunk";
+  struct sigaction action {}, previous{};
+  action.sa_handler = hold_this_thread;
+  sigemptyset(&action.sa_mask);
+  ASSERT_EQ(sigaction(SIGUSR2, &action, &previous), 0);
+  g_hold_workers = true;
+  for (pthread_t t : workers) ASSERT_EQ(pthread_kill(t, SIGUSR2), 0);
+  while (g_held.load() < static_cast<int>(workers.size())) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+
+  std::atomic<int64_t> total{0};
+  auto loops = std::async(std::launch::async, [&] {
+    for (int rep = 0; rep < 200; ++rep)
+      parallel_for(64, 1, [&](int64_t begin, int64_t end) { total += end - begin; });
+  });
+  const bool finished = loops.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+  g_hold_workers = false;
+  loops.wait();
+  while (g_held.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  sigaction(SIGUSR2, &previous, nullptr);
+  EXPECT_TRUE(finished) << "200 loops did not finish in 5 s while the workers were held";
+  EXPECT_EQ(total.load(), 200 * 64);
+  // The workers, released, wake late for loops that are over and do nothing; the pool still works.
+  std::atomic<int64_t> after{0};
+  parallel_for(10000, 16, [&](int64_t begin, int64_t end) { after += end - begin; });
+  EXPECT_EQ(after.load(), 10000);
 }
 
 void add_squares(void* ctx, int64_t begin, int64_t end) {
