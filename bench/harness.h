@@ -78,13 +78,6 @@ struct Row {
   int rotated_copies = 1;  // input sets a timed GPU run cycles through (rotation_count)
 };
 
-struct Errors {
-  double abs = 0, rel = 0;
-  bool ok = true;
-};
-// Every output against the reference: max |got - want|, that over max |want| (per output, the
-// largest over outputs), and whether every element is within slack * (atol + rtol*|want|).
-Errors compare(const std::vector<HostTensor>& got, const std::vector<HostTensor>& want, double slack);
 // A row for `w`: its full case built and its traffic counted, then `body` (compile, time,
 // check); an exception becomes the row's error (check "error"), printed.
 Row measure_row(const Workload& w, const std::function<void(Row&, const Case&)>& body);

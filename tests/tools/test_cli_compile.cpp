@@ -4,7 +4,10 @@
 // file, an index out of range met by a generated kernel.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <filesystem>
+#include <functional>
 #include <tuple>
 #include <utility>
 
@@ -37,6 +40,28 @@ const char* kMlp =
     "  %l = log_softmax(%o, dim=1) : f32[5,3]\n"
     "  return (%l)\n"
     "}\n";
+
+// The MLP a new user's first `--check` ran (issue 26): 256-term f32 dot products, summed by BLAS
+// in another order than the interpreter.
+const char* kUserMlp =
+    "graph mlp(%x: f32[8,64], %w1: f32[256,64], %b1: f32[256], %w2: f32[600,256], %b2: f32[600]) {\n"
+    "  %h = linear(%x, %w1, %b1) : f32[8,256]\n"
+    "  %r = relu(%h) : f32[8,256]\n"
+    "  %z = linear(%r, %w2, %b2) : f32[8,600]\n"
+    "  %y = softmax(%z, dim=-1) : f32[8,600]\n"
+    "  return (%y)\n"
+    "}\n";
+
+// `kiln run --check` on every seed a user might try, on `device`: a PASS line per seed, each
+// naming its closest element and the bound it stayed within.
+void expect_check_passes_for_seeds_1_to_8(const std::function<Result(const std::string&)>& kiln, const std::string& device) {
+  for (int seed = 1; seed <= 8; ++seed) {
+    Result r = kiln(fmt::format("run user_mlp.kir --device {} --check --seed {}", device, seed));
+    EXPECT_EQ(r.rc, 0) << "seed " << seed << "\n" << r.out << r.err;
+    EXPECT_TRUE(has(r.out, "check %y: PASS  max abs err ")) << r.out;
+    EXPECT_TRUE(has(r.out, "every element within its bound (the closest: [")) << r.out;
+  }
+}
 
 const char* kViews =
     "graph views(%x: f32[33,7], %r: f32[1,7]) {\n"
@@ -158,6 +183,12 @@ TEST_F(CliCompile, RunCheckPassesOnSeveralGraphs) {
     EXPECT_EQ(count(r.out, ": PASS"), outputs) << file << "\n" << r.out;
     EXPECT_EQ(count(r.out, "FAIL"), 0) << r.out;
   }
+}
+
+TEST_F(CliCompile, RunCheckPassesTheUsersMlpForEverySeed) {
+  KILN_CLI_REQUIRE_JIT();
+  write("user_mlp.kir", kUserMlp);
+  expect_check_passes_for_seeds_1_to_8([&](const std::string& args) { return kiln(args); }, "cpu");
 }
 
 TEST_F(CliCompile, RunCheckWithF16AndI64Outputs) {
@@ -285,6 +316,8 @@ TEST_F(CliCompile, CudaRunCheckPassesOnAGpu) {
     EXPECT_EQ(r.rc, 0) << file << "\n" << r.out << r.err;
     EXPECT_EQ(count(r.out, ": PASS"), outputs) << file << "\n" << r.out;
   }
+  write("user_mlp.kir", kUserMlp);
+  expect_check_passes_for_seeds_1_to_8([&](const std::string& args) { return kiln(args); }, "cuda");
 }
 #endif
 

@@ -28,11 +28,11 @@
 #include "ir/graph.h"
 #include "ir/host_tensor.h"
 
-namespace kiln::fuzz {
+namespace kiln {
 
 // The bound of each output of `decomposed` (a float64 tensor; for an integer or bool output,
 // undefined where no element is unsure), from running it on `inputs` with the reference
 // interpreter.
 std::vector<HostTensor> error_bounds(const Graph& decomposed, const std::vector<HostTensor>& inputs);
 
-}  // namespace kiln::fuzz
+}  // namespace kiln

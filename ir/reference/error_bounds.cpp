@@ -1,4 +1,4 @@
-#include "tools/fuzz/error_bounds.h"
+#include "ir/reference/error_bounds.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 
 #include "ir/reference/interpreter.h"
 
-namespace kiln::fuzz {
+namespace kiln {
 
 namespace {
 
@@ -406,4 +406,4 @@ std::vector<HostTensor> error_bounds(const Graph& decomposed, const std::vector<
   return out;
 }
 
-}  // namespace kiln::fuzz
+}  // namespace kiln
