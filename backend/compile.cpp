@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "backend/backend.h"
+#include "backend/debug_dump.h"
 #include "backend/executable_state.h"
 #include "codegen/schedule.h"
 #include "ir/error.h"
@@ -172,7 +173,10 @@ std::string CompileReport::str() const {
   return s;
 }
 
-CompiledGraph compile(const Graph& input, const CompileOptions& options) {
+namespace {
+
+// The stages of one compile, dumped into options.dump_dir when it is given.
+CompiledGraph compile_stages(const Graph& input, const CompileOptions& options) {
   const Backend& be = backend_for(options.device);
   auto state = std::make_shared<ExecutableState>();
   CompiledGraph out;
@@ -243,6 +247,34 @@ CompiledGraph compile(const Graph& input, const CompileOptions& options) {
   report.stage_ms.emplace_back(options.device.kind == Device::Kind::CPU ? "jit" : "nvrtc", sw.lap());
   if (dump) write_file(options.dump_dir, "report.txt", report.str());
   out.executable = Executable(std::move(state));
+  return out;
+}
+
+}  // namespace
+
+CompiledGraph compile(const Graph& g, const CompileOptions& options) {
+  // Every compile comes through here, so every compiled graph gets its debug folder and its log
+  // lines, whoever asked. A caller that keeps a folder of its own (kiln::compile's stages) gives
+  // dump_dir; the others get a folder of their own under $KILN_DEBUG_DIR.
+  const std::string origin = options.origin.empty() ? "backend::compile" : options.origin;
+  CompiledGraph out;
+  DebugDump debug;
+  if (options.dump_dir.empty()) debug = DebugDump::open(DebugDump::root_from(""), g.name());
+  if (debug.active()) {
+    debug.origin(origin);
+    debug.graph("graph", g);
+    CompileOptions in_folder = options;
+    in_folder.dump_dir = debug.compile_folder("graph");
+    out = compile_stages(g, in_folder);
+    debug.compiled("graph", out.report);
+    debug.finish();
+    out.report.debug_folder = debug.folder().string();
+  } else {
+    out = compile_stages(g, options);
+  }
+  if (log_enabled("output_code"))
+    log_line("output_code", fmt::format("{} '{}' for {}:\n{}", origin, g.name(), out.report.device, out.executable.source()));
+  if (log_enabled("perf")) log_line("perf", fmt::format("{}: {}", origin, out.report.str()));
   return out;
 }
 

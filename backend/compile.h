@@ -36,6 +36,9 @@ struct CompileOptions {
   std::string arch;         // CUDA: "sm_90"; empty: the device's own (sm_90 where there is none)
   bool cuda_graphs = false; // CUDA: record the launches as a CUDA graph on the first run, replay it after
   bool allow_tf32 = false;  // CUDA: f32 matmuls may use TF32 tensor cores (off: f32 means f32, as PyTorch)
+  // Who asked for the compile, for the log lines (output_code, perf) and the debug folder's
+  // report.json: "kiln::compile 'mlp'", "eager CUDA op", "Trainer", "kiln compile", ...
+  std::string origin;
 };
 // The name the CPU backend's callers knew; the options are the same for every device.
 using CpuCompileOptions = CompileOptions;
@@ -63,6 +66,7 @@ struct CompileReport {
   PassReport passes;      // each pass run by the pass manager
   runtime::cpu::CompileStats jit;  // the CPU compiler (empty on other devices)
   std::string compiler;   // one line about the device compiler ("nvrtc 13.0: 4 kernels ...")
+  std::string debug_folder;  // the folder KILN_DEBUG_DIR gave this compile ("" when none)
   std::string str() const;   // the text `kiln compile` prints
 };
 
@@ -91,7 +95,9 @@ struct CompiledGraph {
   std::vector<HostTensor> run(std::span<const HostTensor> inputs) const { return executable.run(inputs); }
 };
 
-// Compiles `g` (left unchanged) for options.device. kiln::Error when a stage fails: a
+// Compiles `g` (left unchanged) for options.device: the one entry of every compile. Without a
+// dump_dir, KILN_DEBUG_DIR gives the graph a numbered folder of its own (backend/debug_dump.h);
+// KILN_LOGS=output_code prints the generated source, KILN_LOGS=perf the report. kiln::Error when a stage fails: a
 // composite without a decomposition, an op with no lowering, source the device compiler
 // rejects (with its log), a device whose backend is not in this build.
 CompiledGraph compile(const Graph& g, const CompileOptions& options = {});

@@ -107,6 +107,7 @@ Executor compiled_executor(Device device) {
       if (!e.compiled || e.name != g.name() || e.nodes != g.num_nodes() || e.inputs != g.inputs().size()) {
         backend::CompileOptions options;
         options.device = device;
+        options.origin = "compiled_executor";
         e = {g.name(), g.num_nodes(), g.inputs().size(), std::make_shared<backend::CompiledGraph>(backend::compile(g, options))};
       }
       c = e.compiled;

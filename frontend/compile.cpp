@@ -14,7 +14,7 @@
 #include "backend/compile.h"
 #include "frontend/compile_graph.h"
 #include "frontend/compiled_backward.h"
-#include "frontend/debug_dump.h"
+#include "backend/debug_dump.h"
 #include "frontend/device.h"
 #include "frontend/guards.h"
 #include "frontend/trace_context.h"
@@ -108,7 +108,7 @@ struct CompiledFunctionState {
     return inputs.empty() ? Device::cpu() : inputs.front().device();
   }
 
-  std::shared_ptr<const backend::Executable> compile_graph(const Graph& g, Device device, DebugDump& debug,
+  std::shared_ptr<const backend::Executable> compile_graph(const Graph& g, Device device, backend::DebugDump& debug,
                                                            const std::string& stage) {
     return compile_one_graph(g, device, options, debug, stage, stats);
   }
@@ -180,7 +180,7 @@ class BreakingTrace {
     std::string key = fmt::format("{}\n{}", device_.str(), print_graph(g));
     auto it = s_.segments.find(key);
     if (it == s_.segments.end()) {
-      DebugDump debug = DebugDump::open(DebugDump::root_from(s_.options.debug_dir), g.name());
+      backend::DebugDump debug = backend::DebugDump::open(backend::DebugDump::root_from(s_.options.debug_dir), g.name(), s_.options.debug_svg);
       debug.graph("traced", g);
       if (log_enabled("graph")) log_line("graph", print_graph(g));
       it = s_.segments.emplace(key, s_.compile_graph(g, device_, debug, "graph")).first;
@@ -297,7 +297,7 @@ std::vector<Tensor> CompiledFunctionState::traced_call(const std::vector<Tensor>
   e.captured_guards = guards_of(e.captured, captured_labels);
   e.num_outputs = static_cast<int>(traced_results.size());
 
-  DebugDump debug = DebugDump::open(DebugDump::root_from(options.debug_dir), g.name());
+  backend::DebugDump debug = backend::DebugDump::open(backend::DebugDump::root_from(options.debug_dir), g.name(), options.debug_svg);
   debug.time("trace", trace_ms);
   debug.graph("traced", g);
   if (log_enabled("graph")) log_line("graph", fmt::format("{} (compile {}):\n{}", options.name, e.number, print_graph(g)));

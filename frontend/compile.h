@@ -30,7 +30,8 @@
 //   the results and the tensors the backward needs, and `result.backward()` runs the compiled
 //   backward and adds into each leaf's .grad(). Not through a graph break (a kiln::Error).
 // - **Debug dumps.** With `debug_dir` (or KILN_DEBUG_DIR) set, each compiled graph gets a
-//   numbered folder of its own (frontend/debug_dump.h).
+//   numbered folder of its own (backend/debug_dump.h): .kir and .dot per stage, SVGs with
+//   `debug_svg` (or KILN_DEBUG_SVG=1).
 // - **Devices.** The compiled code runs on `device`, or where the inputs are when it is empty.
 //   Inputs and captured tensors elsewhere are copied there at every call (move a model with
 //   module.to(device) to avoid it), and results come back to the first input's device.
@@ -57,6 +58,7 @@ struct CompileOptions {
   bool cuda_graphs = false;             // CUDA: replay each compiled graph's launches as a CUDA graph
   bool allow_tf32 = false;              // CUDA: f32 matmuls may use TF32 tensor cores
   std::string debug_dir;                // a numbered folder per compiled graph; empty: $KILN_DEBUG_DIR, if set
+  bool debug_svg = false;               // the debug folder also draws each graph as an SVG (KILN_DEBUG_SVG=1)
   int cache_size_limit = 8;             // compiles per function before it runs eagerly
   bool fullgraph = false;               // a graph break is a kiln::Error
   std::string name = "fn";              // names the graphs, the logs and the debug folders

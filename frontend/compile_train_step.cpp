@@ -9,7 +9,7 @@
 
 #include "frontend/compile.h"
 #include "frontend/compile_graph.h"
-#include "frontend/debug_dump.h"
+#include "backend/debug_dump.h"
 #include "frontend/device.h"
 #include "frontend/autocast.h"
 #include "frontend/guards.h"
@@ -67,7 +67,7 @@ TrainEntry CompiledTrainStepState::make_entry(const std::vector<Tensor>& batch, 
   }
   if (log_enabled("graph")) log_line("graph", fmt::format("{}:\n{}", options.name, print_graph(e.step.graph)));
   if (!compile_it) return e;
-  DebugDump debug = DebugDump::open(DebugDump::root_from(options.debug_dir), options.name);
+  backend::DebugDump debug = backend::DebugDump::open(backend::DebugDump::root_from(options.debug_dir), options.name, options.debug_svg);
   debug.time("trace", std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   debug.graph("traced", loss.graph);
   debug.graph("train_step", e.step.graph);

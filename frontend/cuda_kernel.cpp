@@ -39,6 +39,7 @@ const backend::Executable& executable_for(const Graph& g, const Device& device) 
   if (it != cache.end()) return it->second;
   backend::CompileOptions options;
   options.device = device;
+  options.origin = "eager CUDA op";
   ++g_compiles;
   return cache.emplace(key, backend::compile(g, options).executable).first->second;
 }

@@ -459,6 +459,7 @@ Trainer::Trainer(nn::Module& module, const ScalarFn& loss_fn, const std::vector<
          device_.str(), device_.str());
   backend::CompileOptions options;
   options.device = device_;
+  options.origin = "Trainer";
   compiled_ = std::make_shared<const backend::Executable>(backend::compile(step_.graph, options).executable);
   if (broadcast) {
     backend::Executable start = backend::compile(parameter_broadcast(step_, data_parallel->world_size), options).executable;

@@ -388,19 +388,19 @@ TEST_P(CompileTest, DebugFolderHoldsEveryStageInOrderAndAReport) {
   ASSERT_EQ(f.stats().debug_folders.size(), 1u);
   fs::path d = f.stats().debug_folders[0];
   EXPECT_EQ(d.filename(), "000_mlp");
-  const bool svg = find_dot_program().has_value();
+  // .kir and .dot per stage; SVGs only when asked for (debug_svg below).
   for (std::string stage : {"00_traced", "01_joint", "02_forward", "03_backward"}) {
     EXPECT_TRUE(fs::exists(d / (stage + ".kir"))) << stage;
-    EXPECT_TRUE(fs::exists(d / (stage + (svg ? ".svg" : ".dot")))) << stage;
+    EXPECT_TRUE(fs::exists(d / (stage + ".dot"))) << stage;
+    EXPECT_FALSE(fs::exists(d / (stage + ".svg"))) << stage;
   }
   const std::string src = dev().kind == Device::Kind::CPU ? "kernels.cpp" : "kernels.cu";
   for (std::string graph : {"04_compile_forward", "05_compile_backward"}) {
     for (std::string file : {"decomposed.kir", "fused.kir", "kernels.txt", src.c_str()})
       EXPECT_TRUE(fs::exists(d / graph / file)) << graph << "/" << file;
     EXPECT_TRUE(fs::exists(d / graph / "passes"));
-    if (svg) {
-      EXPECT_TRUE(fs::exists(d / graph / "fused.svg"));
-    }
+    EXPECT_TRUE(fs::exists(d / graph / "fused.dot"));
+    EXPECT_FALSE(fs::exists(d / graph / "fused.svg"));
   }
   std::ifstream in(d / "report.json");
   nlohmann::json r = nlohmann::json::parse(in);
@@ -412,6 +412,20 @@ TEST_P(CompileTest, DebugFolderHoldsEveryStageInOrderAndAReport) {
   // A second compile takes the next number.
   f(randn_on({3, 8}, 2));
   EXPECT_EQ(fs::path(f.stats().debug_folders.at(1)).filename(), "001_mlp");
+  // With debug_svg, Graphviz draws every stage and the fusion groups (where it is installed).
+  if (find_dot_program()) {
+    CompiledFunction drawn = compile([&](const Tensor& x) { return mlp(x).sum(); }, [&] {
+      CompileOptions o;
+      o.debug_dir = root.string();
+      o.debug_svg = true;
+      o.name = "drawn";
+      return o;
+    }());
+    drawn(randn_on({2, 8}, 1));
+    fs::path dd = drawn.stats().debug_folders.at(0);
+    EXPECT_TRUE(fs::exists(dd / "00_traced.svg"));
+    EXPECT_TRUE(fs::exists(dd / "04_compile_forward" / "fused.svg"));
+  }
   fs::remove_all(root);
 }
 

@@ -39,9 +39,10 @@ class CliTest : public ::testing::Test {
     std::ofstream(path(name), std::ios::binary) << text;
     return path(name);
   }
-  // Runs `kiln ARGS` in the test's folder (arguments pass through the shell as written).
-  CliResult kiln(const std::string& args) const {
-    std::string cmd = "cd '" + dir_.string() + "' && '" KILN_BINARY "' " + args + " > '" + path("stdout.txt") +
+  // Runs `kiln ARGS` in the test's folder (arguments pass through the shell as written), with
+  // `env` ("NAME=value ...") added to its environment.
+  CliResult kiln(const std::string& args, const std::string& env = "") const {
+    std::string cmd = "cd '" + dir_.string() + "' && " + (env.empty() ? "" : "env " + env + " ") + "'" KILN_BINARY "' " + args + " > '" + path("stdout.txt") +
                       "' 2> '" + path("stderr.txt") + "'";
     int status = std::system(cmd.c_str());
     return CliResult{WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_text(path("stdout.txt")),

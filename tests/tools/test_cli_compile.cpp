@@ -24,6 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 
 using kiln::testing::has;
+using kiln::testing::read_text;
 using Result = kiln::testing::CliResult;
 
 const char* kSoftmax =
@@ -189,6 +190,26 @@ TEST_F(CliCompile, RunCheckPassesTheUsersMlpForEverySeed) {
   KILN_CLI_REQUIRE_JIT();
   write("user_mlp.kir", kUserMlp);
   expect_check_passes_for_seeds_1_to_8([&](const std::string& args) { return kiln(args); }, "cpu");
+}
+
+// KILN_DEBUG_DIR gives `kiln compile` (and every other compile) a numbered folder; --dump DIR,
+// when given, is where that compile's stages go instead.
+TEST_F(CliCompile, DebugDirFillsAFolderForKilnCompile) {
+  write("sm.kir", kSoftmax);
+  Result r = kiln("compile sm.kir --device cpu", "KILN_DEBUG_DIR=dbg");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "debug folder (KILN_DEBUG_DIR): dbg/000_sm")) << r.out;
+  for (const char* file : {"00_graph.kir", "00_graph.dot", "report.json", "01_compile_graph/decomposed.kir",
+                           "01_compile_graph/fused.kir", "01_compile_graph/fused.dot", "01_compile_graph/kernels.txt",
+                           "01_compile_graph/kernels.cpp", "01_compile_graph/report.txt"})
+    EXPECT_TRUE(fs::exists(path("dbg/000_sm/") + file)) << file;
+  EXPECT_TRUE(has(read_text(path("dbg/000_sm/report.json")), "\"origin\": \"kiln compile\"")) << read_text(path("dbg/000_sm/report.json"));
+  Result again = kiln("compile sm.kir --device cpu", "KILN_DEBUG_DIR=dbg");
+  EXPECT_TRUE(has(again.out, "dbg/001_sm")) << again.out;
+  Result dumped = kiln("compile sm.kir --device cpu --dump out", "KILN_DEBUG_DIR=dbg");
+  ASSERT_EQ(dumped.rc, 0) << dumped.err;
+  EXPECT_TRUE(fs::exists(path("out/kernels.cpp")));
+  EXPECT_FALSE(fs::exists(path("dbg/002_sm"))) << "--dump is where the stages go";
 }
 
 TEST_F(CliCompile, RunCheckWithF16AndI64Outputs) {

@@ -77,6 +77,7 @@ void add_compile_command(CLI::App& app) {
     options.optimize = !o->unoptimized;
     options.jit.vectorizer_remarks = o->remarks;
     options.jit.use_cache = !o->remarks;  // remarks come from clang, which a cache hit skips
+    options.origin = "kiln compile";
     backend::CompiledGraph cg = backend::compile(g, options);
     fmt::print("{}", cg.report.str());
     for (const std::string& r : cg.report.jit.remarks) fmt::print("remark: {}\n", r);
@@ -85,6 +86,7 @@ void add_compile_command(CLI::App& app) {
       fmt::print("wrote passes/, decomposed.kir, fused.kir, fused.dot, kernels.txt, {}, report.txt to {}\n",
                  cuda ? "kernels.cu, kernels.ptx, kernels.cubin" : "kernels.cpp", o->dump);
     }
+    if (!cg.report.debug_folder.empty()) fmt::print("debug folder (KILN_DEBUG_DIR): {}\n", cg.report.debug_folder);
   });
 }
 

@@ -148,6 +148,7 @@ void run_demo(const std::string& out_dir, uint64_t seed, int steps, const std::s
   CompileOptions options;
   options.device = device;
   options.debug_dir = debug_dir.string();
+  options.debug_svg = true;  // the demo's folder is for looking at: fusion groups drawn in fused.svg
   options.name = "train_step";
   CompiledTrainStep train_step = compile(
       model, [&](const std::vector<Tensor>& b) { return model.loss(b[0], b[1]); }, AdamWConfig{.lr = 3e-3, .weight_decay = 0.0},

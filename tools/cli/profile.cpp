@@ -35,6 +35,7 @@ void add_profile_command(CLI::App& app) {
     std::vector<HostTensor> inputs = random_inputs(g, o->seed);
     backend::CompileOptions options;
     options.device = parse_device(o->device);
+    options.origin = "kiln profile";
     backend::CompiledGraph cg = backend::compile(g, options);
     fmt::print("compiled {} for {}: {} kernels + {} BLAS calls\n", g.name(), o->device, cg.report.kernels,
                cg.report.blas_calls);

@@ -67,6 +67,7 @@ void add_run_command(CLI::App& app) {
     } else {
       backend::CompileOptions options;
       options.device = parse_device(o->device);
+      options.origin = "kiln run";
       backend::CompiledGraph cg = backend::compile(g, options);
       fmt::print("compiled for {}: {} kernels + {} BLAS calls\n", o->device, cg.report.kernels, cg.report.blas_calls);
       outputs = cg.run(inputs);

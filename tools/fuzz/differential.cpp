@@ -44,6 +44,7 @@ std::optional<Finding> check_config(const Graph& g, const std::vector<HostTensor
                                     const CompileConfig& config, Device device) {
   const std::vector<HostTensor>& want = ref.want;
   backend::CompileOptions o = config.options;
+  o.origin = "kiln fuzz (" + config.name + ")";
   o.device = device;
   std::vector<HostTensor> got;
   try {

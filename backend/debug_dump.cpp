@@ -1,15 +1,16 @@
-#include "frontend/debug_dump.h"
+#include "backend/debug_dump.h"
 
 #include <fmt/format.h>
 
 #include <cstdlib>
 #include <fstream>
 
+#include "backend/compile.h"
 #include "ir/dot.h"
 #include "ir/error.h"
 #include "ir/printer.h"
 
-namespace kiln {
+namespace kiln::backend {
 
 namespace fs = std::filesystem;
 
@@ -36,12 +37,16 @@ int folder_number(const std::string& name) {
 // for `dot -Tsvg` by hand.
 constexpr size_t kMaxDrawnNodes = 400;
 
-void draw(const fs::path& kir_path, const std::string& dot_text, size_t nodes) {
-  if (find_dot_program() && nodes <= kMaxDrawnNodes) {
+bool svg_from_environment() {
+  const char* env = std::getenv("KILN_DEBUG_SVG");
+  return env && *env && std::string(env) != "0";
+}
+
+// The .dot text always (cheap); the SVG beside it when asked for and Graphviz can draw it.
+void draw(const fs::path& kir_path, const std::string& dot_text, size_t nodes, bool svg) {
+  write_text(fs::path(kir_path).replace_extension(".dot"), dot_text);
+  if (svg && nodes <= kMaxDrawnNodes && find_dot_program())
     render_dot(dot_text, fs::path(kir_path).replace_extension(".svg").string(), "svg");
-  } else {
-    write_text(fs::path(kir_path).replace_extension(".dot"), dot_text);
-  }
 }
 }  // namespace
 
@@ -51,9 +56,10 @@ std::string DebugDump::root_from(const std::string& option) {
   return env ? env : "";
 }
 
-DebugDump DebugDump::open(const std::string& root, const std::string& name) {
+DebugDump DebugDump::open(const std::string& root, const std::string& name, bool svg) {
   DebugDump d;
   if (root.empty()) return d;
+  d.svg_ = svg || svg_from_environment();
   std::error_code ec;
   fs::create_directories(root, ec);
   if (ec) fail("KILN_DEBUG_DIR: cannot create {}: {}", root, ec.message());
@@ -80,8 +86,13 @@ void DebugDump::graph(const std::string& stage, const Graph& g) {
   if (!active()) return;
   fs::path path = folder_ / (next_stage(stage) + ".kir");
   write_text(path, print_graph(g));
-  draw(path, to_dot(g), g.num_nodes());
+  draw(path, to_dot(g), g.num_nodes(), svg_);
   report_["stages"].push_back({{"stage", stage}, {"file", path.filename().string()}});
+}
+
+void DebugDump::origin(const std::string& who) {
+  if (!active()) return;
+  report_["origin"] = who;
 }
 
 std::string DebugDump::compile_folder(const std::string& graph) {
@@ -91,16 +102,15 @@ std::string DebugDump::compile_folder(const std::string& graph) {
   return dir.string();
 }
 
-void DebugDump::compiled(const std::string& graph, const backend::CompileReport& r) {
+void DebugDump::compiled(const std::string& graph, const CompileReport& r) {
   if (!active()) return;
-  for (auto it = report_["stages"].rbegin(); it != report_["stages"].rend(); ++it) {
+  for (auto it = report_["stages"].rbegin(); svg_ && it != report_["stages"].rend(); ++it) {
     if ((*it)["stage"] != "compile " + graph) continue;
     fs::path dir = folder_ / std::string((*it)["file"]);
-    if (fs::exists(dir / "fused.dot")) {
+    if (fs::exists(dir / "fused.dot") && static_cast<size_t>(r.nodes) <= kMaxDrawnNodes && find_dot_program()) {
       std::ifstream f(dir / "fused.dot");
       std::string dot((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-      if (find_dot_program() && static_cast<size_t>(r.nodes) <= kMaxDrawnNodes)
-        render_dot(dot, (dir / "fused.svg").string(), "svg");
+      render_dot(dot, (dir / "fused.svg").string(), "svg");
     }
     break;
   }
@@ -128,4 +138,4 @@ void DebugDump::finish() {
   write_text(folder_ / "report.json", report_.dump(2) + "\n");
 }
 
-}  // namespace kiln
+}  // namespace kiln::backend
