@@ -452,9 +452,16 @@ std::vector<Tensor> CompiledFunctionState::call(const std::vector<Tensor>& input
 
 std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& inputs) const { return s_->call(inputs); }
 
+std::vector<Tensor> CompiledFunction::operator()(std::initializer_list<Tensor> inputs) const {
+  return s_->call(std::vector<Tensor>(inputs));
+}
+
 Tensor CompiledFunction::operator()(const Tensor& input) const {
   std::vector<Tensor> out = s_->call({input});
-  if (out.size() != 1) fail("{}: called with one tensor for one result, but it returned {}", s_->options.name, out.size());
+  if (out.size() != 1)
+    fail("{}: called as f(x), the form that returns one tensor, but the function returned {}: call it as f({{x}}) (or "
+         "f(std::vector<Tensor>{{x}})) to get all of them",
+         s_->options.name, out.size());
   return out[0];
 }
 

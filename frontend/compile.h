@@ -40,6 +40,7 @@
 // parameters and optimizer state updated in place -- is compile(module, loss_fn, optimizer).
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -97,8 +98,12 @@ struct CompiledFunctionState;
 class CompiledFunction {
  public:
   explicit CompiledFunction(std::shared_ptr<CompiledFunctionState> s) : s_(std::move(s)) {}
+  // Every result. f({x}) is this form too (a braced list is a list, however long): it returns
+  // every result, as f({x, y}) does.
   std::vector<Tensor> operator()(const std::vector<Tensor>& inputs) const;
-  // One input, one result (for functions compiled from a TraceFn1).
+  std::vector<Tensor> operator()(std::initializer_list<Tensor> inputs) const;
+  // f(x): one input, one result (for functions compiled from a TraceFn1); a kiln::Error naming
+  // the list form when the function returns several.
   Tensor operator()(const Tensor& input) const;
   const CompileStats& stats() const;
 

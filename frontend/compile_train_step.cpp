@@ -10,6 +10,7 @@
 #include "frontend/compile.h"
 #include "frontend/compile_graph.h"
 #include "backend/debug_dump.h"
+#include "frontend/train_step_loss.h"
 #include "frontend/device.h"
 #include "frontend/autocast.h"
 #include "frontend/guards.h"
@@ -54,17 +55,11 @@ TrainEntry CompiledTrainStepState::make_entry(const std::vector<Tensor>& batch, 
   TrainEntry e;
   for (size_t i = 0; i < batch.size(); ++i) e.batch_guards.push_back(guard_of(batch[i], fmt::format("batch {}", i)));
   e.autocast = autocast_dtype();
-  TracedGraph loss = trace([&](const std::vector<Tensor>& b) { return std::vector<Tensor>{loss_fn(b)}; }, batch,
-                           options.name + "_loss");
+  const std::string who = fmt::format("kiln::compile(module, loss_fn, optimizer) '{}'", options.name);
+  TracedGraph loss = trace_training_loss(loss_fn, batch, options.name + "_loss", who);
   e.step = make_train_step(loss, optimizer, options.grad_scaler);
   e.step.graph.set_name(options.name);
-  auto params = module->named_parameters();
-  for (const std::string& path : e.step.param_paths) {
-    auto it = std::find_if(params.begin(), params.end(), [&](const auto& p) { return p.first == path; });
-    if (path.empty() || it == params.end())
-      fail("{}: the loss reads a named tensor '{}' that is not a parameter of the module", options.name, path);
-    e.params.push_back(it->second);
-  }
+  e.params = module_parameters_for(*module, loss, e.step.param_paths, who);
   if (log_enabled("graph")) log_line("graph", fmt::format("{}:\n{}", options.name, print_graph(e.step.graph)));
   if (!compile_it) return e;
   backend::DebugDump debug = backend::DebugDump::open(backend::DebugDump::root_from(options.debug_dir), options.name, options.debug_svg);

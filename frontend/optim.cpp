@@ -1,5 +1,6 @@
 #include "frontend/optim.h"
 #include "frontend/fsdp.h"
+#include "frontend/train_step_loss.h"
 
 #include "frontend/device.h"
 
@@ -423,21 +424,13 @@ Trainer::Trainer(nn::Module& module, const ScalarFn& loss_fn, const std::vector<
   if (data_parallel && data_parallel->shard_parameters)
     fail("Trainer: FSDP shards the parameters, and a module keeps them whole: use make_train_step with "
          "DataParallelConfig::shard_parameters (TrainStep::shard, parameter_gather)");
-  TracedGraph loss = trace([&](const std::vector<Tensor>& b) { return std::vector<Tensor>{loss_fn(b)}; },
-                           example_batch, "loss");
+  TracedGraph loss = trace_training_loss(loss_fn, example_batch, "loss", "Trainer");
   step_ = make_train_step(loss, optimizer, std::nullopt, data_parallel);
   const bool broadcast = data_parallel && data_parallel->world_size > 1;
   std::vector<HostTensor> values;
-  auto params = module.named_parameters();
-  for (size_t i = 0; i < loss.parameters.size(); ++i) {
-    const std::string& path = loss.parameter_paths[i];
-    if (!is_floating(loss.parameters[i].dtype()) || path.empty()) continue;
-    auto it = std::find_if(params.begin(), params.end(), [&](const auto& p) { return !path.empty() && p.first == path; });
-    if (it == params.end())
-      fail("Trainer: the loss reads a named tensor '{}' that is not a parameter of the module", path);
-    trained_.push_back(it->second);
-    values.push_back(loss.parameters[i]);
-  }
+  trained_ = module_parameters_for(module, loss, step_.param_paths, "Trainer");
+  for (size_t i = 0; i < loss.parameters.size(); ++i)
+    if (is_floating(loss.parameters[i].dtype()) && !loss.parameter_paths[i].empty()) values.push_back(loss.parameters[i]);
   device_ = trained_.empty() ? Device::cpu() : trained_.front().device();
   for (const Tensor& p : trained_)
     if (p.device() != device_)

@@ -45,6 +45,8 @@ void read_traced_value(const Tensor& t, const std::source_location* where, std::
     return;
   }
   std::string at = where ? fmt::format(" at {}:{}", where->file_name(), where->line()) : "";
+  if (ctx && ctx->id() == t.impl()->trace_id && !ctx->one_graph_because().empty())
+    fail("{} reads the value of traced tensor {}{}: {}", what, t.str(), at, ctx->one_graph_because());
   fail("{} reads the value of traced tensor {}{}: kiln::trace records one graph, whose tensors have no values "
        "yet. kiln::compile (frontend/compile.h) breaks the graph there instead: it runs the graph so far, reads "
        "the value and traces the rest",

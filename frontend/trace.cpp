@@ -19,7 +19,13 @@ std::vector<HostTensor> TracedGraph::graph_inputs(const std::vector<HostTensor>&
 bool is_tracing() { return TraceContext::current() != nullptr; }
 
 TracedGraph trace(const TraceFn& fn, const std::vector<Tensor>& example_inputs, const std::string& name) {
+  return trace_one_graph(fn, example_inputs, name, "");
+}
+
+TracedGraph trace_one_graph(const TraceFn& fn, const std::vector<Tensor>& example_inputs, const std::string& name,
+                            const std::string& one_graph_because) {
   TraceContext ctx(name);
+  ctx.set_one_graph_because(one_graph_because);
   ActiveTrace active(ctx);  // cleared on every exit path, exceptions included
   std::vector<Tensor> inputs;
   for (size_t i = 0; i < example_inputs.size(); ++i) {

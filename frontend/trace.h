@@ -40,6 +40,13 @@ using TraceFn1 = std::function<Tensor(const Tensor&)>;
 // Example inputs become graph inputs named after the tensor (sanitized) or x0, x1, ...
 // Throws kiln::Error if a trace is already active on this thread (nested traces).
 TracedGraph trace(const TraceFn& fn, const std::vector<Tensor>& example_inputs, const std::string& name = "forward");
+
+// A trace that must be one graph, for a caller that knows why: `one_graph_because` is what the
+// error says when the function reads a traced value (item(), bool()), in place of kiln::trace's
+// own words (which point at kiln::compile's graph breaks). A compiled training step says that
+// a step is one graph, and what to do instead.
+TracedGraph trace_one_graph(const TraceFn& fn, const std::vector<Tensor>& example_inputs, const std::string& name,
+                            const std::string& one_graph_because);
 // One input, one output.
 TracedGraph trace(const TraceFn1& fn, const Tensor& example_input, const std::string& name = "forward");
 

@@ -55,6 +55,10 @@ class TraceContext {
   using BreakHandler = std::function<void(const Tensor&, const std::source_location* where, std::string_view what)>;
   void set_break_handler(BreakHandler handler) { break_handler_ = std::move(handler); }
   const BreakHandler& break_handler() const { return break_handler_; }
+  // Why this trace cannot break and what to do instead, for the error of a value read without a
+  // break handler ("" : kiln::trace's own words).
+  void set_one_graph_because(std::string why) { one_graph_because_ = std::move(why); }
+  const std::string& one_graph_because() const { return one_graph_because_; }
   // Continues the active trace in `next` (a graph break starts a new graph): the thread's
   // current trace must be active already (an ActiveTrace holds it and clears it at its end).
   static void switch_current(TraceContext& next);
@@ -76,6 +80,7 @@ class TraceContext {
   std::vector<Tensor> param_tensors_;
   std::vector<std::weak_ptr<TensorImpl>> traced_;  // every traced tensor made, for live_traced_tensors
   BreakHandler break_handler_;
+  std::string one_graph_because_;
 };
 
 // Makes a TraceContext the current one for its lifetime (kiln::Error if one is active).
