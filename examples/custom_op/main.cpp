@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -212,6 +213,8 @@ bool show_fused_kernel(const Device& device) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Line by line even into a pipe (ctest, a log): a run cut short still shows how far it got.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   int steps = 60;
   for (int i = 1; i < argc; ++i)
     if (std::string(argv[i]) == "--steps" && i + 1 < argc) steps = std::atoi(argv[++i]);

@@ -8,6 +8,7 @@
 // minigpt_generate [STEPS]   (default 400; exits 1 if the loss did not fall below 2.5)
 #include <fmt/format.h>
 
+#include <cstdio>
 #include <cstdlib>
 
 #include "backend/cuda_backend.h"
@@ -16,6 +17,8 @@
 using namespace kiln;
 
 int main(int argc, char** argv) {
+  // Line by line even into a pipe (ctest, a log): a run cut short still shows how far it got.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   const int steps = argc > 1 ? std::atoi(argv[1]) : 400;
   data::Corpus corpus = data::conjugation_corpus(/*seed=*/0);
   data::Tokenizer tok = data::Tokenizer::train(corpus.train, 600);

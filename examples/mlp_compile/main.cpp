@@ -46,6 +46,8 @@ Data make_data(int64_t n, uint64_t seed, Device device) {
 }
 
 int main() {
+  // Line by line even into a pipe (ctest, a log): a run cut short still shows how far it got.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   // The GPU when there is one: the model moves once; the data goes there too.
   const Device device = backend::cuda_device_present() ? Device::cuda() : Device::cpu();
   TwoLayerMLP model(/*seed=*/0);

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -42,13 +43,33 @@ class CliTest : public ::testing::Test {
   // Runs `kiln ARGS` in the test's folder (arguments pass through the shell as written), with
   // `env` ("NAME=value ...") added to its environment.
   CliResult kiln(const std::string& args, const std::string& env = "") const {
-    std::string cmd = "cd '" + dir_.string() + "' && " + (env.empty() ? "" : "env " + env + " ") + "'" KILN_BINARY "' " + args + " > '" + path("stdout.txt") +
-                      "' 2> '" + path("stderr.txt") + "'";
-    int status = std::system(cmd.c_str());
+    int status = std::system((command(args, env) + " > '" + path("stdout.txt") + "'").c_str());
     return CliResult{WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_text(path("stdout.txt")),
                      read_text(path("stderr.txt"))};
   }
+  // As kiln(), for long runs: each line the program prints is printed here too as it comes, so
+  // that a run ctest stops at its timeout still shows how far it got.
+  CliResult kiln_streaming(const std::string& args, const std::string& env = "") const {
+    FILE* pipe = ::popen(command(args, env).c_str(), "r");
+    if (!pipe) return CliResult{-1, "", "popen failed"};
+    std::string out;
+    char line[4096];
+    while (std::fgets(line, sizeof line, pipe)) {
+      out += line;
+      std::fputs(line, stdout);
+      std::fflush(stdout);
+    }
+    int status = ::pclose(pipe);
+    return CliResult{WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, read_text(path("stderr.txt"))};
+  }
 
+ private:
+  std::string command(const std::string& args, const std::string& env) const {
+    return "cd '" + dir_.string() + "' && " + (env.empty() ? "" : "env " + env + " ") + "'" KILN_BINARY "' " + args +
+           " 2> '" + path("stderr.txt") + "'";
+  }
+
+ protected:
   std::filesystem::path dir_;
 };
 

@@ -14,9 +14,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
-#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -137,7 +137,20 @@ void run_job(const FuzzOptions& o, int job, std::ostream& results) {
   gen.max_nodes = o.max_nodes;
   int shrinks_left = std::max(1, o.max_shrinks / std::max(1, o.jobs));
   const int64_t batches = (o.graphs + o.batch - 1) / o.batch;
-  for (int64_t b = job; b < batches; b += o.jobs) {
+  const int64_t mine = batches > job ? (batches - job + o.jobs - 1) / o.jobs : 0;
+  // A progress line at most every 10 s, flushed: a long run (under ctest, through a pipe) shows
+  // how far it got if it is stopped.
+  const auto start = std::chrono::steady_clock::now();
+  auto last_progress = start;
+  int64_t done = 0;
+  for (int64_t b = job; b < batches; b += o.jobs, ++done) {
+    const auto now = std::chrono::steady_clock::now();
+    if (done > 0 && now - last_progress >= std::chrono::seconds(10)) {
+      fmt::print("kiln fuzz: job {}: {} of {} batches of {} graphs in {:.0f} s\n", job, done, mine, o.batch,
+                 std::chrono::duration<double>(now - start).count());
+      std::fflush(stdout);
+      last_progress = now;
+    }
     // A kernel that never ends is a finding too: the batch's job is stopped (SIGALRM) and the
     // parent names the batch from this marker.
     results << "#batch\t" << b << '\n';

@@ -12,6 +12,8 @@
 #include "tools/cli/plugins.h"
 
 int main(int argc, char** argv) {
+  // Line by line even into a pipe (ctest, a log): a run cut short still shows how far it got.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   CLI::App app{"kiln: a graph compiler for tensor programs. Reads and writes the .kir text form."};
   app.name("kiln");
   app.require_subcommand(1);
