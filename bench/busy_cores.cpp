@@ -13,10 +13,8 @@
 //
 // Usage: kiln_bench_busy_cores [--quick] [--busy 0,1,2]
 #include <fmt/format.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -24,8 +22,10 @@
 #include <vector>
 
 #include "backend/compile.h"
+#include "bench/busy_processes.h"
 #include "bench/harness.h"
 #include "bench/workloads.h"
+#include "ir/error.h"
 #include "ir/host_tensor.h"
 #include "runtime/cpu/blas.h"
 #include "runtime/cpu/jit.h"
@@ -36,33 +36,6 @@ namespace {
 using namespace kiln;
 using bench::Clock;
 using bench::ms_since;
-
-// Child processes that spin until killed.
-class BusyProcesses {
- public:
-  explicit BusyProcesses(int n) {
-    for (int i = 0; i < n; ++i) {
-      pid_t pid = ::fork();
-      if (pid == 0) {
-        volatile unsigned long spin = 0;
-        for (;;) spin = spin + 1;
-      }
-      if (pid < 0) fail("fork failed");
-      pids_.push_back(pid);
-    }
-    // Let the scheduler see them as long-running before the timing starts.
-    std::this_thread::sleep_for(std::chrono::milliseconds(n ? 200 : 0));
-  }
-  ~BusyProcesses() {
-    for (pid_t p : pids_) ::kill(p, SIGKILL);
-    for (pid_t p : pids_) ::waitpid(p, nullptr, 0);
-  }
-  BusyProcesses(const BusyProcesses&) = delete;
-  BusyProcesses& operator=(const BusyProcesses&) = delete;
-
- private:
-  std::vector<pid_t> pids_;
-};
 
 // Median ms of calls of `fn` after one warm-up call: at least `min_reps` calls, then more while
 // under `budget_ms` in all, at most `max_reps`.
@@ -126,7 +99,10 @@ int main(int argc, char** argv) {
   fmt::print("{} threads (KILN_NUM_THREADS), {} hardware threads\n", threads, std::thread::hardware_concurrency());
   std::fflush(stdout);
   for (int busy : busy_counts) {
-    BusyProcesses spinning(busy);
+    bench::BusyProcesses spinning(busy);
+    if (static_cast<int>(spinning.size()) != busy) fail("fork failed: {} of {} busy processes", spinning.size(), busy);
+    // Let the scheduler see them as long-running before the timing starts.
+    std::this_thread::sleep_for(std::chrono::milliseconds(busy ? 200 : 0));
     rows[0].ms.push_back(median_ms([&] { step.run(step_inputs); }, min_reps, 400, budget));
     rows[1].ms.push_back(median_ms(
         [&] {

@@ -2,46 +2,19 @@
 // parallel loop still finishes in far less than a scheduler time slice per loop (a pool that
 // waits for a descheduled worker pays one per loop: 200 loops, about a second).
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <thread>
 #include <vector>
 
 #include "backend/compile.h"
+#include "bench/busy_processes.h"
 #include "ir/parser.h"
 #include "runtime/cpu/jit.h"
 #include "runtime/cpu/thread_pool.h"
 
 namespace kiln {
 namespace {
-
-// Child processes that spin until this object goes away (also when an assertion fails).
-class BusyProcesses {
- public:
-  explicit BusyProcesses(int n) {
-    for (int i = 0; i < n; ++i) {
-      pid_t pid = ::fork();
-      if (pid == 0) {
-        volatile unsigned long spin = 0;
-        for (;;) spin = spin + 1;
-      }
-      if (pid > 0) pids_.push_back(pid);
-    }
-  }
-  ~BusyProcesses() {
-    for (pid_t p : pids_) ::kill(p, SIGKILL);
-    for (pid_t p : pids_) ::waitpid(p, nullptr, 0);
-  }
-  BusyProcesses(const BusyProcesses&) = delete;
-  BusyProcesses& operator=(const BusyProcesses&) = delete;
-  size_t size() const { return pids_.size(); }
-
- private:
-  std::vector<pid_t> pids_;
-};
 
 TEST(BackendBusyCores, SmallParallelLoopsFinishWhileOtherProcessesHoldTheCores) {
   if (!runtime::cpu::jit_available()) GTEST_SKIP() << "kiln was built without the LLVM CPU path";
@@ -60,7 +33,7 @@ graph small(%x: f32[262144], %y: f32[262144]) {
   std::vector<HostTensor> inputs{random_tensor(g.inputs()[0]->meta(), 1), random_tensor(g.inputs()[1]->meta(), 2)};
   c.run(inputs);
 
-  BusyProcesses busy(runtime::cpu::num_threads());
+  bench::BusyProcesses busy(runtime::cpu::num_threads());
   ASSERT_EQ(static_cast<int>(busy.size()), runtime::cpu::num_threads()) << "fork failed";
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   auto t0 = std::chrono::steady_clock::now();
