@@ -2,7 +2,8 @@
 // The backend interface: what one device adds to the shared compile driver
 // (backend/compile.h). Four things, each small:
 //   target   — the codegen::Target the lowering and schedule step read;
-//   emit     — scheduled kernel IR -> one source module (codegen's C++ or CUDA C emitter);
+//   emit     — the target's prelude, and one source per scheduled kernel (codegen's C++ or
+//              CUDA C emitter); the module is their concatenation (EmittedModule);
 //   compile  — that source -> a Program loaded on the device, through the shared
 //              content-addressed kernel cache (runtime/kernel_cache.h);
 //   execute  — Program::run: binds buffers and runs the schedule (kernels and matmuls);
@@ -26,6 +27,16 @@ struct CompileOptions;
 struct CompileReport;
 struct ExecutableState;
 
+// What the emitter made of a graph's kernels: the target's prelude and one source per kernel,
+// each emitted once. The module a compiler sees is the prelude, then each kernel after a newline.
+struct EmittedModule {
+  std::string prelude;
+  std::vector<std::string> kernels;  // per lowered kernel
+  std::string text() const;
+  // The kernel whose source holds `line` (1-based) of text(); -1 for a line of the prelude.
+  int kernel_at_line(int line) const;
+};
+
 // A compiled graph's code, loaded on its device; immutable, shared by copies of an Executable.
 class Program {
  public:
@@ -47,8 +58,9 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string_view name() const = 0;  // "cpu", "cuda"
   virtual codegen::Target target(const CompileOptions& options) const = 0;
-  // The generated module: the target's prelude, then every kernel.
-  virtual std::string emit(const std::vector<codegen::Kernel>& kernels) const = 0;
+  // The emitter: what every module starts with, and one kernel's source.
+  virtual std::string_view prelude() const = 0;
+  virtual std::string emit_kernel(const codegen::Kernel& kernel) const = 0;
   virtual std::string source_file_name() const = 0;  // kernels.cpp, kernels.cu
   // Compiles state.source for state.lowered; records the compiler's figures in `report`
   // (and writes device-code files to options.dump_dir when set).
@@ -59,6 +71,9 @@ class Backend {
   // CUDA; nullopt when unknown (a CUDA compile on a machine with no GPU).
   virtual std::optional<MemoryBudget> memory_budget(const CompileOptions&) const { return std::nullopt; }
 };
+
+// Every kernel of `kernels` emitted once by `backend`.
+EmittedModule emit(const Backend& backend, const std::vector<codegen::Kernel>& kernels);
 
 // The backend of `device`'s kind; kiln::Error naming what is missing when this build has none
 // (the CUDA backend where no CUDA toolkit was found at build time).

@@ -15,6 +15,7 @@
 #include "backend/debug_dump.h"
 #include "backend/executable_state.h"
 #include "codegen/schedule.h"
+#include "ir/bytes.h"
 #include "ir/error.h"
 #include "ir/log.h"
 #include "ir/printer.h"
@@ -76,13 +77,7 @@ std::string bytes_str(int64_t bytes) { return bytes == kMaxBytes ? "more than 2^
 
 // The storage a graph input's layout addresses (its strides may skip memory), in bytes.
 int64_t storage_bytes(const TensorMeta& m) {
-  if (m.numel() == 0) return 0;
-  int64_t extent = 1;
-  for (size_t d = 0; d < m.shape.size(); ++d) {
-    int64_t step;
-    if (__builtin_mul_overflow(m.shape[d] - 1, m.strides[d] < 0 ? -m.strides[d] : m.strides[d], &step)) return kMaxBytes;
-    extent = add_bytes(extent, step);
-  }
+  const int64_t extent = storage_extent(m);
   int64_t bytes;
   return __builtin_mul_overflow(extent, static_cast<int64_t>(dtype_size(m.dtype)), &bytes) ? kMaxBytes : bytes;
 }
@@ -237,7 +232,8 @@ CompiledGraph compile_stages(const Graph& input, const CompileOptions& options) 
   report.stage_ms.emplace_back("memory plan", sw.lap());
   if (dump) write_file(options.dump_dir, "kernels.txt", codegen::print_schedule(state->lowered));
 
-  state->source = be.emit(state->lowered.kernels);
+  state->emitted = emit(be, state->lowered.kernels);
+  state->source = state->emitted.text();
   report.stage_ms.emplace_back("emit", sw.lap());
   if (dump) write_file(options.dump_dir, be.source_file_name(), state->source);
 

@@ -28,6 +28,7 @@
 #include "backend/profile.h"
 #include "codegen/collective_schedule.h"
 #include "codegen/cpp_emitter.h"
+#include "ir/bytes.h"
 #include "ir/error.h"
 #include "passes/memory_plan.h"
 #include "runtime/cpu/blas.h"
@@ -109,24 +110,6 @@ std::optional<MemoryBudget> host_memory_budget() {
   if (auto cap = cgroup_memory_cap(); cap && (!budget || cap->first < budget->bytes))
     budget = MemoryBudget{cap->first, fmt::format("the {} of memory this process's cgroup allows ({})", format_bytes(cap->first), cap->second)};
   return budget;
-}
-
-// The kernel of a generated module that holds source line `line`: the last whose signature
-// (`extern "C" void k3(`) starts at or before it, its comment line above counted in; -1 for
-// a line of the prelude. The layout is codegen/cpp_emitter.h's: a comment, then the signature.
-int kernel_at_line(const ExecutableState& s, int line) {
-  std::istringstream in(s.source);
-  std::string text;
-  int found = -1;
-  for (int n = 1; std::getline(in, text) && n <= line + 1; ++n) {
-    constexpr std::string_view sig = "extern \"C\" void ";
-    if (text.rfind(sig, 0) != 0) continue;
-    std::string name = text.substr(sig.size(), text.find('(') - sig.size());
-    for (size_t k = 0; k < s.lowered.kernels.size(); ++k)
-      if (s.lowered.kernels[k].name == name && (n <= line || (n == line + 1 && !s.lowered.kernels[k].comment.empty())))
-        found = static_cast<int>(k);
-  }
-  return found;
 }
 
 // The intermediates' memory of one run. Allocated once and kept by the program: a fresh arena
@@ -301,7 +284,8 @@ class CpuBackend final : public Backend {
  public:
   std::string_view name() const override { return "cpu"; }
   codegen::Target target(const CompileOptions&) const override { return codegen::cpu_target(); }
-  std::string emit(const std::vector<codegen::Kernel>& kernels) const override { return codegen::emit_cpp_module(kernels); }
+  std::string_view prelude() const override { return codegen::cpp_prelude(); }
+  std::string emit_kernel(const codegen::Kernel& k) const override { return codegen::emit_cpp_kernel(k); }
   std::string source_file_name() const override { return "kernels.cpp"; }
   std::optional<MemoryBudget> memory_budget(const CompileOptions&) const override { return host_memory_budget(); }
   std::shared_ptr<const Program> compile(const ExecutableState& state, const CompileOptions& options,
@@ -317,7 +301,7 @@ class CpuBackend final : public Backend {
         p->module = runtime::cpu::compile(state.source, options.jit);
       } catch (const runtime::cpu::SourceError& e) {
         // One module holds every kernel: the line of clang's first error says which one failed.
-        int k = kernel_at_line(state, e.line());
+        int k = state.emitted.kernel_at_line(e.line());
         if (k < 0) fail("graph {}: the generated C++ module failed to compile (outside every kernel): {}", state.graph_name, e.what());
         throw kiln::Error(kernel_compile_error_message(state, static_cast<size_t>(k), e.what()));
       }

@@ -19,6 +19,7 @@
 #include "backend/profile.h"
 #include "backend/host_layout.h"
 #include "codegen/cuda_emitter.h"
+#include "ir/bytes.h"
 #include "ir/error.h"
 #include "ir/log.h"
 #include "passes/memory_plan.h"
@@ -378,7 +379,7 @@ std::vector<HostTensor> CudaProgram::run(const ExecutableState& s, std::span<con
         dev.push_back(cu::DeviceTensor::from_host(inputs[i], device));
       } else {
         // The graph declares a strided layout: lay the host copy out that way first.
-        int64_t extent = cu::storage_extent(want);
+        int64_t extent = cu::device_storage_extent(want);
         HostTensor flat = relayout(inputs[i], want, extent);
         cu::DeviceTensor d = cu::DeviceTensor::from_host(flat, device);
         dev.emplace_back(d.storage(), want.on(Device::cuda(device)));
@@ -400,7 +401,7 @@ std::vector<HostTensor> CudaProgram::run(const ExecutableState& s, std::span<con
     std::vector<void*> ptr(lg.buffers.size(), nullptr);
     for (size_t i = 0; i < s.input_metas.size(); ++i) {
       TensorMeta m = s.input_metas[i];
-      L.static_inputs.emplace_back(cu::device_alloc(static_cast<size_t>(cu::storage_extent(m) * dtype_size(m.dtype)), device),
+      L.static_inputs.emplace_back(cu::device_alloc(static_cast<size_t>(cu::device_storage_extent(m) * dtype_size(m.dtype)), device),
                                    m.on(Device::cuda(device)));
     }
     L.static_arena = cu::device_alloc(static_cast<size_t>(s.arena_bytes), device);
@@ -428,7 +429,7 @@ std::vector<HostTensor> CudaProgram::run(const ExecutableState& s, std::span<con
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
     const TensorMeta& want = s.input_metas[i];
-    HostTensor flat = want.is_contiguous() ? inputs[i].contiguous() : relayout(inputs[i], want, cu::storage_extent(want));
+    HostTensor flat = want.is_contiguous() ? inputs[i].contiguous() : relayout(inputs[i], want, cu::device_storage_extent(want));
     cu::copy_host_to_device_async(L.static_inputs[i].data(), flat.data(), static_cast<size_t>(flat.nbytes()), *L.stream);
     L.stream->synchronize();  // `flat` is freed at the end of this iteration
   }
@@ -458,7 +459,8 @@ class CudaBackend final : public Backend {
     return codegen::cuda_target(arch, sms);
   }
 
-  std::string emit(const std::vector<codegen::Kernel>& kernels) const override { return codegen::emit_cuda_module(kernels); }
+  std::string_view prelude() const override { return codegen::cuda_prelude(); }
+  std::string emit_kernel(const codegen::Kernel& k) const override { return codegen::emit_cuda_kernel(k); }
   std::string source_file_name() const override { return "kernels.cu"; }
 
   // The device's whole memory where there is a device (what is free is checked again at each
@@ -485,8 +487,8 @@ class CudaBackend final : public Backend {
     // (runtime/cuda/nvrtc.h): NVRTC's cost is mostly per program. Each kernel keeps a cache
     // entry of its own, which survives a change elsewhere in the graph.
     std::vector<cu::CudaKernelSource> kernels;
-    for (const codegen::Kernel& k : state.lowered.kernels)
-      kernels.push_back({fmt::format("{}_{}", state.graph_name, k.name), codegen::emit_cuda_kernel(k)});
+    for (size_t i = 0; i < state.lowered.kernels.size(); ++i)
+      kernels.push_back({fmt::format("{}_{}", state.graph_name, state.lowered.kernels[i].name), state.emitted.kernels[i]});
     // Custom ops' own kernels compile on their own (their source as the user wrote it).
     std::vector<std::pair<std::string, std::string>> opaque_sources;
     const auto& steps = state.lowered.steps;
@@ -519,7 +521,7 @@ class CudaBackend final : public Backend {
     // are cuBLASLt's, and libdevice's functions call fma explicitly.
     generated.extra_args.push_back("-fmad=false");
     try {
-      p->binaries = cu::compile_cuda_kernels(std::string(codegen::cuda_prelude()), kernels, generated);
+      p->binaries = cu::compile_cuda_kernels(state.emitted.prelude, kernels, generated);
     } catch (const cu::NvrtcError& e) {
       // Name the kernel and the graph nodes it computes, not only NVRTC's program name.
       for (size_t i = 0; i < kernels.size(); ++i)

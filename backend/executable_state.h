@@ -26,7 +26,8 @@ struct ExecutableState {
   // Per lowered kernel: the graph nodes it computes, for a kernel the device compiler rejects:
   // "%e = exp(%x) : f32[4,4]; %y = mul(%e, %x) : f32[4,4]".
   std::vector<std::string> kernel_nodes;
-  std::string source;
+  EmittedModule emitted;  // the prelude and each kernel's source
+  std::string source;     // emitted.text(): the module the device compiler sees
   std::shared_ptr<const Program> program;
 };
 

@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "ir/bytes.h"
 #include "ir/error.h"
 #include "passes/autograd/joint.h"
 #include "passes/autograd/partition.h"

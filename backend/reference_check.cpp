@@ -5,12 +5,12 @@
 #include <cmath>
 #include <limits>
 #include <set>
-#include <unordered_map>
 
 #include "backend/compile.h"
 #include "ir/error.h"
 #include "ir/reference/error_bounds.h"
 #include "ir/reference/interpreter.h"
+#include "passes/autograd/gradcheck.h"
 
 namespace kiln::backend {
 
@@ -30,8 +30,6 @@ Tolerance assert_close_tolerance(DType t) {
     default: return {0, 0};
   }
 }
-
-DType widened(DType t) { return is_floating(t) ? DType::F64 : t; }
 
 HostTensor widen(const HostTensor& t) {
   if (!is_floating(t.dtype()) || t.dtype() == DType::F64) return t;
@@ -72,27 +70,11 @@ ReferenceOutputs reference_outputs(const Graph& g, const std::vector<HostTensor>
 }
 
 std::optional<Graph> widened_to_f64(const Graph& g) {
-  Graph out(g.name() + "_f64");
-  std::unordered_map<const Node*, Node*> map;
   try {
-    for (const Node* n : g.inputs()) {
-      const TensorMeta& m = n->meta();
-      map[n] = out.add_input(n->name(), TensorMeta(widened(m.dtype), m.shape)).node;
-    }
-    for (const Node* n : g.nodes()) {
-      Attrs attrs = n->attrs();
-      if (auto dt = attrs.opt_dtype("dtype")) attrs.set("dtype", widened(*dt));
-      std::vector<Value> in;
-      for (const Value& v : n->inputs()) in.push_back(Value{map.at(v.node), v.index});
-      map[n] = out.add_node(n->op(), in, attrs, n->name());
-    }
+    return autograd::to_float64(g);
   } catch (const Error&) {
-    return std::nullopt;
+    return std::nullopt;  // an op whose rule rejects the widened call
   }
-  std::vector<Value> outs;
-  for (const Value& v : g.outputs()) outs.push_back(Value{map.at(v.node), v.index});
-  out.set_outputs(outs);
-  return out;
 }
 
 std::optional<DType> tolerance_dtype(Value v) {

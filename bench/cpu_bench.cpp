@@ -27,6 +27,7 @@
 
 #include "backend/compile.h"
 #include "bench/harness.h"
+#include "bench/host_timing.h"
 #include "bench/workloads.h"
 #include "runtime/cpu/jit.h"
 #include "runtime/cpu/thread_pool.h"
@@ -42,55 +43,12 @@ struct Options : bench::CommonOptions {
   bool check = true;
 };
 
-// Median of `reps` timed calls after one warm-up call.
-double median_ms(const std::function<void()>& fn, int reps) {
-  fn();
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    auto t0 = Clock::now();
-    fn();
-    t.push_back(ms_since(t0));
-  }
-  return bench::median(t);
-}
-
-// Copy GB/s counting bytes read plus bytes written, 512 MiB each way (far larger than the
-// caches), split over `threads` threads of kiln's pool in 1 MiB chunks (1: one memcpy).
-double copy_gbps(int reps, bool all_threads) {
-  const size_t bytes = size_t{512} << 20, chunk = size_t{1} << 20;
-  std::unique_ptr<char[]> a(new char[bytes]), b(new char[bytes]);
-  // Touch both with the pool (first touch decides where pages live).
-  runtime::cpu::parallel_for(static_cast<int64_t>(bytes / chunk), 1, [&](int64_t lo, int64_t hi) {
-    std::memset(a.get() + lo * chunk, 1, static_cast<size_t>(hi - lo) * chunk);
-    std::memset(b.get() + lo * chunk, 2, static_cast<size_t>(hi - lo) * chunk);
-  });
-  double ms = median_ms(
-      [&] {
-        if (!all_threads) {
-          std::memcpy(b.get(), a.get(), bytes);
-          return;
-        }
-        runtime::cpu::parallel_for(static_cast<int64_t>(bytes / chunk), 1, [&](int64_t lo, int64_t hi) {
-          std::memcpy(b.get() + lo * chunk, a.get() + lo * chunk, static_cast<size_t>(hi - lo) * chunk);
-        });
-      },
-      reps);
-  return 2.0 * static_cast<double>(bytes) / (ms * 1e6);
-}
-
-std::string cpu_model() {
-  std::ifstream f("/proc/cpuinfo");
-  for (std::string line; std::getline(f, line);)
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown CPU";
-}
-
 Row measure(const bench::Workload& w, const Options& opt, const std::string& cache, double copy, int reps) {
   return bench::measure_row(w, [&](Row& r, const bench::Case& full) {
     backend::CompiledGraph warm = bench::compile_cold_warm(r, full.graph, {}, cache);
     {
       std::vector<HostTensor> ins = full.inputs();
-      bench::set_run_figures(r, median_ms([&] { warm.run(ins); }, reps), copy);
+      bench::set_run_figures(r, bench::median_ms([&] { warm.run(ins); }, reps), copy);
     }
     if (opt.check) bench::check_row(r, w, "the CPU backend", bench::run_on_cpu_backend);
     if (!opt.npy.empty()) bench::write_exchange(opt.npy + "/" + w.id, full, bench::run_on_cpu_backend);
@@ -119,11 +77,11 @@ int main(int argc, char** argv) {
   std::vector<Row> rows;
   int status = 0;
   const int threads = runtime::cpu::num_threads();
-  const std::string machine = cpu_model();
+  const std::string machine = bench::cpu_model();
   double copy = 0, copy1 = 0;
   try {
-    copy = copy_gbps(opt.quick ? 3 : 10, true);
-    copy1 = copy_gbps(opt.quick ? 3 : 10, false);
+    copy = bench::host_copy_gbps(opt.quick ? 3 : 10, true);
+    copy1 = bench::host_copy_gbps(opt.quick ? 3 : 10, false);
     fmt::print("machine: {}; {} threads; copy {:.1f} GB/s with {} threads, {:.1f} GB/s with one (read + write, 512 MiB)\n",
                machine, threads, copy, threads, copy1);
     // The first compile of the process (clang's start) is kept out of the rows.

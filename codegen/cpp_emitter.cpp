@@ -9,9 +9,6 @@
 
 namespace kiln::codegen {
 
-std::string_view cpp_value_type(DType t) { return c_value_type(t); }
-std::string_view cpp_storage_type(DType t) { return c_storage_type(t); }
-
 namespace {
 
 bool only_sums(const StmtPtr& loop) {

@@ -34,8 +34,4 @@ std::string emit_cpp_kernel(const Kernel& k);
 // A whole module: the prelude, then every kernel.
 std::string emit_cpp_module(const std::vector<Kernel>& kernels);
 
-// The C++ type a value of dtype `t` computes in, and the type a buffer of `t` stores.
-std::string_view cpp_value_type(DType t);
-std::string_view cpp_storage_type(DType t);
-
 }  // namespace kiln::codegen

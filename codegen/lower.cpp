@@ -404,10 +404,7 @@ LoweredGraph GraphLowering::run() {
     b.kind = GraphBuffer::Kind::Input;
     b.input_index = static_cast<int>(i);
     b.meta = v.meta();
-    int64_t extent = v.meta().numel() == 0 ? 0 : 1;
-    if (extent)
-      for (size_t d = 0; d < b.meta.shape.size(); ++d) extent += (b.meta.shape[d] - 1) * b.meta.strides[d];
-    b.numel = extent;
+    b.numel = storage_extent(b.meta);
     b.what = "%" + v.name();
     out_.buffers.push_back(b);
     buffer_of_[value_key(v)] = static_cast<int>(out_.buffers.size()) - 1;

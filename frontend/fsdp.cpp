@@ -23,39 +23,31 @@ TracedGraph shard_loss(const TracedGraph& loss, const std::vector<bool>& trained
   const size_t num_lifted = loss.parameters.size(), num_batch = g.inputs().size() - num_lifted;
   TracedGraph out{Graph(g.name()), loss.parameters, loss.parameter_names, loss.parameter_paths, loss.parameter_tensors};
   Graph& s = out.graph;
-  std::unordered_map<const Node*, Value> map;
+  ValueMap map;
   for (size_t i = 0; i < g.inputs().size(); ++i) {
-    const Node* in = g.inputs()[i];
+    Node* in = g.inputs()[i];
     const bool shard = i >= num_batch && trained[i - num_batch];
     if (!shard) {
-      map[in] = s.add_input(in->name(), in->meta());
+      map[in->result(0)] = s.add_input(in->name(), in->meta());
       continue;
     }
     const TensorMeta& m = in->meta();
-    map[in] = s.add_input(in->name(), TensorMeta(m.dtype, {shard_numel(m.numel(), world)}));
+    map[in->result(0)] = s.add_input(in->name(), TensorMeta(m.dtype, {shard_numel(m.numel(), world)}));
   }
   // The gathers go after the inputs, in parameter order, named after what they rebuild.
   Builder b(s);
   for (size_t i = 0; i < num_lifted; ++i) {
     if (!trained[i]) continue;
-    const Node* in = g.inputs()[num_batch + i];
+    Node* in = g.inputs()[num_batch + i];
     const TensorMeta& m = in->meta();
-    Value part = map.at(in);
+    Value part = map.at(in->result(0));
     Var whole = b.op(Op::AllGather, {part}, Attrs{{"world_size", world}, {"dim", int64_t(0)}}, "fsdp_gather_" + in->name());
     if (whole.meta().numel() != m.numel()) whole = b.slice(whole.v, 0, 0, m.numel());
-    map[in] = b.reshape(whole.v, m.shape).v;
+    map[in->result(0)] = b.reshape(whole.v, m.shape).v;
   }
-  for (const Node* n : g.nodes()) {
-    std::vector<Value> ins;
-    for (const Value& v : n->inputs()) {
-      Value m = map.at(v.node);
-      ins.push_back(Value{m.node, v.node->is_input() ? m.index : v.index});
-    }
-    Node* copy = s.add_node(n->op(), std::move(ins), n->attrs(), n->name());
-    map[n] = copy->result(0);
-  }
+  for (const Node* n : g.nodes()) copy_node(s, *n, map);
   std::vector<Value> outs;
-  for (const Value& v : g.outputs()) outs.push_back(Value{map.at(v.node).node, v.node->is_input() ? map.at(v.node).index : v.index});
+  for (const Value& v : g.outputs()) outs.push_back(map.at(v));
   s.set_outputs(std::move(outs));
   // The example values of sharded parameters become rank 0's shards: tracing the step only needs
   // their shapes; a rank's own come from TrainStep::shard.

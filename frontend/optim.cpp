@@ -18,24 +18,6 @@
 namespace kiln {
 namespace {
 
-struct ValueHash {
-  size_t operator()(const Value& v) const { return std::hash<const void*>()(v.node) * 31 + static_cast<size_t>(v.index); }
-};
-using ValueMap = std::unordered_map<Value, Value, ValueHash>;
-
-// Copies node `n` into `dst` with inputs mapped through `map`, keeping its result names where
-// they are free (the train-step graph's own inputs may have taken one).
-void copy_node(Graph& dst, const Node& n, ValueMap& map) {
-  std::vector<Value> inputs;
-  for (const Value& v : n.inputs()) inputs.push_back(map.at(v));
-  Node* copy = dst.add_node(n.op(), std::move(inputs), n.attrs(), n.name());
-  for (int i = 0; i < n.num_results(); ++i) {
-    const std::string& want = n.result_info(i).name;
-    if (copy->result_info(i).name != want && !dst.find(want)) dst.rename(copy->result(i), want);
-    map[Value{const_cast<Node*>(&n), i}] = copy->result(i);
-  }
-}
-
 // A lifted tensor that is not trained (a captured constant) becomes a `constant` node.
 Value constant_node(Builder& b, const HostTensor& t, const std::string& name) {
   Attrs a;

@@ -191,4 +191,20 @@ Graph Graph::clone() const {
   return g;
 }
 
+Node* copy_node(Graph& dst, const Node& n, ValueMap& map, const std::string& name, const Attrs* attrs) {
+  std::vector<Value> inputs;
+  for (const Value& v : n.inputs()) {
+    auto it = map.find(v);
+    KILN_INTERNAL_ASSERT(it != map.end(), "copy_node: the producer of %" + v.name() + " was not copied first");
+    inputs.push_back(it->second);
+  }
+  Node* copy = dst.add_node(n.op(), std::move(inputs), attrs ? *attrs : n.attrs(), name.empty() ? n.name() : name);
+  for (int i = 0; i < n.num_results(); ++i) {
+    const std::string& own = n.result_info(i).name;
+    if (name.empty() && copy->result_info(i).name != own && !dst.find(own)) dst.rename(copy->result(i), own);
+    map[Value{const_cast<Node*>(&n), i}] = copy->result(i);
+  }
+  return copy;
+}
+
 }  // namespace kiln

@@ -2,6 +2,7 @@
 // Graph and Node: an SSA graph of op applications in topological order with use lists.
 // A node has one or more results (split has several); a Value names one result. Graph
 // inputs (parameters included) are nodes of the pseudo-op `input`.
+#include <functional>
 #include <list>
 #include <memory>
 #include <string>
@@ -26,6 +27,18 @@ struct Value {
   explicit operator bool() const { return node != nullptr; }
   bool operator==(const Value&) const = default;
 };
+
+}  // namespace kiln
+
+// Values as keys of unordered containers (the autograd passes' value maps and sets).
+template <>
+struct std::hash<kiln::Value> {
+  size_t operator()(const kiln::Value& v) const noexcept {
+    return std::hash<const void*>()(v.node) * 31 + static_cast<size_t>(v.index);
+  }
+};
+
+namespace kiln {
 
 struct Use {
   Node* user;
@@ -141,5 +154,14 @@ class Graph {
   std::unordered_map<std::string, Value> names_;
   std::unordered_map<std::string, int> name_counters_;
 };
+
+// Values of one graph mapped to the values of another, as a copy builds them.
+using ValueMap = std::unordered_map<Value, Value>;
+
+// Adds to `dst` a copy of `n` (its op, and its attributes or `attrs` in their place), its inputs
+// mapped through `map` (each must be there: copies go in order), and records each of n's results
+// in `map`. With no `name` the copy keeps n's result names, each where `dst` does not use it
+// yet; with one, its results are named from it as add_node names them. Returns the copy.
+Node* copy_node(Graph& dst, const Node& n, ValueMap& map, const std::string& name = "", const Attrs* attrs = nullptr);
 
 }  // namespace kiln

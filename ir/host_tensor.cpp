@@ -93,13 +93,10 @@ HostTensor HostTensor::to(DType dt) const {
 HostTensor HostTensor::laid_out(const Strides& strides, DType dt) const {
   const TensorMeta want(dt, shape(), strides, meta_.device);
   if (want.is_contiguous() || numel() == 0) return to(dt);
-  int64_t extent = 1;
   int64_t base = 0;  // negative strides start from the far end
-  for (size_t d = 0; d < shape().size(); ++d) {
-    extent += (shape()[d] - 1) * std::abs(strides[d]);
+  for (size_t d = 0; d < shape().size(); ++d)
     if (strides[d] < 0) base -= (shape()[d] - 1) * strides[d];
-  }
-  HostTensor out = empty(dt, {extent}).view(want, base);
+  HostTensor out = empty(dt, {storage_extent(want)}).view(want, base);
   const bool exact_int = !is_floating(dt) && !is_floating(dtype());
   for (int64_t i = 0; i < numel(); ++i) {
     if (exact_int) out.set_int(i, get_int(i));

@@ -99,12 +99,15 @@ std::vector<Token> tokenize(std::string_view s, const std::string& file) {
       continue;
     }
     bool sign = (c == '-' || c == '+') && i + 1 < s.size();
-    if (std::isdigit(static_cast<unsigned char>(c)) ||
-        (sign && (std::isdigit(static_cast<unsigned char>(s[i + 1])) || s[i + 1] == '.' ||
-                  s.substr(i + 1, 3) == "inf" || s.substr(i + 1, 3) == "nan")) ||
+    // inf and nan, signed or not, are numbers wherever they appear (an attribute, a list).
+    auto special_at = [&](size_t at) {
+      return (s.substr(at, 3) == "inf" || s.substr(at, 3) == "nan") && (at + 3 >= s.size() || !ident_char(s[at + 3]));
+    };
+    if (std::isdigit(static_cast<unsigned char>(c)) || special_at(i) ||
+        (sign && (std::isdigit(static_cast<unsigned char>(s[i + 1])) || s[i + 1] == '.' || special_at(i + 1))) ||
         (c == '.' && i + 1 < s.size() && std::isdigit(static_cast<unsigned char>(s[i + 1])))) {
       size_t j = i + (sign ? 1 : 0);
-      if (s.substr(j, 3) == "inf" || s.substr(j, 3) == "nan") {
+      if (special_at(j)) {
         bool neg = c == '-';
         bool is_inf = s.substr(j, 3) == "inf";
         Token t{Tok::Float, std::string(s.substr(i, j + 3 - i)), loc};

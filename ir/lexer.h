@@ -11,10 +11,10 @@
 namespace kiln {
 
 enum class Tok {
-  Ident,    // graph, return, linear, f32, true, inf, nan ...
+  Ident,    // graph, return, linear, f32, true ...
   Value,    // %name
   Int,      // 42, -3
-  Float,    // 1.5, -2e-3
+  Float,    // 1.5, -2e-3, inf, -inf, nan
   String,   // "tanh"
   LParen, RParen, LBrace, RBrace, LBracket, RBracket,
   Comma, Colon, Equals, At,

@@ -215,12 +215,6 @@ Op register_op(std::string name, OpCategory category, std::string_view schema, M
   return id;
 }
 
-void set_reference(Op op, ReferenceFn fn) {
-  auto& r = registry();
-  std::lock_guard lock(r.mutex);
-  r.ops[static_cast<size_t>(op)].reference = std::move(fn);
-}
-
 // ---- checking a call against the schema
 
 namespace {

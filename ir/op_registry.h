@@ -80,8 +80,6 @@ size_t num_ops();  // built-in and registered
 // Registers a user op (same table, same rules). Throws kiln::Error if the name is taken.
 Op register_op(std::string name, OpCategory category, std::string_view schema, MetaFn meta,
                ReferenceFn reference);
-// Sets the reference kernel of an op (used by ir/reference at start-up).
-void set_reference(Op op, ReferenceFn fn);
 
 // Checks the inputs' count and the attributes against the schema, fills in defaults, checks
 // attribute types and normalizes ints given for floats; returns the completed attributes.

@@ -170,8 +170,6 @@ class Parser {
       case Tok::Ident:
         if (t.text == "true") return true;
         if (t.text == "false") return false;
-        if (t.text == "inf") return INFINITY;
-        if (t.text == "nan") return NAN;
         if (auto d = dtype_from_name(t.text)) return *d;
         error(t, fmt::format("unknown name '{}' as an attribute value (strings need double quotes)", t.text));
       case Tok::LBracket: {
@@ -184,9 +182,9 @@ class Parser {
           if (e.kind == Tok::Int) {
             ints.push_back(e.int_value);
             floats.push_back(static_cast<double>(e.int_value));
-          } else if (e.kind == Tok::Float || (e.kind == Tok::Ident && (e.text == "inf" || e.text == "nan"))) {
+          } else if (e.kind == Tok::Float) {
             any_float = true;
-            floats.push_back(e.kind == Tok::Float ? e.float_value : (e.text == "inf" ? INFINITY : NAN));
+            floats.push_back(e.float_value);
           } else {
             error(e, fmt::format("expected a number in the list, found {}", describe(e)));
           }

@@ -1,5 +1,7 @@
 #include "ir/tensor_meta.h"
 
+#include <limits>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -34,6 +36,18 @@ int64_t numel(const Shape& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n = checked_mul(n, d, shape);
   return n;
+}
+
+int64_t storage_extent(const TensorMeta& meta) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  if (meta.numel() == 0) return 0;
+  int64_t extent = 1;
+  for (size_t d = 0; d < meta.shape.size(); ++d) {
+    const int64_t stride = meta.strides[d] < 0 ? -meta.strides[d] : meta.strides[d];
+    int64_t step;
+    if (__builtin_mul_overflow(meta.shape[d] - 1, stride, &step) || __builtin_add_overflow(extent, step, &extent)) return kMax;
+  }
+  return extent;
 }
 
 std::string shape_str(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ",")); }

@@ -56,6 +56,11 @@ struct TensorMeta {
   bool operator==(const TensorMeta&) const = default;
 };
 
+// The elements a layout spans in its storage, from its lowest to its highest element:
+// 1 + sum over dims of (size - 1) * |stride|, 0 when it has no element; INT64_MAX where that
+// overflows (a caller that allocates or plans memory then refuses it by its size).
+int64_t storage_extent(const TensorMeta& meta);
+
 // Wraps a possibly negative dim into [0, rank); throws kiln::Error naming `what` if out of range.
 int64_t normalize_dim(int64_t dim, int64_t rank, const char* what = "dim");
 

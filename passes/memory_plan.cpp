@@ -8,6 +8,7 @@
 #include <numeric>
 #include <set>
 
+#include "ir/bytes.h"
 #include "ir/error.h"
 
 namespace kiln {
@@ -212,18 +213,6 @@ BufferPlan plan_buffers(const Graph& g, const FusionPlan& plan, int64_t alignmen
   result.arena_bytes = mp.peak_bytes;
   result.naive_bytes = mp.naive_bytes;
   return result;
-}
-
-std::string format_bytes(int64_t bytes) {
-  if (bytes < 1024) return fmt::format("{} B", bytes);
-  const char* units[] = {"KB", "MB", "GB", "TB", "PB", "EB"};
-  double v = static_cast<double>(bytes) / 1024;
-  int u = 0;
-  while (v >= 1024 && u < 5) {
-    v /= 1024;
-    ++u;
-  }
-  return fmt::format("{:.1f} {}", v, units[u]);
 }
 
 std::string BufferPlan::report() const {

@@ -53,7 +53,4 @@ struct BufferPlan {
 // bases of returned aliases, get their own memory: they go back to the caller.
 BufferPlan plan_buffers(const Graph& g, const fusion::FusionPlan& plan, int64_t alignment = 64);
 
-// "3.1 MB", "512 B": bytes for people (powers of 1024).
-std::string format_bytes(int64_t bytes);
-
 }  // namespace kiln

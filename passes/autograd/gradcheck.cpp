@@ -86,28 +86,21 @@ class Checker {
 
 Graph to_float64(const Graph& g) {
   Graph out(g.name());
-  std::unordered_map<const Node*, Node*> map;
+  ValueMap map;
   for (Node* in : g.inputs()) {
     const TensorMeta& m = in->meta();
-    map[in] = out.add_input(in->name(), m.with_dtype(f64_if_floating(m.dtype))).node;
+    map[in->result(0)] = out.add_input(in->name(), m.with_dtype(f64_if_floating(m.dtype)));
   }
   for (Node* n : g.nodes()) {
-    std::vector<Value> ins;
-    for (const Value& v : n->inputs()) ins.push_back(Value{map.at(v.node), v.index});
     Attrs attrs;
     for (const auto& [k, v] : n->attrs().all()) {
       if (auto* dt = std::get_if<DType>(&v)) attrs.set(k, f64_if_floating(*dt));
       else attrs.set(k, v);
     }
-    Node* c = out.add_node(n->op(), std::move(ins), attrs, n->name());
-    // Keep every result's name (the first is given; later ones are derived and may differ).
-    for (int i = 1; i < c->num_results(); ++i)
-      if (c->result(i).name() != n->result_info(i).name && !out.find(n->result_info(i).name))
-        out.rename(c->result(i), n->result_info(i).name);
-    map[n] = c;
+    copy_node(out, *n, map, "", &attrs);
   }
   std::vector<Value> outs;
-  for (const Value& v : g.outputs()) outs.push_back(Value{map.at(v.node), v.index});
+  for (const Value& v : g.outputs()) outs.push_back(map.at(v));
   out.set_outputs(std::move(outs));
   return out;
 }

@@ -13,9 +13,6 @@ namespace kiln::autograd {
 
 namespace {
 
-struct ValueHash {
-  size_t operator()(const Value& v) const { return std::hash<const void*>()(v.node) ^ static_cast<size_t>(v.index); }
-};
 
 // The wrt inputs by name, checked: known, floating, named once.
 std::vector<Node*> wrt_inputs(const Graph& g, const std::vector<std::string>& names) {
@@ -39,8 +36,8 @@ std::vector<Node*> wrt_inputs(const Graph& g, const std::vector<std::string>& na
 
 // Which values carry a gradient back to a wrt input: floating results of differentiable
 // nodes with such an input (PyTorch's requires_grad, computed forward).
-std::unordered_set<Value, ValueHash> requires_grad(const Graph& g, const std::vector<Node*>& wrt) {
-  std::unordered_set<Value, ValueHash> rg;
+std::unordered_set<Value> requires_grad(const Graph& g, const std::vector<Node*>& wrt) {
+  std::unordered_set<Value> rg;
   for (Node* in : wrt) rg.insert(in->result(0));
   for (Node* n : g.nodes()) {
     if (!is_differentiable(n->op())) continue;
@@ -67,7 +64,7 @@ class GradMap {
 
  private:
   Builder& b_;
-  std::unordered_map<Value, Value, ValueHash> grads_;
+  std::unordered_map<Value, Value> grads_;
 };
 
 // Checks a rule's answer for input i: the gradient has the input's shape and dtype.
@@ -186,7 +183,7 @@ JointGraph build_joint(const Graph& forward, const JointOptions& options) {
   }
 
   std::vector<Value> outputs = g.outputs();
-  std::unordered_set<Value, ValueHash> claimed;
+  std::unordered_set<Value> claimed;
   for (Node* in : wrt) {
     Value grad = grads.get(in->result(0));
     if (!grad) grad = b.zeros(in->meta().shape, in->meta().dtype);

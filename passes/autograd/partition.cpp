@@ -22,11 +22,7 @@
 namespace kiln::autograd {
 namespace {
 
-struct ValueHash {
-  size_t operator()(const Value& v) const { return std::hash<const void*>()(v.node) * 31 + static_cast<size_t>(v.index); }
-};
-using ValueSet = std::unordered_set<Value, ValueHash>;
-using ValueMap = std::unordered_map<Value, Value, ValueHash>;
+using ValueSet = std::unordered_set<Value>;
 using NodeSet = std::unordered_set<const Node*>;
 
 // What each joint node is: the facts both partitioners start from.
@@ -156,7 +152,7 @@ ValueSet min_cut_saved(const Classified& c) {
   FlowNetwork net(2);
   const int source = 0, sink = 1;
   std::unordered_map<const Node*, int> in_vertex;
-  std::unordered_map<Value, int, ValueHash> out_vertex;
+  std::unordered_map<Value, int> out_vertex;
   std::vector<const Node*> members;
   for (const Node* n : c.order) {
     if (!c.live.count(n) && !c.primals.count(n)) continue;
@@ -191,9 +187,9 @@ ValueSet min_cut_saved(const Classified& c) {
 }
 
 // Copies joint node `n` into `dst` with inputs mapped through `map`, keeping its result names.
-// Results `map` already holds (saved values the backward receives as inputs) keep their
-// mapping; the copy's own result of that kind gets a fresh name and stays unused.
-void copy_node(Graph& dst, const Node& n, ValueMap& map) {
+// Unlike ir/graph.h's copy_node, results `map` already holds (saved values the backward receives
+// as inputs) keep their mapping; the copy's own result of that kind gets a fresh name, unused.
+void copy_joint_node(Graph& dst, const Node& n, ValueMap& map) {
   std::vector<Value> inputs;
   for (const Value& v : n.inputs()) {
     auto it = map.find(v);
@@ -233,7 +229,7 @@ Partition build(const Classified& c, const std::vector<Value>& saved, PartitionK
       continue;
     }
     if (n->is_input()) fmap[Value{const_cast<Node*>(n), 0}] = p.forward.add_input(n->name(), n->meta());
-    else if (fwd_nodes.count(n)) copy_node(p.forward, *n, fmap);
+    else if (fwd_nodes.count(n)) copy_joint_node(p.forward, *n, fmap);
   }
   std::vector<Value> fwd_outs;
   for (int i = 0; i < joint.num_forward_outputs; ++i) fwd_outs.push_back(fmap.at(outs[static_cast<size_t>(i)]));
@@ -266,7 +262,7 @@ Partition build(const Classified& c, const std::vector<Value>& saved, PartitionK
     if (c.tangents.count(n)) bmap[Value{const_cast<Node*>(n), 0}] = p.backward.add_input(n->name(), n->meta());
   for (const Node* n : c.order) {
     if (!bwd_nodes.count(n)) continue;
-    copy_node(p.backward, *n, bmap);
+    copy_joint_node(p.backward, *n, bmap);
     if (fwd_nodes.count(n)) ++p.recomputed_nodes;
   }
   std::vector<Value> grads;

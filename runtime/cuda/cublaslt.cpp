@@ -114,11 +114,6 @@ cublasLtMatrixLayout_t layout(cudaDataType_t type, int64_t rows, int64_t cols, i
 
 }  // namespace
 
-std::string cublaslt_version() {
-  size_t v = cublasLtGetVersion();
-  return fmt::format("{}.{}.{}", v / 10000, v / 100 % 100, v % 100);
-}
-
 void gemm_strided_batched(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
                           const void* a, int64_t lda, int64_t stride_a, const void* b, int64_t ldb, int64_t stride_b,
                           double beta, void* c, int64_t ldc, int64_t stride_c, int64_t batch, Stream& stream,

@@ -50,7 +50,4 @@ void gemm(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
           int64_t lda, const void* b, int64_t ldb, double beta, void* c, int64_t ldc, Stream& stream,
           const GemmOptions& options = {});
 
-// cuBLASLt's version ("11.11.3", "13.1.0").
-std::string cublaslt_version();
-
 }  // namespace kiln::runtime::cuda

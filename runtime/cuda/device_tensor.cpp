@@ -6,21 +6,17 @@
 
 namespace kiln::runtime::cuda {
 
-int64_t storage_extent(const TensorMeta& meta) {
-  if (meta.numel() == 0) return 0;
-  int64_t extent = 1;
-  for (int64_t d = 0; d < meta.rank(); ++d) {
-    if (meta.strides[d] < 0) kiln::fail("negative strides are not supported on CUDA tensors ({})", meta.str());
-    extent += (meta.shape[d] - 1) * meta.strides[d];
-  }
-  return extent;
+int64_t device_storage_extent(const TensorMeta& meta) {
+  for (int64_t stride : meta.strides)
+    if (stride < 0) kiln::fail("negative strides are not supported on CUDA tensors ({})", meta.str());
+  return kiln::storage_extent(meta);
 }
 
 DeviceTensor::DeviceTensor(DeviceBuffer storage, TensorMeta meta, int64_t offset_bytes)
     : storage_(std::move(storage)), meta_(std::move(meta)), offset_bytes_(offset_bytes) {
   if (meta_.device.kind != Device::Kind::CUDA)
     kiln::fail("a DeviceTensor needs a CUDA device, not {} ({})", meta_.device.str(), meta_.str());
-  int64_t need = offset_bytes_ + storage_extent(meta_) * dtype_size(meta_.dtype);
+  int64_t need = offset_bytes_ + device_storage_extent(meta_) * dtype_size(meta_.dtype);
   if (storage_ && need > static_cast<int64_t>(storage_->size()))
     kiln::fail("a {} tensor at byte offset {} needs {} bytes of storage, the buffer has {}", meta_.str(),
                offset_bytes_, need, storage_->size());
@@ -29,7 +25,7 @@ DeviceTensor::DeviceTensor(DeviceBuffer storage, TensorMeta meta, int64_t offset
 DeviceTensor DeviceTensor::empty(const TensorMeta& meta) {
   if (meta.device.kind != Device::Kind::CUDA)
     kiln::fail("DeviceTensor::empty: {} is not on a CUDA device", meta.str());
-  int64_t bytes = storage_extent(meta) * dtype_size(meta.dtype);
+  int64_t bytes = device_storage_extent(meta) * dtype_size(meta.dtype);
   return DeviceTensor(device_alloc(static_cast<size_t>(bytes), meta.device.index), meta, 0);
 }
 
@@ -52,7 +48,7 @@ HostTensor DeviceTensor::to_host() const {
     copy_device_to_host(out.data(), data(), static_cast<size_t>(out.nbytes()), device());
     return out;
   }
-  int64_t extent = storage_extent(meta_);
+  int64_t extent = device_storage_extent(meta_);
   HostTensor span = HostTensor::uninitialized(TensorMeta(meta_.dtype, {extent}));
   copy_device_to_host(span.data(), data(), static_cast<size_t>(span.nbytes()), device());
   return span.view(TensorMeta(meta_.dtype, meta_.shape, meta_.strides, Device::cpu()), 0).contiguous();

@@ -41,8 +41,8 @@ class DeviceTensor {
   int64_t offset_bytes_ = 0;
 };
 
-// The number of elements from the first to the last one a tensor reaches (0 when empty):
-// 1 + sum over dims of (size - 1) * stride. Strides must be non-negative.
-int64_t storage_extent(const TensorMeta& meta);
+// kiln::storage_extent (ir/tensor_meta.h) of a layout device memory can hold: a negative stride
+// is a kiln::Error here.
+int64_t device_storage_extent(const TensorMeta& meta);
 
 }  // namespace kiln::runtime::cuda

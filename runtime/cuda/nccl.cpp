@@ -31,7 +31,6 @@ enum ncclRedOp_t { ncclSum = 0, ncclAvg = 4 };
 
 struct NcclApi {
   std::string why;  // empty when loaded
-  ncclResult_t (*GetVersion)(int*) = nullptr;
   ncclResult_t (*GetUniqueId)(ncclUniqueId*) = nullptr;
   ncclResult_t (*CommInitRank)(ncclComm_t*, int, ncclUniqueId, int) = nullptr;
   ncclResult_t (*CommAbort)(ncclComm_t) = nullptr;
@@ -59,7 +58,6 @@ const NcclApi& api() {
       fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(lib, name));
       if (!fn && n.why.empty()) n.why = fmt::format("libnccl.so.2 has no {} (NCCL 2.10 or later is needed)", name);
     };
-    get(n.GetVersion, "ncclGetVersion");
     get(n.GetUniqueId, "ncclGetUniqueId");
     get(n.CommInitRank, "ncclCommInitRank");
     get(n.CommAbort, "ncclCommAbort");
@@ -135,16 +133,6 @@ Communicator& communicator(dist::ProcessGroup& g, int device) {
 }
 
 }  // namespace
-
-std::string nccl_version() {
-  try {
-    int v = 0;
-    api().GetVersion(&v);
-    return fmt::format("NCCL {}.{}.{}", v / 10000, v / 100 % 100, v % 100);
-  } catch (const Error& e) {
-    return e.what();
-  }
-}
 
 void run_nccl(dist::ProcessGroup& g, const dist::CollectiveArgs& c, int device, Stream& stream) {
   const int64_t seq = g.begin_collective(c.label);

@@ -21,7 +21,4 @@ void run_nccl(dist::ProcessGroup& g, const dist::CollectiveArgs& c, int device, 
 // waits forever, and raises kiln::Error naming the ranks at fault (ProcessGroup::diagnose).
 void wait_for_collectives(dist::ProcessGroup& g, Stream& stream, const std::string& what);
 
-// "NCCL 2.28.3", or why there is none.
-std::string nccl_version();
-
 }  // namespace kiln::runtime::cuda

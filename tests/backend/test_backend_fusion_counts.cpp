@@ -75,14 +75,10 @@ TEST_P(FusionCounts, LayerNormBackward) {
   autograd::Partition p = autograd::partition(j, autograd::PartitionKind::Default);
   Counts counts = compile_counts(p.backward);
   EXPECT_EQ(counts.blas_calls, 0);
-  // Fails today with 4: the backward scales `c` by the 0-d tangent through
-  // expand(reshape(tangent, [1,1]), [7,33]), and fusion refuses that view chain in a reduction
-  // group ("%grad_reshape = reshape [1,1] is outside the rows of [7,33] reduced over [1]"), so
-  // the pointwise muls that feed the weight/bias and input gradients stay a kernel of their
-  // own instead of joining the normalization's row kernel. A missed fusion, not a necessary
-  // kernel: the same graph reading the tangent as a plain 0-d operand is 3 kernels (below).
-  EXPECT_LE(counts.kernels, 3) << "layer_norm backward: " << counts.kernels << " kernels";
-  RecordProperty("layer_norm_backward_kernels", counts.kernels);
+  // Row kernel (mean, rstd, x-hat and the pointwise products), column kernel (weight and bias
+  // gradients), row kernel (input gradient): the tangent's expand(reshape(...)) view chain joins
+  // the rows, as the 0-d operand below does.
+  EXPECT_EQ(counts.kernels, 3) << "layer_norm backward: " << counts.kernels << " kernels";
 }
 
 // The backward above with `mul(%c, %tangent_s)` in place of the reshape/expand view chain:

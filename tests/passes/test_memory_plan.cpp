@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <random>
 
+#include "ir/bytes.h"
 #include "ir/parser.h"
 #include "passes/fusion/fusion.h"
 #include "passes/memory_plan.h"

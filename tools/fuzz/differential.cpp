@@ -81,21 +81,17 @@ FuzzCase merge_cases(const std::vector<FuzzCase>& cases) {
   std::vector<Value> outs;
   for (size_t k = 0; k < cases.size(); ++k) {
     const Graph& g = cases[k].graph;
-    std::unordered_map<const Node*, Node*> map;
+    ValueMap map;
     const std::string prefix = fmt::format("g{}_", k);
     for (size_t i = 0; i < g.inputs().size(); ++i) {
-      const Node* n = g.inputs()[i];
-      map[n] = m.graph.add_input(prefix + n->name(), n->meta()).node;
+      Node* n = g.inputs()[i];
+      map[n->result(0)] = m.graph.add_input(prefix + n->name(), n->meta());
       m.int_bounds.push_back(cases[k].int_bounds.at(i));
       m.input_seeds.push_back(cases[k].input_seeds.at(i));
     }
-    for (const Node* n : g.nodes()) {
-      if (n->is_input()) continue;
-      std::vector<Value> in;
-      for (const Value& v : n->inputs()) in.push_back(Value{map.at(v.node), v.index});
-      map[n] = m.graph.add_node(n->op(), in, n->attrs(), prefix + n->name());
-    }
-    for (const Value& v : g.outputs()) outs.push_back(Value{map.at(v.node), v.index});
+    for (const Node* n : g.nodes())
+      if (!n->is_input()) copy_node(m.graph, *n, map, prefix + n->name());
+    for (const Value& v : g.outputs()) outs.push_back(map.at(v));
   }
   m.graph.set_outputs(outs);
   m.seed = cases.empty() ? 0 : cases.front().seed;

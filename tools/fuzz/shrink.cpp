@@ -32,34 +32,30 @@ std::optional<FuzzCase> rebuild(const FuzzCase& c, const std::set<const Node*>& 
   FuzzCase out;
   out.seed = c.seed;
   out.graph = Graph(g.name());
-  std::unordered_map<const Node*, std::vector<Value>> map;
+  ValueMap map;
   try {
     for (size_t i = 0; i < g.inputs().size(); ++i) {
-      const Node* n = g.inputs()[i];
+      Node* n = g.inputs()[i];
       if (!needed.count(n)) continue;
-      map[n] = {out.graph.add_input(n->name(), n->meta())};
+      map[n->result(0)] = out.graph.add_input(n->name(), n->meta());
       out.int_bounds.push_back(c.int_bounds.at(i));
       out.input_seeds.push_back(c.input_seeds.at(i));
     }
-    for (const Node* n : g.nodes()) {
+    for (Node* n : g.nodes()) {
       if (n->is_input() || !needed.count(n)) continue;
-      std::vector<Value>& results = map[n];
       if (cut.count(n)) {
         // An input per result, with values of its own (integers kept small: they may index).
         for (int r = 0; r < n->num_results(); ++r) {
-          results.push_back(out.graph.add_input(n->result_info(r).name, TensorMeta(n->meta(r).dtype, n->meta(r).shape)));
+          map[n->result(r)] = out.graph.add_input(n->result_info(r).name, TensorMeta(n->meta(r).dtype, n->meta(r).shape));
           out.int_bounds.push_back(2);
           out.input_seeds.push_back(c.seed * 104729 + out.input_seeds.size());
         }
         continue;
       }
-      std::vector<Value> in;
-      for (const Value& v : n->inputs()) in.push_back(map.at(v.node).at(static_cast<size_t>(v.index)));
-      Node* copy = out.graph.add_node(n->op(), in, n->attrs(), n->name());
-      for (int r = 0; r < copy->num_results(); ++r) results.push_back(copy->result(r));
+      copy_node(out.graph, *n, map);
     }
     std::vector<Value> outs;
-    for (const Value& v : keep) outs.push_back(map.at(v.node).at(static_cast<size_t>(v.index)));
+    for (const Value& v : keep) outs.push_back(map.at(v));
     out.graph.set_outputs(outs);
   } catch (const Error&) {
     return std::nullopt;
