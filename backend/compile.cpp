@@ -21,6 +21,7 @@
 #include "ir/printer.h"
 #include "passes/decompose.h"
 #include "passes/memory_plan.h"
+#include "passes/pipeline.h"
 
 namespace kiln::backend {
 
@@ -113,17 +114,6 @@ std::vector<std::string> kernel_nodes(const codegen::LoweredGraph& lg, const fus
   return out;
 }
 
-// The passes before fusion, on the pass manager: decompose composites, then canonicalize,
-// cse and dce until nothing changes (at most 4 rounds).
-std::vector<std::string> pass_list(const CompileOptions& o) {
-  std::vector<std::string> p;
-  if (o.decompose) p.push_back("decompose");
-  p.push_back("collectives_dim0");  // what the engines can run, whatever the other options
-  if (o.optimize)
-    for (const char* n : {"canonicalize", "cse", "dce"}) p.emplace_back(n);
-  return p;
-}
-
 }  // namespace
 
 PassReport run_compile_passes(Graph& g, const CompileOptions& options, const std::string& dump_dir) {
@@ -131,7 +121,7 @@ PassReport run_compile_passes(Graph& g, const CompileOptions& options, const std
   po.fixpoint = true;
   po.max_rounds = 4;
   po.dump_dir = dump_dir;
-  return run_pipeline(g, pass_list(options), po);
+  return run_pipeline(g, compile_pipeline(options.decompose, options.optimize), po);
 }
 
 fusion::FusionOptions compile_fusion_options(const CompileOptions& options) {

@@ -1,8 +1,8 @@
 #pragma once
 // The compile driver: one pipeline, whatever the device (Inductor's compile_fx). A graph in,
 // an Executable out:
-//   passes (decompose, canonicalize, cse, dce on the pass manager: verified, timed and
-//   dumped after each) -> fuse -> lower to kernel IR for the device's Target -> schedule
+//   passes (passes/pipeline.h's compile_pipeline: decompose, collectives_dim0, canonicalize,
+//   constant_fold, cse, dce on the pass manager: verified, timed and dumped after each) -> fuse -> lower to kernel IR for the device's Target -> schedule
 //   (loops mapped to threads / blocks) -> memory plan -> emit (C++ or CUDA C)
 //   -> compile through the kernel cache (clang+ORC or NVRTC) -> load
 // What differs per device sits behind backend/backend.h: a Target, an emitter, a compiler
@@ -44,8 +44,8 @@ struct CompileOptions {
 using CpuCompileOptions = CompileOptions;
 
 // compile()'s stages before lowering, for other views of the same pipeline (backend/explain.h):
-// the passes on `g` in place (decompose composites, then canonicalize, cse and dce until
-// nothing changes, at most 4 rounds; each graph dumped into dump_dir when it is given), and
+// the passes on `g` in place (compile_pipeline of passes/pipeline.h until nothing changes, at
+// most 4 rounds; each graph dumped into dump_dir when it is given), and
 // the fusion options (options.fusion, everything off without options.fuse).
 PassReport run_compile_passes(Graph& g, const CompileOptions& options, const std::string& dump_dir = "");
 fusion::FusionOptions compile_fusion_options(const CompileOptions& options);

@@ -86,6 +86,13 @@ class Folder {
     return true;
   }
 
+  // Whether one of n's inputs is a `constant`: values only a table holds.
+  static bool reads_a_table(const Node& n) {
+    for (const Value& v : n.inputs())
+      if (v.node->op() == Op::Constant) return true;
+    return false;
+  }
+
   // The value of a constant, evaluated once per pass run.
   const HostTensor& value_of(Value v) {
     auto it = cache_.find(v.node);
@@ -117,6 +124,14 @@ class Folder {
       if (!g_.is_used(n->result(i))) continue;
       auto c = creation_for(outs.at(i), why);
       if (!c) return false;
+      if (c->op == Op::Constant && !reads_a_table(*n)) {
+        // reshape(arange(1024)) as a table of 1024 numbers: a kernel would read them from
+        // memory where it now computes them from its index.
+        why = fmt::format("its {} values follow from the index of the creations it reads (no `constant` among them): "
+                          "a kernel computes them, a table would be read",
+                          outs.at(i).numel());
+        return false;
+      }
       plan.emplace_back(i, std::move(*c));
     }
 

@@ -12,6 +12,14 @@ const std::vector<std::string>& default_pipeline() {
   return p;
 }
 
+std::vector<std::string> compile_pipeline(bool decompose, bool optimize) {
+  std::vector<std::string> p;
+  if (decompose) p.push_back("decompose");
+  p.push_back("collectives_dim0");  // what the engines can run, whatever the other options
+  if (optimize) p.insert(p.end(), default_pipeline().begin(), default_pipeline().end());
+  return p;
+}
+
 namespace {
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
