@@ -124,8 +124,9 @@ PassReport run_compile_passes(Graph& g, const CompileOptions& options, const std
   return run_pipeline(g, compile_pipeline(options.decompose, options.optimize), po);
 }
 
-fusion::FusionOptions compile_fusion_options(const CompileOptions& options) {
+fusion::FusionOptions compile_fusion_options(const CompileOptions& options, const codegen::Target& target) {
   fusion::FusionOptions fo = options.fusion;
+  fo.matmul_epilogues = target.matmul_epilogues;  // fusion decides the fold, as far as the target's GEMM goes
   if (!options.fuse) {
     fo.vertical = fo.horizontal = fo.reductions = false;
     fo.max_group_nodes = 1;
@@ -190,7 +191,7 @@ CompiledGraph compile_stages(const Graph& input, const CompileOptions& options) 
   report.nodes = static_cast<int>(g.num_nodes());  // inputs are not nodes of the graph's body
   if (dump) write_file(options.dump_dir, "decomposed.kir", print_graph(g));
 
-  fusion::FusionPlan plan = fusion::fuse(g, compile_fusion_options(options));
+  fusion::FusionPlan plan = fusion::fuse(g, compile_fusion_options(options, state->target));
   report.groups = static_cast<int>(plan.groups.size());
   report.stage_ms.emplace_back("fuse", sw.lap());
   if (dump) {

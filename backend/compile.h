@@ -46,9 +46,10 @@ using CpuCompileOptions = CompileOptions;
 // compile()'s stages before lowering, for other views of the same pipeline (backend/explain.h):
 // the passes on `g` in place (compile_pipeline of passes/pipeline.h until nothing changes, at
 // most 4 rounds; each graph dumped into dump_dir when it is given), and
-// the fusion options (options.fusion, everything off without options.fuse).
+// the fusion options (options.fusion, everything off without options.fuse, matmul epilogues
+// where the target's GEMM has them).
 PassReport run_compile_passes(Graph& g, const CompileOptions& options, const std::string& dump_dir = "");
-fusion::FusionOptions compile_fusion_options(const CompileOptions& options);
+fusion::FusionOptions compile_fusion_options(const CompileOptions& options, const codegen::Target& target);
 
 struct CompileReport {
   std::string graph;

@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "backend/backend.h"
 #include "ir/bytes.h"
 #include "ir/error.h"
 #include "passes/autograd/joint.h"
@@ -57,7 +58,7 @@ Explanation explain(const Graph& input, const CompileOptions& options) {
   Graph g = input.clone();
   run_compile_passes(g, options);
   out += fmt::format("after decomposition and optimization: {} nodes\nops: {}\n", g.num_nodes(), op_counts(g));
-  fusion::FusionPlan plan = fusion::fuse(g, compile_fusion_options(options));
+  fusion::FusionPlan plan = fusion::fuse(g, compile_fusion_options(options, backend_for(options.device).target(options)));
   x.fused_dot = fusion::fused_to_dot(g, plan);
   out += fmt::format("\nfusion: {} groups, {} of them kernels or calls\n", plan.groups.size(), plan.num_kernels());
   for (const fusion::FusionGroup& grp : plan.groups) {

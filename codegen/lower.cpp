@@ -159,41 +159,7 @@ int GraphLowering::lower_copy(Value src, const Shape& shape, const std::function
   return gb;
 }
 
-MatmulEpilogue GraphLowering::epilogue_for(const Node* mm, const FusionGroup* next, Value* bias, Value* result) const {
-  if (!target_.matmul_epilogues || !next || next->kind != KernelKind::Pointwise) return MatmulEpilogue::None;
-  const std::vector<Node*>& ns = next->nodes;
-  if (ns.empty() || ns.size() > 2 || next->outputs.size() != 1) return MatmulEpilogue::None;
-  Value mv{const_cast<Node*>(mm), 0};
-  const TensorMeta& mo = mv.meta();
-  // Folding is only right when the matmul's result is read by the add alone.
-  if (mm->result_info(0).uses.size() != 1 || std::find(g_.outputs().begin(), g_.outputs().end(), mv) != g_.outputs().end())
-    return MatmulEpilogue::None;
-  const Node* add = ns[0];
-  if (add->op() != Op::Add || add->meta().dtype != mo.dtype || add->meta().shape != mo.shape || mo.rank() < 1) return MatmulEpilogue::None;
-  Value other = add->input(0) == mv ? add->input(1) : add->input(1) == mv ? add->input(0) : Value{};
-  if (!other || other == mv) return MatmulEpilogue::None;
-  const TensorMeta& bm = other.meta();
-  if (bm.dtype != mo.dtype || bm.shape != Shape{mo.shape.back()} || !bm.is_contiguous()) return MatmulEpilogue::None;
-  // The epilogue's bias runs along the GEMM's n. A matrix times a vector has no n in its
-  // result, whose last dim is m: [6,3] @ [3] + b[6] added b along the wrong dim on the GPU
-  // (found by kiln fuzz).
-  if (mm->input(1).meta().rank() < 2) return MatmulEpilogue::None;
-  bool materialized = other.node->is_input() || plan_.groups[plan_.group_of.at(other.node)].kind != KernelKind::Alias;
-  if (!materialized || (!other.node->is_input() && plan_.group_of.at(other.node) == next->id)) return MatmulEpilogue::None;
-  MatmulEpilogue e = MatmulEpilogue::Bias;
-  if (ns.size() == 2) {
-    const Node* act = ns[1];
-    if (act->input(0) != Value{const_cast<Node*>(add), 0} || add->result_info(0).uses.size() != 1) return MatmulEpilogue::None;
-    if (act->op() == Op::Relu) e = MatmulEpilogue::BiasRelu;
-    else if (act->op() == Op::Gelu && act->attrs().get_string("approximate") == "tanh") e = MatmulEpilogue::BiasGelu;
-    else return MatmulEpilogue::None;
-  }
-  *bias = other;
-  *result = next->outputs[0];
-  return e;
-}
-
-void GraphLowering::lower_matmul(const FusionGroup& grp, const FusionGroup* next) {
+void GraphLowering::lower_matmul(const FusionGroup& grp) {
   const Node* n = nullptr;
   for (const Node* m : grp.nodes)
     if (m->op() == Op::Matmul || m->op() == Op::Bmm) n = m;
@@ -285,14 +251,14 @@ void GraphLowering::lower_matmul(const FusionGroup& grp, const FusionGroup* next
   };
   mm.a = operand(a, sa, ba, mm.m, mm.k, mm.trans_a, mm.a_batch_stride);
   mm.b = operand(b, sb, bbat, mm.k, mm.n, mm.trans_b, mm.b_batch_stride);
-  Value bias, result;
-  mm.epilogue = epilogue_for(n, next, &bias, &result);
+  // Fusion chose the epilogue (passes/fusion/matmul_epilogue.h); the target must have it.
+  mm.epilogue = grp.epilogue;
   if (mm.epilogue != MatmulEpilogue::None) {
+    KILN_INTERNAL_ASSERT(target_.matmul_epilogues, "fusion folds an epilogue into a GEMM only on a target whose GEMM applies it");
     // The GEMM writes the epilogue group's result; that group gets no kernel.
-    mm.bias = buffer_of(bias);
-    mm.out = new_buffer(result);
-    mm.label += fmt::format(" + epilogue {} of %{}", matmul_epilogue_name(mm.epilogue), bias.name());
-    folded_.insert(next->id);
+    mm.bias = buffer_of(grp.epilogue_bias);
+    mm.out = new_buffer(grp.epilogue_result);
+    mm.label += fmt::format(" + epilogue {} of %{}", matmul_epilogue_name(mm.epilogue), grp.epilogue_bias.name());
   } else {
     mm.out = new_buffer(Value{const_cast<Node*>(n), 0});
   }
@@ -411,14 +377,13 @@ LoweredGraph GraphLowering::run() {
   }
   for (size_t gi = 0; gi < plan_.groups.size(); ++gi) {
     const FusionGroup& grp = plan_.groups[gi];
-    if (folded_.count(grp.id)) continue;  // a matmul's epilogue
-    const FusionGroup* next = gi + 1 < plan_.groups.size() ? &plan_.groups[gi + 1] : nullptr;
+    if (grp.folded_into >= 0) continue;  // a matmul's epilogue: its GEMM computes it
     switch (grp.kind) {
       case KernelKind::Pointwise:
       case KernelKind::Constant: lower_pointwise(grp); break;
       case KernelKind::Reduction: lower_reduction(grp); break;
       case KernelKind::Scatter: lower_scatter(grp); break;
-      case KernelKind::Matmul: lower_matmul(grp, next); break;
+      case KernelKind::Matmul: lower_matmul(grp); break;
       case KernelKind::Opaque: lower_call(grp, Step::Kind::Opaque); break;
       case KernelKind::Collective: lower_call(grp, Step::Kind::Collective); break;
       case KernelKind::Alias: break;
@@ -438,15 +403,6 @@ LoweredGraph GraphLowering::run() {
 
 using detail::GraphLowering;
 
-std::string_view matmul_epilogue_name(MatmulEpilogue e) {
-  switch (e) {
-    case MatmulEpilogue::None: return "none";
-    case MatmulEpilogue::Bias: return "bias";
-    case MatmulEpilogue::BiasRelu: return "bias+relu";
-    case MatmulEpilogue::BiasGelu: return "bias+gelu_tanh";
-  }
-  return "?";
-}
 
 LoweredGraph lower(const Graph& g, const fusion::FusionPlan& plan, const Target& target) { return GraphLowering(g, plan, target).run(); }
 

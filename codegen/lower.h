@@ -7,9 +7,9 @@
 // of the reduced space) per parallel iteration, with as many inner loops as the chain of
 // dependent reductions needs (softmax: max, then sum of exp, then the output). A scatter_add
 // is two kernels: a copy of `self`, then a loop parallel over every dim but the scattered
-// one and ordered along it, so no two threads ever add into one element. On a target whose
-// GEMM applies epilogues (Target::matmul_epilogues), a matmul followed by a group that only
-// adds a bias over its columns (then a ReLU or a tanh GELU) becomes one matmul step.
+// one and ordered along it, so no two threads ever add into one element. A matmul group whose
+// GEMM fusion gave an epilogue (passes/fusion/matmul_epilogue.h) is one matmul step that also
+// writes the folded group's result.
 //
 // Buffers: graph inputs keep the layout of their TensorMeta (strides, offset 0); every
 // buffer a group writes is contiguous in the logical order of its value's shape. Graph
@@ -50,8 +50,9 @@ struct GraphBuffer {
 // What a GEMM applies to its result before storing it (cuBLASLt's epilogues): a bias
 // vector over the output's columns, then an activation. GELU is the tanh approximation,
 // the one cuBLASLt implements.
-enum class MatmulEpilogue : uint8_t { None, Bias, BiasRelu, BiasGelu };
-std::string_view matmul_epilogue_name(MatmulEpilogue e);
+// What a GEMM also computes: fusion's decision (passes/fusion/matmul_epilogue.h).
+using fusion::MatmulEpilogue;
+using fusion::matmul_epilogue_name;
 
 // C = epilogue(op(A) @ op(B)) per batch, row-major, all buffers of one dtype.
 struct MatmulCall {

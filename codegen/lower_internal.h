@@ -288,10 +288,9 @@ class GraphLowering {
                               std::map<const Node*, int>& level, int levels);
   bool lower_split_reduction(const FusionGroup& grp, const std::vector<const Node*>& reductions, int levels);
   void lower_scatter(const FusionGroup& grp);
-  void lower_matmul(const FusionGroup& grp, const FusionGroup* next);
+  void lower_matmul(const FusionGroup& grp);
   void lower_call(const FusionGroup& grp, Step::Kind kind);  // opaque ops and collectives
   // The epilogue a GEMM can apply for `next` (the group after a matmul group), or None.
-  MatmulEpilogue epilogue_for(const Node* mm, const FusionGroup* next, Value* bias, Value* result) const;
   void lower_int_matmul(const FusionGroup& grp, const Node* n, const Shape& batch, const MatmulCall& mm);
   // A reduction group's outputs as kernel buffers: those over the full space S (written in
   // the innermost loops) and those per row (reductions and values in the reduced space).
@@ -314,7 +313,6 @@ class GraphLowering {
   const Target& target_;
   LoweredGraph out_;
   std::map<std::string, int> buffer_of_;
-  std::set<int> folded_;  // groups a matmul step applies as its epilogue
 };
 
 // Comments naming what a kernel computes.

@@ -4,6 +4,7 @@
 // and every decision is written down for KILN_LOGS=fusion. Creation ops are placed last,
 // inlined into the groups that read them.
 #include "passes/fusion/fusion.h"
+#include "passes/fusion/matmul_epilogue.h"
 
 #include <fmt/format.h>
 
@@ -662,6 +663,8 @@ FusionPlan Fuser::finish() {
       grp.space = grp.outputs.empty() ? grp.nodes.back()->meta().shape : grp.outputs.front().meta().shape;
     }
   }
+
+  if (opt_.matmul_epilogues) choose_matmul_epilogues(g_, plan);
 
   if (log_enabled("fusion")) {
     log_line("fusion", fmt::format("graph {}: {} nodes -> {} kernels in {} groups", g_.name(), g_.num_nodes(),

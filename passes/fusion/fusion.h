@@ -33,6 +33,7 @@
 // a scatter, an alias or a graph output reads it directly.
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -52,6 +53,11 @@ enum class KernelKind {
 };
 std::string_view kernel_kind_name(KernelKind k);
 
+// What a matmul group's GEMM also computes, where the target's GEMM can
+// (passes/fusion/matmul_epilogue.h): a bias added along its columns, then a ReLU or a tanh GELU.
+enum class MatmulEpilogue : uint8_t { None, Bias, BiasRelu, BiasGelu };
+std::string_view matmul_epilogue_name(MatmulEpilogue e);
+
 struct FusionGroup {
   int id = 0;
   KernelKind kind = KernelKind::Pointwise;
@@ -63,6 +69,12 @@ struct FusionGroup {
   // reduce (normalized, sorted); otherwise the shape of the outputs (R empty).
   Shape space;
   std::vector<int64_t> reduce_dims;
+  // A Matmul group whose GEMM computes the pointwise group after it: which epilogue, the bias
+  // it adds and the value it writes (that group's result).
+  MatmulEpilogue epilogue = MatmulEpilogue::None;
+  Value epilogue_bias, epilogue_result;
+  // A Pointwise group computed by the GEMM of group `folded_into` (no kernel of its own); -1.
+  int folded_into = -1;
   std::string label() const;    // "k3 reduction [amax, sub, exp, sum, div]"
 };
 
@@ -75,12 +87,15 @@ struct FusionOptions {
   bool recompute = true;
   // Caps how many nodes one group may hold (a guard against huge kernels).
   int max_group_nodes = 128;
+  // The target's GEMM adds a bias and applies a ReLU or tanh GELU to its output (cuBLASLt):
+  // a matmul group then computes such a group after it (passes/fusion/matmul_epilogue.h).
+  bool matmul_epilogues = false;
 };
 
 struct FusionPlan {
   std::vector<FusionGroup> groups;  // in a valid execution order
   std::unordered_map<const Node*, int> group_of;
-  int num_kernels() const;          // groups that are generated kernels or BLAS calls
+  int num_kernels() const;          // groups that are generated kernels or BLAS calls (not views, not epilogues)
   const FusionGroup& group(const Node* n) const { return groups.at(group_of.at(n)); }
 };
 

@@ -48,7 +48,7 @@ std::string FusionGroup::label() const {
 
 int FusionPlan::num_kernels() const {
   int n = 0;
-  for (const auto& g : groups) n += g.kind != KernelKind::Alias;
+  for (const auto& g : groups) n += g.kind != KernelKind::Alias && g.folded_into < 0;
   return n;
 }
 
@@ -59,7 +59,9 @@ std::string print_fused(const Graph& g, const FusionPlan& plan) {
   size_t tail_begin = plain.rfind("  return (");
   std::string out = plain.substr(0, header_end);
   for (const FusionGroup& grp : plan.groups) {
-    std::string what = grp.kind == KernelKind::Alias ? "alias" : "kernel";
+    std::string what = grp.kind == KernelKind::Alias ? "alias"
+                       : grp.folded_into >= 0    ? fmt::format("epilogue of k{},", grp.folded_into)
+                                                 : "kernel";
     std::string space = grp.kind == KernelKind::Reduction
                             ? fmt::format("rows {} over {}", shape_str(grp.space), dims_str(grp.reduce_dims))
                             : fmt::format("space {}", shape_str(grp.space));

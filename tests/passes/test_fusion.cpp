@@ -843,4 +843,47 @@ TEST(Fusion, DecomposedMiniGPTForwardAndLoss) {
 }
 
 }  // namespace
+namespace {
+
+// Matmul epilogues are fusion's decision (passes/fusion/matmul_epilogue.h): where the target's
+// GEMM has them, the bias add and ReLU after a matmul fold into it, recorded in both groups'
+// reasons; an exact GELU is a near miss that says why; without the option nothing folds.
+TEST(Fusion, AMatmulFoldsItsBiasAndReluWhereTheTargetsGemmCan) {
+  const char* text = R"(
+graph lin(%x: f32[6,4], %w: f32[4,5], %b: f32[5]) {
+  %mm = matmul(%x, %w) : f32[6,5]
+  %y = add(%mm, %b) : f32[6,5]
+  %act = ACT : f32[6,5]
+  return (%act)
+})";
+  auto with = [&](const std::string& act) {
+    std::string t = text;
+    t.replace(t.find("ACT"), 3, act);
+    return t;
+  };
+  fusion::FusionOptions epilogues;
+  epilogues.matmul_epilogues = true;
+  Fused f = fuse_text(with("relu(%y)"), epilogues);
+  const fusion::FusionGroup& mm = f.of("mm");
+  const fusion::FusionGroup& act = f.of("act");
+  EXPECT_EQ(mm.epilogue, fusion::MatmulEpilogue::BiasRelu) << f.dump();
+  EXPECT_EQ(mm.epilogue_bias, f.g.find("b"));
+  EXPECT_EQ(mm.epilogue_result, f.g.find("act"));
+  EXPECT_EQ(act.folded_into, mm.id);
+  EXPECT_EQ(f.plan.num_kernels(), 1) << "the GEMM computes the epilogue group";
+  EXPECT_TRUE(has(mm.reasons.back(), "epilogue bias+relu: the GEMM adds %b and writes %act")) << mm.reasons.back();
+  EXPECT_TRUE(has(print_fused(f.g, f.plan), fmt::format("# epilogue of k{},", mm.id))) << print_fused(f.g, f.plan);
+
+  Fused exact = fuse_text(with("gelu(%y)"), epilogues);
+  EXPECT_EQ(exact.of("mm").epilogue, fusion::MatmulEpilogue::None);
+  EXPECT_EQ(exact.of("act").folded_into, -1);
+  EXPECT_TRUE(has(exact.of("mm").reasons.back(), "is not a ReLU or a tanh GELU")) << exact.of("mm").reasons.back();
+
+  Fused off = fuse_text(with("relu(%y)"));
+  EXPECT_EQ(off.of("mm").epilogue, fusion::MatmulEpilogue::None);
+  EXPECT_EQ(off.plan.num_kernels(), 2);
+}
+
+}  // namespace
+
 }  // namespace kiln
