@@ -1,5 +1,6 @@
 // The compile driver (see compile.h): the stages every backend shares, timed and dumped.
 #include "backend/compile.h"
+#include "codegen/arena_plan.h"
 #include "codegen/collective_schedule.h"
 
 #include <fmt/format.h>
@@ -47,25 +48,6 @@ void write_file(const std::string& dir, const std::string& name, const std::stri
   f << text;
 }
 
-// Places the intermediates (arena buffers that are not graph outputs) so that buffers live
-// in the same schedule steps never overlap; outputs get their own memory at run time.
-void plan_arena(codegen::LoweredGraph& lg, int64_t alignment, CompileReport& report) {
-  std::vector<bool> is_output(lg.buffers.size(), false);
-  for (int o : lg.outputs) is_output[o] = true;
-  std::vector<BufferInterval> intervals;
-  std::vector<int> which;
-  for (size_t i = 0; i < lg.buffers.size(); ++i) {
-    const codegen::GraphBuffer& b = lg.buffers[i];
-    if (b.kind != codegen::GraphBuffer::Kind::Arena || is_output[i]) continue;
-    intervals.push_back({b.nbytes(), b.first_step, b.last_step});
-    which.push_back(static_cast<int>(i));
-  }
-  MemoryPlan mp = plan_memory(intervals, alignment);
-  for (size_t j = 0; j < which.size(); ++j) lg.buffers[which[j]].offset = mp.offsets[j];
-  report.buffers = static_cast<int>(which.size());
-  report.arena_bytes = mp.peak_bytes;
-  report.naive_bytes = mp.naive_bytes;
-}
 
 // Bytes, added or multiplied without overflow: past 2^63 they stay at the maximum, which the
 // messages below print as such (a graph that large fits nowhere).
@@ -211,7 +193,10 @@ CompiledGraph compile_stages(const Graph& input, const CompileOptions& options) 
      : s.kind == codegen::Step::Kind::Collective ? report.collective_calls
                                                  : report.opaque_calls)++;
   report.stage_ms.emplace_back("lower", sw.lap());
-  plan_arena(state->lowered, state->target.buffer_alignment, report);
+  const codegen::ArenaPlan arena = codegen::plan_arena(state->lowered, state->target.buffer_alignment);
+  report.buffers = arena.buffers;
+  report.arena_bytes = arena.arena_bytes;
+  report.naive_bytes = arena.naive_bytes;
   state->arena_bytes = report.arena_bytes;
   state->graph_name = g.name();
   count_run_memory(*state);

@@ -47,10 +47,9 @@ struct GraphBuffer {
   }
 };
 
-// What a GEMM applies to its result before storing it (cuBLASLt's epilogues): a bias
-// vector over the output's columns, then an activation. GELU is the tanh approximation,
-// the one cuBLASLt implements.
-// What a GEMM also computes: fusion's decision (passes/fusion/matmul_epilogue.h).
+// What a GEMM applies to its result before storing it (cuBLASLt's epilogues): a bias vector
+// over the output's columns, then an activation (GELU is the tanh approximation, the one
+// cuBLASLt implements); fusion's decision (passes/fusion/matmul_epilogue.h).
 using fusion::MatmulEpilogue;
 using fusion::matmul_epilogue_name;
 

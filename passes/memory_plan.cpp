@@ -8,7 +8,6 @@
 #include <numeric>
 #include <set>
 
-#include "ir/bytes.h"
 #include "ir/error.h"
 
 namespace kiln {
@@ -153,71 +152,6 @@ MemoryPlan plan_memory(std::span<const BufferInterval> intervals, int64_t alignm
   plan.offsets = std::move(best.offsets);
   plan.peak_bytes = best.peak;
   return plan;
-}
-
-namespace {
-
-using fusion::FusionPlan;
-using fusion::KernelKind;
-
-// Where a value is read from, following alias groups to the groups that index through
-// them: the last reading group, and whether it (or an alias of it) is returned.
-struct Reach {
-  int last = -1;
-  bool returned = false;
-};
-
-Reach reach_of(const Graph& g, const FusionPlan& plan, Value v, const std::set<std::pair<const Node*, int>>& outs) {
-  Reach r;
-  r.returned = outs.count({v.node, v.index}) != 0;
-  auto producer = plan.group_of.find(v.node);
-  int own = producer == plan.group_of.end() ? -1 : producer->second;
-  for (const Use& u : v.node->result_info(v.index).uses) {
-    int reader = plan.group_of.at(u.user);
-    if (reader == own) continue;
-    r.last = std::max(r.last, reader);
-    const fusion::FusionGroup& grp = plan.groups.at(reader);
-    if (grp.kind != KernelKind::Alias) continue;
-    for (const Value& view : grp.outputs) {
-      Reach through = reach_of(g, plan, view, outs);
-      r.last = std::max(r.last, through.last);
-      r.returned |= through.returned;
-    }
-  }
-  return r;
-}
-
-}  // namespace
-
-BufferPlan plan_buffers(const Graph& g, const FusionPlan& plan, int64_t alignment) {
-  std::set<std::pair<const Node*, int>> outs;
-  for (const Value& v : g.outputs()) outs.insert({v.node, v.index});
-  BufferPlan result;
-  std::vector<BufferInterval> intervals;
-  for (const fusion::FusionGroup& grp : plan.groups) {
-    if (grp.kind == KernelKind::Alias) continue;
-    for (const Value& v : grp.outputs) {
-      Reach r = reach_of(g, plan, v, outs);
-      if (r.returned) continue;  // the caller's memory
-      PlannedBuffer b;
-      b.value = v;
-      b.bytes = v.meta().nbytes();
-      b.first = grp.id;
-      b.last = std::max(grp.id, r.last);
-      result.buffers.push_back(b);
-      intervals.push_back(BufferInterval{b.bytes, b.first, b.last});
-    }
-  }
-  MemoryPlan mp = plan_memory(intervals, alignment);
-  for (size_t i = 0; i < result.buffers.size(); ++i) result.buffers[i].offset = mp.offsets[i];
-  result.arena_bytes = mp.peak_bytes;
-  result.naive_bytes = mp.naive_bytes;
-  return result;
-}
-
-std::string BufferPlan::report() const {
-  return fmt::format("memory: {} buffer{}, {} unplanned -> {} planned peak", buffers.size(),
-                     buffers.size() == 1 ? "" : "s", format_bytes(naive_bytes), format_bytes(arena_bytes));
 }
 
 }  // namespace kiln

@@ -15,7 +15,7 @@
 #include "ir/reference/interpreter.h"
 #include "passes/fusion/fusion.h"
 #include "passes/fusion/space.h"
-#include "passes/memory_plan.h"
+#include "tests/passes/arena_of.h"
 #include "passes/pass_manager.h"
 #include "tests/support/support.h"
 
@@ -493,7 +493,7 @@ graph mask(%x: f32[8,64], %t: i64[8,64]) {
 })");
   EXPECT_EQ(f.plan.num_kernels(), 2) << f.dump();
   for (const auto& grp : f.plan.groups) EXPECT_EQ(grp.outputs.size(), 1u) << f.dump();
-  EXPECT_TRUE(plan_buffers(f.g, f.plan).buffers.empty()) << f.dump();
+  EXPECT_TRUE(testing::arena_of(f.g, f.plan).buffers.empty()) << f.dump();
 }
 
 TEST(Fusion, BroadcastValueOfTheInputsIsReadNotRecomputed) {
@@ -634,10 +634,10 @@ graph lin(%x: f32[8,32], %w: f32[16,32]) {
   EXPECT_EQ(f.of("wt").kind, KernelKind::Alias) << f.dump();
   EXPECT_EQ(f.of("r").outputs, std::vector<Value>{f.g.find("r")});
   // The alias keeps its base alive until the matmul has read it.
-  BufferPlan mem = plan_buffers(f.g, f.plan);
+  testing::Arena mem = testing::arena_of(f.g, f.plan);
   ASSERT_EQ(mem.buffers.size(), 1u);
-  EXPECT_EQ(mem.buffers[0].value, f.g.find("r"));
-  EXPECT_EQ(mem.buffers[0].last, f.of("mm").id);
+  EXPECT_EQ(mem.buffers[0].value, "r");
+  EXPECT_EQ(mem.buffers[0].last_step, mem.step_of_group.at(f.of("mm").id));
 }
 
 TEST(Fusion, AValueReadByTwoGroupsIsMaterializedOnce) {
@@ -661,7 +661,7 @@ graph shared(%x: f32[8,64]) {
   }
   EXPECT_EQ(producers, 1);
   EXPECT_EQ(readers, 1);
-  BufferPlan mem = plan_buffers(f.g, f.plan);
+  testing::Arena mem = testing::arena_of(f.g, f.plan);
   ASSERT_EQ(mem.buffers.size(), 1u);
   EXPECT_EQ(mem.buffers[0].bytes, 8 * 64 * 4);
 }
@@ -676,7 +676,7 @@ graph shared(%x: f32[8,64]) {
 })");
   EXPECT_EQ(f.plan.num_kernels(), 2) << f.dump();
   for (const auto& grp : f.plan.groups) EXPECT_EQ(grp.outputs.size(), 1u) << f.dump();
-  EXPECT_TRUE(plan_buffers(f.g, f.plan).buffers.empty()) << f.dump();
+  EXPECT_TRUE(testing::arena_of(f.g, f.plan).buffers.empty()) << f.dump();
 }
 
 TEST(Fusion, DiamondThatWouldCycleIsRefused) {
@@ -826,11 +826,11 @@ TEST(Fusion, DecomposedMiniGPTForwardAndLoss) {
   // Each block's two layer norms and softmax are one kernel each, plus the final norm.
   EXPECT_LE(reductions, 2 * 3 + 1 + 2) << f.dump();
   EXPECT_LT(f.plan.num_kernels(), static_cast<int>(nodes) / 3) << f.dump();
-  BufferPlan mem = plan_buffers(f.g, f.plan);
-  EXPECT_LT(mem.arena_bytes, mem.naive_bytes) << mem.report();
+  testing::Arena mem = testing::arena_of(f.g, f.plan);
+  EXPECT_LT(mem.plan.arena_bytes, mem.plan.naive_bytes) << mem.plan.report();
   if (std::getenv("KILN_FUSION_DUMP")) std::printf("%s\n", f.dump().c_str());
   std::printf("MiniGPT forward: %zu nodes -> %d kernels (%d matmuls, %d reductions); %s\n", nodes,
-              f.plan.num_kernels(), matmuls, reductions, mem.report().c_str());
+              f.plan.num_kernels(), matmuls, reductions, mem.plan.report().c_str());
 
   TracedGraph loss = trace(
       [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{model.loss(in[0], in[1])}; }, {tokens, targets},
@@ -839,7 +839,7 @@ TEST(Fusion, DecomposedMiniGPTForwardAndLoss) {
   nodes = loss.graph.num_nodes();
   Fused l = fuse_graph(std::move(loss.graph), {}, loss.graph_inputs({tokens.data(), targets.data()}));
   std::printf("MiniGPT loss: %zu nodes -> %d kernels; %s\n", nodes, l.plan.num_kernels(),
-              plan_buffers(l.g, l.plan).report().c_str());
+              testing::arena_of(l.g, l.plan).plan.report().c_str());
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "ir/parser.h"
 #include "passes/fusion/fusion.h"
 #include "passes/memory_plan.h"
+#include "tests/passes/arena_of.h"
 #include "tests/support/support.h"
 
 namespace kiln {
@@ -107,22 +108,22 @@ graph chain(%x: f32[16,16], %w: f32[16,16]) {
   return (%y)
 })";
 
-TEST(BufferPlan, ChainReusesMemory) {
+TEST(ArenaPlan, ChainReusesMemory) {
   Graph g = parse_graph(kMatmulChain);
   fusion::FusionPlan plan = fusion::fuse(g);
-  BufferPlan mem = plan_buffers(g, plan);
+  testing::Arena mem = testing::arena_of(g, plan);
   ASSERT_EQ(mem.buffers.size(), 4u);  // m1..m4; %y is returned
   for (size_t i = 0; i < 4; ++i) {
     EXPECT_EQ(mem.buffers[i].bytes, 1024);
-    EXPECT_EQ(mem.buffers[i].first, static_cast<int>(i));
-    EXPECT_EQ(mem.buffers[i].last, static_cast<int>(i) + 1);
+    EXPECT_EQ(mem.buffers[i].first_step, static_cast<int>(i));
+    EXPECT_EQ(mem.buffers[i].last_step, static_cast<int>(i) + 1);
   }
-  EXPECT_EQ(mem.naive_bytes, 4096);
-  EXPECT_EQ(mem.arena_bytes, 2048);
-  EXPECT_EQ(mem.report(), "memory: 4 buffers, 4.0 KB unplanned -> 2.0 KB planned peak");
+  EXPECT_EQ(mem.plan.naive_bytes, 4096);
+  EXPECT_EQ(mem.plan.arena_bytes, 2048);
+  EXPECT_EQ(mem.plan.report(), "memory: 4 buffers, 4.0 KB unplanned -> 2.0 KB planned peak");
 }
 
-TEST(BufferPlan, AliasesExtendTheBaseLifetime) {
+TEST(ArenaPlan, AliasesExtendTheBaseLifetime) {
   Graph g = parse_graph(R"(
 graph alias(%x: f32[16,16], %w: f32[16,16]) {
   %a = exp(%x) : f32[16,16]
@@ -133,22 +134,17 @@ graph alias(%x: f32[16,16], %w: f32[16,16]) {
   return (%m3)
 })");
   fusion::FusionPlan plan = fusion::fuse(g);
-  BufferPlan mem = plan_buffers(g, plan);
-  auto find = [&](const std::string& name) {
-    for (auto& b : mem.buffers)
-      if (b.value == g.find(name)) return b;
-    ADD_FAILURE() << "no buffer for %" << name;
-    return PlannedBuffer{};
-  };
-  int m3 = plan.group(g.find("m3").node).id;
+  testing::Arena mem = testing::arena_of(g, plan);
   EXPECT_EQ(plan.group(g.find("at").node).kind, fusion::KernelKind::Alias);
-  EXPECT_EQ(find("a").last, m3) << print_fused(g, plan);
+  const testing::ArenaBuffer* a = mem.find("a");
+  const testing::ArenaBuffer* m1 = mem.find("m1");
+  ASSERT_TRUE(a && m1) << print_fused(g, plan);
+  EXPECT_EQ(a->last_step, mem.step_of_group.at(plan.group(g.find("m3").node).id)) << print_fused(g, plan);
   // %a lives across %m1 and %m2, so neither may share its memory.
-  PlannedBuffer a = find("a"), m1 = find("m1");
-  EXPECT_TRUE(disjoint(a.offset, a.bytes, m1.offset, m1.bytes));
+  EXPECT_TRUE(disjoint(a->offset, a->bytes, m1->offset, m1->bytes));
 }
 
-TEST(BufferPlan, GraphOutputsNeverShare) {
+TEST(ArenaPlan, GraphOutputsNeverShare) {
   Graph g = parse_graph(R"(
 graph outs(%x: f32[16,16], %w: f32[16,16]) {
   %m1 = matmul(%x, %w) : f32[16,16]
@@ -159,13 +155,15 @@ graph outs(%x: f32[16,16], %w: f32[16,16]) {
   return (%m1, %r, %m4)
 })");
   fusion::FusionPlan plan = fusion::fuse(g);
-  BufferPlan mem = plan_buffers(g, plan);
-  // m1 and m4 are returned, m2 through the alias %r: only m3 is planned.
-  ASSERT_EQ(mem.buffers.size(), 1u) << print_fused(g, plan);
-  EXPECT_EQ(mem.buffers[0].value, g.find("m3"));
+  testing::Arena mem = testing::arena_of(g, plan);
+  // m1 and m4 are returned; %r, a view of m2, is returned as a copy of its own, so m2 and m3
+  // are the arena's, each live from its GEMM to its last reader.
+  ASSERT_TRUE(mem.find("m2") && mem.find("m3")) << print_fused(g, plan);
+  EXPECT_EQ(mem.find("m1"), nullptr);
+  EXPECT_EQ(mem.find("m4"), nullptr);
 }
 
-TEST(BufferPlan, FormatBytes) {
+TEST(FormatBytes, PowersOf1024) {
   EXPECT_EQ(format_bytes(512), "512 B");
   EXPECT_EQ(format_bytes(3 * 1024 * 1024 + 100 * 1024), "3.1 MB");
   EXPECT_EQ(format_bytes(1536), "1.5 KB");
