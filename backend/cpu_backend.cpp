@@ -23,6 +23,7 @@
 #include "backend/collective_step.h"
 #include "backend/compile.h"
 #include "backend/executable_state.h"
+#include "backend/executor.h"
 #include "backend/opaque_kernels.h"
 #include "backend/host_layout.h"
 #include "backend/profile.h"
@@ -182,101 +183,105 @@ class CpuProgram final : public Program {
   std::vector<HostTensor> run(const ExecutableState& s, std::span<const HostTensor> inputs) const override;
 };
 
-std::vector<HostTensor> CpuProgram::run(const ExecutableState& s, std::span<const HostTensor> inputs) const {
-  const codegen::LoweredGraph& lg = s.lowered;
-  std::vector<void*> ptr(lg.buffers.size(), nullptr);
-  std::vector<HostTensor> keep;  // relaid-out inputs
-  ArenaPool::Lease lease = arenas->take();
-  std::byte* arena = lease.data();
-  std::vector<HostTensor> outputs(lg.outputs.size());
-  for (size_t o = 0; o < lg.outputs.size(); ++o) {
-    int b = lg.outputs[o];
-    if (ptr[b]) {
-      outputs[o] = outputs[std::find(lg.outputs.begin(), lg.outputs.end(), b) - lg.outputs.begin()];
-      continue;
-    }
-    // Every element of an output is written by its kernel: no zero-fill.
-    outputs[o] = HostTensor::uninitialized(lg.buffers[b].meta.contiguous());
-    ptr[b] = outputs[o].data();
+// A run's buffers in host memory: inputs in place where laid out as the graph declares,
+// intermediates in an arena of the program's pool, outputs as new host tensors.
+class HostRunMemory final : public RunMemory {
+ public:
+  HostRunMemory(std::span<const HostTensor> inputs, ArenaPool& arenas, std::vector<HostTensor>& outputs)
+      : inputs_(inputs), arenas_(arenas), outputs_(outputs) {}
+  void* input(const GraphBuffer& gb) override {
+    const HostTensor& t = inputs_[static_cast<size_t>(gb.input_index)];
+    if (gb.meta.is_contiguous() && t.is_contiguous()) return const_cast<void*>(t.data());  // kernels only read inputs
+    keep_.push_back(relayout(t, gb.meta, gb.numel));
+    return keep_.back().data();
   }
-  for (size_t b = 0; b < lg.buffers.size(); ++b) {
-    const GraphBuffer& gb = lg.buffers[b];
-    if (ptr[b]) continue;
-    if (gb.kind == GraphBuffer::Kind::Arena) {
-      ptr[b] = arena + gb.offset;
-      continue;
-    }
-    const HostTensor& t = inputs[static_cast<size_t>(gb.input_index)];
-    if (gb.meta.is_contiguous() && t.is_contiguous()) {
-      ptr[b] = const_cast<void*>(t.data());  // kernels only read inputs
-    } else {
-      keep.push_back(relayout(t, gb.meta, gb.numel));
-      ptr[b] = keep.back().data();
-    }
+  void* arena(int64_t) override {
+    lease_.emplace(arenas_.take());
+    return lease_->data();
+  }
+  void* output(size_t o, const TensorMeta& meta) override {
+    // Every element of an output is written by its kernel: no zero-fill.
+    outputs_[o] = HostTensor::uninitialized(meta);
+    return outputs_[o].data();
   }
 
-  // Collectives in flight, each a transfer on a thread (shared: the next one waits on it too).
-  InFlight<std::shared_future<void>> in_flight;
-  std::shared_future<void> last_transfer;
-  runtime::cpu::take_kernel_error();  // a stale report from an earlier failed run is not ours
-  std::vector<void*> args;
-  // The profiler (backend/profile.h): the host clock around every step.
-  StepRecorder* rec = StepRecorder::current();
-  if (rec) rec->steps.clear();
-  const auto t_run = std::chrono::steady_clock::now();
-  auto since = [](std::chrono::steady_clock::time_point t) {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
-  };
-  for (const codegen::Step& step : lg.steps) {
-    const double start = rec ? since(t_run) : 0;
-    // Every kind of step, a matmul too, waits for the collectives whose results it touches.
-    if (!in_flight.empty())
-      for (const std::shared_future<void>& f : in_flight.take(codegen::step_buffers(step))) f.get();  // rethrows its error
-    if (step.kind == codegen::Step::Kind::Matmul) {
-      const MatmulCall& mm = step.matmul;
-      run_matmul(mm, ptr[mm.a], ptr[mm.b], ptr[mm.out]);
-      if (rec) rec->steps.push_back({start, since(t_run) - start});
-      continue;
-    }
-    if (step.kind == codegen::Step::Kind::Collective) {
-      const codegen::OpaqueCall& c = step.opaque;
-      const void* in = ptr[c.inputs.at(0)];
-      void* out = ptr[c.outputs.at(0)];
-      if (is_local_copy(c)) {
-        run_host_collective(s, collectives, c, in, out);
-      } else {
-        // On a thread of its own, after the transfer before it (every rank runs them in one
-        // order), while the steps after it run; waited for before the first that touches its
-        // result (codegen/collective_schedule.h keeps its input alive until then).
-        std::shared_future<void> before = last_transfer;
-        last_transfer = std::async(std::launch::async, [&s, this, &c, in, out, before] {
-                          if (before.valid()) before.get();
-                          run_host_collective(s, collectives, c, in, out);
-                        }).share();
-        in_flight.add(c.outputs.at(0), last_transfer);
-      }
-      if (rec) rec->steps.push_back({start, since(t_run) - start});
-      continue;
-    }
-    if (step.kind == codegen::Step::Kind::Opaque) {
-      run_opaque(step.opaque, ptr, s.graph_name);
-      if (rec) rec->steps.push_back({start, since(t_run) - start});
-      continue;
-    }
-    args.clear();
-    for (int b : step.args) args.push_back(ptr[b]);
-    kernels[step.kernel](args.data(), nullptr);
-    if (rec) rec->steps.push_back({start, since(t_run) - start});
-    if (auto err = runtime::cpu::take_kernel_index_error()) fail("{}", index_error_message(s, lg.kernels[step.kernel], err->site, err->str()));
+ private:
+  std::span<const HostTensor> inputs_;
+  ArenaPool& arenas_;
+  std::vector<HostTensor>& outputs_;
+  std::vector<HostTensor> keep_;  // relaid-out inputs
+  std::optional<ArenaPool::Lease> lease_;
+};
+
+// The steps on the host: kernels on kiln's thread pool, GEMMs through OpenBLAS, collectives on
+// threads of their own (one after another, in the order every rank runs them), the host clock.
+class HostSteps final : public DeviceSteps {
+ public:
+  HostSteps(const ExecutableState& s, const CpuProgram& p) : s_(s), p_(p) {}
+  void kernel(const codegen::Step& step, const std::vector<void*>& ptr) override {
+    args_.clear();
+    for (int b : step.args) args_.push_back(ptr[static_cast<size_t>(b)]);
+    p_.kernels[static_cast<size_t>(step.kernel)](args_.data(), nullptr);
+    if (auto err = runtime::cpu::take_kernel_index_error())
+      fail("{}", index_error_message(s_, s_.lowered.kernels[static_cast<size_t>(step.kernel)], err->site, err->str()));
   }
-  for (const std::shared_future<void>& f : in_flight.take_all()) f.get();
-  // Outputs returned twice share storage in the arena-free buffers: give each its own copy.
-  for (size_t o = 1; o < outputs.size(); ++o)
-    for (size_t p = 0; p < o; ++p)
-      if (lg.outputs[o] == lg.outputs[p]) {
-        outputs[o] = outputs[p].clone();
-        break;
-      }
+  void gemm(const MatmulCall& mm, const std::vector<void*>& ptr) override {
+    run_matmul(mm, ptr[static_cast<size_t>(mm.a)], ptr[static_cast<size_t>(mm.b)], ptr[static_cast<size_t>(mm.out)]);
+  }
+  void opaque(size_t, const codegen::OpaqueCall& c, const std::vector<void*>& ptr) override { run_opaque(c, ptr, s_.graph_name); }
+  int start_collective(const codegen::OpaqueCall& c, void* in, void* out) override {
+    if (is_local_copy(c)) {
+      run_host_collective(s_, p_.collectives, c, in, out);
+      return -1;
+    }
+    // On a thread of its own, after the transfer before it (every rank runs them in one
+    // order), while the steps after it run (codegen/collective_schedule.h keeps its input
+    // alive until its result is read).
+    std::shared_future<void> before = last_transfer_;
+    const ExecutableState& s = s_;
+    const CollectiveGate& gate = p_.collectives;
+    last_transfer_ = std::async(std::launch::async, [&s, &gate, &c, in, out, before] {
+                       if (before.valid()) before.get();
+                       run_host_collective(s, gate, c, in, out);
+                     }).share();
+    transfers_.push_back(last_transfer_);
+    return static_cast<int>(transfers_.size()) - 1;
+  }
+  void wait_collective(int token) override { transfers_.at(static_cast<size_t>(token)).get(); }  // rethrows its error
+  bool can_time() const override { return true; }
+  void mark() override { marks_.push_back(std::chrono::steady_clock::now()); }
+  std::vector<double> mark_ms() override {
+    std::vector<double> out;
+    for (const auto& m : marks_) out.push_back(std::chrono::duration<double, std::milli>(m - marks_.front()).count());
+    return out;
+  }
+  // Transfers not waited for (a step failed): wait before their buffers go away.
+  ~HostSteps() override {
+    for (std::shared_future<void>& t : transfers_)
+      if (t.valid()) t.wait();
+  }
+
+ private:
+  const ExecutableState& s_;
+  const CpuProgram& p_;
+  std::vector<void*> args_;
+  std::shared_future<void> last_transfer_;
+  std::vector<std::shared_future<void>> transfers_;
+  std::vector<std::chrono::steady_clock::time_point> marks_;
+};
+
+std::vector<HostTensor> CpuProgram::run(const ExecutableState& s, std::span<const HostTensor> inputs) const {
+  const codegen::LoweredGraph& lg = s.lowered;
+  std::vector<HostTensor> outputs(lg.outputs.size());
+  HostRunMemory memory(inputs, *arenas, outputs);
+  const std::vector<void*> ptr = bind_buffers(lg, memory, s.arena_bytes);
+  runtime::cpu::take_kernel_error();  // a stale report from an earlier failed run is not ours
+  {
+    HostSteps steps(s, *this);
+    run_steps(s, steps, ptr);
+  }
+  // An output returned twice was written once: each other position gets its own copy.
+  for (auto [o, first] : duplicate_outputs(lg)) outputs[o] = outputs[first].clone();
   return outputs;
 }
 

@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -13,6 +14,7 @@
 
 #include "backend/backend.h"
 #include "backend/executable_state.h"
+#include "backend/executor.h"
 #include "backend/collective_step.h"
 #include "codegen/collective_schedule.h"
 #include "backend/opaque_kernels.h"
@@ -89,7 +91,6 @@ class CudaProgram final : public Program {
   std::vector<HostTensor> run(const ExecutableState& s, std::span<const HostTensor> inputs) const override;
   std::vector<cu::DeviceTensor> run_device(const ExecutableState& s, std::span<const cu::DeviceTensor> inputs) const;
 
- private:
   // Loaded on first use (a machine with no GPU compiles but never loads).
   struct Loaded {
     std::vector<cu::Module> modules;     // per program
@@ -107,13 +108,13 @@ class CudaProgram final : public Program {
     cu::DeviceBuffer static_arena;
     std::unique_ptr<cu::GraphCapture> graph;
   };
-  Loaded& load(const ExecutableState& s) const;
   // Queues a custom op's own kernel: input and output pointers, the first output's element
   // count, the numeric attributes as doubles (backend/opaque_kernels.h's calling convention).
   static void launch_opaque(const codegen::OpaqueCall& c, const OpaqueLaunch& o, CUfunction fn, const std::vector<void*>& ptr,
                             cu::Stream& stream);
-  // Queues every step of the schedule on the stream over `ptr`.
-  void launch_all(const ExecutableState& s, Loaded& L, const std::vector<void*>& ptr) const;
+
+ private:
+  Loaded& load(const ExecutableState& s) const;
   void check_errors(const ExecutableState& s, Loaded& L) const;
 
   mutable std::mutex mu_;  // one run at a time (one stream, the graph's static buffers)
@@ -225,144 +226,150 @@ void CudaProgram::check_errors(const ExecutableState& s, Loaded& L) const {
   }
 }
 
-void CudaProgram::launch_all(const ExecutableState& s, Loaded& L, const std::vector<void*>& ptr) const {
-  const codegen::LoweredGraph& lg = s.lowered;
-  std::vector<CUdeviceptr> args;
-  std::vector<void*> argp;
-  // KILN_LOGS=perf: the device time of every step, from events around it (not while a CUDA
-  // graph is being captured: events would become graph nodes).
-  // The profiler (backend/profile.h) records the same times.
-  StepRecorder* rec = StepRecorder::current();
-  bool perf = (log_enabled("perf") || rec) && !(L.graph && L.graph->capturing());
-  std::vector<cu::Event> marks;
-  if (perf) marks.emplace_back(device), marks.back().record(*L.stream);
-  // Collectives on the communication stream not yet waited for, each the event recorded after it.
-  InFlight<cu::Event> in_flight;
-  for (const codegen::Step& step : lg.steps) {
-    if (perf && &step != &lg.steps.front()) marks.emplace_back(device), marks.back().record(*L.stream);
-    // Every kind of step, a matmul too, waits for the collectives whose results it touches.
-    if (!in_flight.empty())
-      for (cu::Event& done : in_flight.take(codegen::step_buffers(step))) done.make_wait(*L.stream);
-    if (step.kind == codegen::Step::Kind::Matmul) {
-      const MatmulCall& mm = step.matmul;
-      if (!is_floating(mm.dtype)) fail("graph {}: {} matmul on CUDA: cuBLASLt multiplies floats only ({})", s.graph_name, dtype_name(mm.dtype), mm.label);
-      int64_t lda = mm.trans_a ? mm.m : mm.k, ldb = mm.trans_b ? mm.k : mm.n;
-      cu::GemmOptions go;
-      go.allow_tf32 = allow_tf32;
-      switch (mm.epilogue) {
-        case codegen::MatmulEpilogue::None: break;
-        case codegen::MatmulEpilogue::Bias: go.epilogue = cu::Epilogue::Bias; break;
-        case codegen::MatmulEpilogue::BiasRelu: go.epilogue = cu::Epilogue::BiasRelu; break;
-        case codegen::MatmulEpilogue::BiasGelu: go.epilogue = cu::Epilogue::BiasGelu; break;
-      }
-      if (mm.bias >= 0) go.bias = ptr[mm.bias];
-      cu::gemm_strided_batched(mm.dtype, mm.trans_a, mm.trans_b, mm.m, mm.n, mm.k, 1.0, ptr[mm.a], lda, mm.a_batch_stride, ptr[mm.b],
-                               ldb, mm.b_batch_stride, 0.0, ptr[mm.out], mm.n, mm.m * mm.n, mm.batch, *L.stream, go);
-      continue;
-    }
-    if (step.kind == codegen::Step::Kind::Collective) {
-      const codegen::OpaqueCall& c = step.opaque;
-      void* in = ptr[c.inputs.at(0)];
-      void* out = ptr[c.outputs.at(0)];
-      if (is_local_copy(c)) {
-        if (in != out) cu::copy_device_to_device_async(out, in, static_cast<size_t>(c.output_metas.at(0).nbytes()), *L.stream);
-      } else {
-        // On the communication stream, after the kernels queued so far, while the kernels after
-        // it run; the compute stream waits for it before the first step that touches its result
-        // (codegen/collective_schedule.h keeps its input alive until then).
-        if (!L.comm_stream) L.comm_stream.emplace(device);
-        cu::Event ready(device);
-        ready.record(*L.stream);
-        ready.make_wait(*L.comm_stream);
-        cu::run_nccl(collectives.group(s, c), collective_args(c, in, out), device, *L.comm_stream);
-        cu::Event done(device);
-        done.record(*L.comm_stream);
-        in_flight.add(c.outputs.at(0), std::move(done));
-      }
-      continue;
-    }
-    if (step.kind == codegen::Step::Kind::Opaque) {
-      const int oi = opaque_of_step[static_cast<size_t>(&step - lg.steps.data())];
-      launch_opaque(step.opaque, opaque[static_cast<size_t>(oi)], L.opaque_functions[static_cast<size_t>(oi)], ptr, *L.stream);
-      continue;
-    }
-    const codegen::Kernel& k = lg.kernels[step.kernel];
-    args.assign(step.args.size(), 0);
-    argp.assign(step.args.size(), nullptr);
+// The steps on the GPU: kernels, cuBLASLt GEMMs and custom ops' kernels queued on the program's
+// stream, collectives on the communication stream (NCCL), CUDA events as time marks (not while a
+// CUDA graph is being captured: events would become graph nodes).
+class GpuSteps final : public DeviceSteps {
+ public:
+  GpuSteps(const ExecutableState& s, const CudaProgram& p, CudaProgram::Loaded& L) : s_(s), p_(p), L_(L) {}
+  void kernel(const codegen::Step& step, const std::vector<void*>& ptr) override {
+    const codegen::Kernel& k = s_.lowered.kernels[static_cast<size_t>(step.kernel)];
+    args_.assign(step.args.size(), 0);
+    argp_.assign(step.args.size(), nullptr);
     for (size_t j = 0; j < step.args.size(); ++j) {
-      args[j] = cu::device_ptr(ptr[step.args[j]]);
-      argp[j] = &args[j];
+      args_[j] = cu::device_ptr(ptr[static_cast<size_t>(step.args[j])]);
+      argp_[j] = &args_[j];
     }
-    cu::launch(L.functions[step.kernel], cu::Dim3{static_cast<unsigned>(k.launch.grid)}, cu::Dim3{static_cast<unsigned>(k.launch.block)},
-               0, *L.stream, argp.data(), k.name);
+    cu::launch(L_.functions[static_cast<size_t>(step.kernel)], cu::Dim3{static_cast<unsigned>(k.launch.grid)},
+               cu::Dim3{static_cast<unsigned>(k.launch.block)}, 0, *L_.stream, argp_.data(), k.name);
   }
-  for (cu::Event& done : in_flight.take_all()) done.make_wait(*L.stream);  // the run ends when they do
-  if (perf) {
-    marks.emplace_back(device), marks.back().record(*L.stream);
-    marks.back().synchronize();
-    if (rec) {
-      rec->steps.clear();
-      for (size_t i = 0; i < lg.steps.size(); ++i)
-        rec->steps.push_back({cu::elapsed_ms(marks[0], marks[i]), cu::elapsed_ms(marks[i], marks[i + 1])});
+  void gemm(const MatmulCall& mm, const std::vector<void*>& ptr) override {
+    if (!is_floating(mm.dtype)) fail("graph {}: {} matmul on CUDA: cuBLASLt multiplies floats only ({})", s_.graph_name, dtype_name(mm.dtype), mm.label);
+    int64_t lda = mm.trans_a ? mm.m : mm.k, ldb = mm.trans_b ? mm.k : mm.n;
+    cu::GemmOptions go;
+    go.allow_tf32 = p_.allow_tf32;
+    switch (mm.epilogue) {
+      case codegen::MatmulEpilogue::None: break;
+      case codegen::MatmulEpilogue::Bias: go.epilogue = cu::Epilogue::Bias; break;
+      case codegen::MatmulEpilogue::BiasRelu: go.epilogue = cu::Epilogue::BiasRelu; break;
+      case codegen::MatmulEpilogue::BiasGelu: go.epilogue = cu::Epilogue::BiasGelu; break;
     }
-    if (!log_enabled("perf")) return;
-    double total = 0;
-    std::string table = fmt::format("graph {}: device time per step\n", s.graph_name);
-    for (size_t i = 0; i < lg.steps.size(); ++i) {
-      const codegen::Step& step = lg.steps[i];
-      double ms = cu::elapsed_ms(marks[i], marks[i + 1]);
-      total += ms;
-      std::string what = step.kind == codegen::Step::Kind::Opaque       ? "opaque " + step.opaque.label
-                         : step.kind == codegen::Step::Kind::Collective ? "NCCL " + step.opaque.label
-                         : step.kind == codegen::Step::Kind::Matmul
-                             ? "cuBLASLt " + step.matmul.label
-                             : fmt::format("{} grid {} x {}  # {}", lg.kernels[step.kernel].name, lg.kernels[step.kernel].launch.grid,
-                                           lg.kernels[step.kernel].launch.block, lg.kernels[step.kernel].comment);
-      table += fmt::format("  {:3} {:9.3f} ms  {}\n", i, ms, what.substr(0, 150));
-    }
-    table += fmt::format("  total {:.3f} ms", total);
-    log_line("perf", table);
+    if (mm.bias >= 0) go.bias = ptr[static_cast<size_t>(mm.bias)];
+    cu::gemm_strided_batched(mm.dtype, mm.trans_a, mm.trans_b, mm.m, mm.n, mm.k, 1.0, ptr[static_cast<size_t>(mm.a)], lda,
+                             mm.a_batch_stride, ptr[static_cast<size_t>(mm.b)], ldb, mm.b_batch_stride, 0.0,
+                             ptr[static_cast<size_t>(mm.out)], mm.n, mm.m * mm.n, mm.batch, *L_.stream, go);
   }
-}
+  void opaque(size_t step_index, const codegen::OpaqueCall& c, const std::vector<void*>& ptr) override {
+    const int oi = p_.opaque_of_step[step_index];
+    CudaProgram::launch_opaque(c, p_.opaque[static_cast<size_t>(oi)], L_.opaque_functions[static_cast<size_t>(oi)], ptr, *L_.stream);
+  }
+  int start_collective(const codegen::OpaqueCall& c, void* in, void* out) override {
+    if (is_local_copy(c)) {
+      if (in != out) cu::copy_device_to_device_async(out, in, static_cast<size_t>(c.output_metas.at(0).nbytes()), *L_.stream);
+      return -1;
+    }
+    // On the communication stream, after the kernels queued so far, while the kernels after it
+    // run; the compute stream waits for it before the first step that touches its result.
+    if (!L_.comm_stream) L_.comm_stream.emplace(p_.device);
+    cu::Event ready(p_.device);
+    ready.record(*L_.stream);
+    ready.make_wait(*L_.comm_stream);
+    cu::run_nccl(p_.collectives.group(s_, c), collective_args(c, in, out), p_.device, *L_.comm_stream);
+    done_.emplace_back(p_.device);
+    done_.back().record(*L_.comm_stream);
+    return static_cast<int>(done_.size()) - 1;
+  }
+  void wait_collective(int token) override { done_.at(static_cast<size_t>(token)).make_wait(*L_.stream); }
+  bool can_time() const override { return !(L_.graph && L_.graph->capturing()); }
+  void mark() override {
+    marks_.emplace_back(p_.device);
+    marks_.back().record(*L_.stream);
+  }
+  std::vector<double> mark_ms() override {
+    marks_.back().synchronize();
+    std::vector<double> out;
+    for (cu::Event& m : marks_) out.push_back(cu::elapsed_ms(marks_.front(), m));
+    return out;
+  }
+
+ private:
+  const ExecutableState& s_;
+  const CudaProgram& p_;
+  CudaProgram::Loaded& L_;
+  std::vector<CUdeviceptr> args_;
+  std::vector<void*> argp_;
+  std::deque<cu::Event> done_;   // per collective started: recorded after it on the communication stream
+  std::deque<cu::Event> marks_;
+};
+
+// A run's buffers in device memory: graph inputs that are device tensors already, the arena and
+// the outputs allocated for the run.
+class DeviceRunMemory final : public RunMemory {
+ public:
+  DeviceRunMemory(const ExecutableState& s, std::span<const cu::DeviceTensor> inputs, std::vector<cu::DeviceTensor>& outputs, int device)
+      : s_(s), inputs_(inputs), outputs_(outputs), device_(device) {}
+  void* input(const GraphBuffer& gb) override {
+    const cu::DeviceTensor& t = inputs_[static_cast<size_t>(gb.input_index)];
+    if (t.meta().strides != gb.meta.strides)
+      fail("input {} (%{}) of graph {}: strides {} on the device, the graph declares {} (copy it to that layout first)", gb.input_index,
+           s_.input_names[static_cast<size_t>(gb.input_index)], s_.graph_name, shape_str(t.meta().strides), shape_str(gb.meta.strides));
+    // Kernels read and write 16 bytes at a time where they can (codegen/cuda_emitter.h).
+    if (reinterpret_cast<uintptr_t>(t.data()) % 16 != 0)
+      fail("input {} (%{}) of graph {} starts {} bytes past a 16-byte boundary (a view at an element offset): pass a copy",
+           gb.input_index, s_.input_names[static_cast<size_t>(gb.input_index)], s_.graph_name, reinterpret_cast<uintptr_t>(t.data()) % 16);
+    return t.data();
+  }
+  void* arena(int64_t bytes) override {
+    arena_ = cu::device_alloc(static_cast<size_t>(bytes), device_);
+    return arena_->data();
+  }
+  void* output(size_t o, const TensorMeta& meta) override {
+    outputs_[o] = cu::DeviceTensor::empty(meta.on(Device::cuda(device_)));
+    return outputs_[o].data();
+  }
+
+ private:
+  const ExecutableState& s_;
+  std::span<const cu::DeviceTensor> inputs_;
+  std::vector<cu::DeviceTensor>& outputs_;
+  int device_;
+  cu::DeviceBuffer arena_;
+};
+
+// The static buffers of a program run as a CUDA graph: allocated once, captured once.
+class StaticRunMemory final : public RunMemory {
+ public:
+  StaticRunMemory(CudaProgram::Loaded& L, int device) : L_(L), device_(device) {}
+  void* input(const GraphBuffer& gb) override { return L_.static_inputs.at(static_cast<size_t>(gb.input_index)).data(); }
+  void* arena(int64_t bytes) override {
+    L_.static_arena = cu::device_alloc(static_cast<size_t>(bytes), device_);
+    return L_.static_arena->data();
+  }
+  void* output(size_t o, const TensorMeta& meta) override {
+    L_.static_outputs.at(o) = cu::DeviceTensor::empty(meta.on(Device::cuda(device_)));
+    return L_.static_outputs[o].data();
+  }
+
+ private:
+  CudaProgram::Loaded& L_;
+  int device_;
+};
 
 std::vector<cu::DeviceTensor> CudaProgram::run_device(const ExecutableState& s, std::span<const cu::DeviceTensor> inputs) const {
   std::lock_guard lock(mu_);
   Loaded& L = load(s);
   cu::ScopedContext ctx(device);
   const codegen::LoweredGraph& lg = s.lowered;
-  std::vector<void*> ptr(lg.buffers.size(), nullptr);
-  for (size_t b = 0; b < lg.buffers.size(); ++b) {
-    const GraphBuffer& gb = lg.buffers[b];
-    if (gb.kind != GraphBuffer::Kind::Input) continue;
-    const cu::DeviceTensor& t = inputs[static_cast<size_t>(gb.input_index)];
-    if (t.meta().strides != gb.meta.strides)
-      fail("input {} (%{}) of graph {}: strides {} on the device, the graph declares {} (copy it to that layout first)", gb.input_index,
-           s.input_names[gb.input_index], s.graph_name, shape_str(t.meta().strides), shape_str(gb.meta.strides));
-    ptr[b] = t.data();
-    // Kernels read and write 16 bytes at a time where they can (codegen/cuda_emitter.h).
-    if (reinterpret_cast<uintptr_t>(ptr[b]) % 16 != 0)
-      fail("input {} (%{}) of graph {} starts {} bytes past a 16-byte boundary (a view at an element offset): pass a copy",
-           gb.input_index, s.input_names[gb.input_index], s.graph_name, reinterpret_cast<uintptr_t>(ptr[b]) % 16);
-  }
   check_device_memory(s, /*with_inputs=*/false, device);  // the inputs are on the device already
-  cu::DeviceBuffer arena = cu::device_alloc(static_cast<size_t>(s.arena_bytes), device);
-  for (size_t b = 0; b < lg.buffers.size(); ++b)
-    if (lg.buffers[b].kind == GraphBuffer::Kind::Arena) ptr[b] = static_cast<std::byte*>(arena->data()) + lg.buffers[b].offset;
   std::vector<cu::DeviceTensor> outputs(lg.outputs.size());
-  for (size_t o = 0; o < lg.outputs.size(); ++o) {
-    int b = lg.outputs[o];
-    outputs[o] = cu::DeviceTensor::empty(lg.buffers[b].meta.contiguous().on(Device::cuda(device)));
-  }
-  // Outputs own their memory; a buffer returned twice is written once and copied after.
-  for (size_t o = 0; o < lg.outputs.size(); ++o) {
-    int b = lg.outputs[o];
-    if (std::find(lg.outputs.begin(), lg.outputs.begin() + static_cast<long>(o), b) == lg.outputs.begin() + static_cast<long>(o))
-      ptr[b] = outputs[o].data();
-  }
-  launch_all(s, L, ptr);
-  for (size_t o = 0; o < lg.outputs.size(); ++o) {
-    int b = lg.outputs[o];
-    if (ptr[b] != outputs[o].data()) cu::copy_device_to_device_async(outputs[o].data(), ptr[b], outputs[o].nbytes(), *L.stream);
+  DeviceRunMemory memory(s, inputs, outputs, device);
+  const std::vector<void*> ptr = bind_buffers(lg, memory, s.arena_bytes);
+  GpuSteps steps(s, *this, L);
+  run_steps(s, steps, ptr);
+  // An output returned twice was written once: each other position gets its own copy.
+  for (auto [o, first] : duplicate_outputs(lg)) {
+    outputs[o] = cu::DeviceTensor::empty(outputs[first].meta());
+    cu::copy_device_to_device_async(outputs[o].data(), outputs[first].data(), outputs[o].nbytes(), *L.stream);
   }
   check_errors(s, L);
   return outputs;
@@ -398,31 +405,20 @@ std::vector<HostTensor> CudaProgram::run(const ExecutableState& s, std::span<con
   const codegen::LoweredGraph& lg = s.lowered;
   if (!L.graph) {
     check_device_memory(s, /*with_inputs=*/true, device);  // the static buffers hold all three
-    std::vector<void*> ptr(lg.buffers.size(), nullptr);
     for (size_t i = 0; i < s.input_metas.size(); ++i) {
       TensorMeta m = s.input_metas[i];
       L.static_inputs.emplace_back(cu::device_alloc(static_cast<size_t>(cu::device_storage_extent(m) * dtype_size(m.dtype)), device),
                                    m.on(Device::cuda(device)));
     }
-    L.static_arena = cu::device_alloc(static_cast<size_t>(s.arena_bytes), device);
-    for (size_t o = 0; o < lg.outputs.size(); ++o)
-      L.static_outputs.push_back(cu::DeviceTensor::empty(lg.buffers[lg.outputs[o]].meta.contiguous().on(Device::cuda(device))));
-    for (size_t b = 0; b < lg.buffers.size(); ++b) {
-      const GraphBuffer& gb = lg.buffers[b];
-      if (gb.kind == GraphBuffer::Kind::Input) ptr[b] = L.static_inputs[static_cast<size_t>(gb.input_index)].data();
-      else ptr[b] = static_cast<std::byte*>(L.static_arena->data()) + gb.offset;
-    }
-    for (size_t o = 0; o < lg.outputs.size(); ++o) {
-      int b = lg.outputs[o];
-      if (std::find(lg.outputs.begin(), lg.outputs.begin() + static_cast<long>(o), b) == lg.outputs.begin() + static_cast<long>(o))
-        ptr[b] = L.static_outputs[o].data();
-    }
+    L.static_outputs.assign(lg.outputs.size(), cu::DeviceTensor());
+    StaticRunMemory memory(L, device);
+    const std::vector<void*> ptr = bind_buffers(lg, memory, s.arena_bytes);
     L.graph = std::make_unique<cu::GraphCapture>(*L.stream);
-    launch_all(s, L, ptr);
-    for (size_t o = 0; o < lg.outputs.size(); ++o) {
-      int b = lg.outputs[o];
-      if (ptr[b] != L.static_outputs[o].data())
-        cu::copy_device_to_device_async(L.static_outputs[o].data(), ptr[b], L.static_outputs[o].nbytes(), *L.stream);
+    GpuSteps steps(s, *this, L);
+    run_steps(s, steps, ptr);
+    for (auto [o, first] : duplicate_outputs(lg)) {
+      L.static_outputs[o] = cu::DeviceTensor::empty(L.static_outputs[first].meta());
+      cu::copy_device_to_device_async(L.static_outputs[o].data(), L.static_outputs[first].data(), L.static_outputs[o].nbytes(), *L.stream);
     }
     L.graph->end();
     if (log_enabled("cuda")) log_line("cuda", fmt::format("graph {}: captured {} launches as a CUDA graph", s.graph_name, L.graph->num_nodes()));
