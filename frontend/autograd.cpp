@@ -90,20 +90,20 @@ Executor reference_executor() {
 
 Executor compiled_executor(Device device) {
   // One compile per graph: a training loop hands the same step graph every time. The cache is
-  // keyed by the graph's address and checked against its name and size, and holds a copy of
-  // the graph, so a different graph at a reused address is compiled anew.
+  // keyed by the graph's identity (Graph::id: never reused, unlike an address), and checked
+  // against its name and size in case the graph was changed in place.
   struct Entry {
     std::string name;
     size_t nodes = 0, inputs = 0;
     std::shared_ptr<backend::CompiledGraph> compiled;
   };
-  auto cache = std::make_shared<std::unordered_map<const Graph*, Entry>>();
+  auto cache = std::make_shared<std::unordered_map<uint64_t, Entry>>();
   auto mu = std::make_shared<std::mutex>();
   return [cache, mu, device](const Graph& g, std::span<const HostTensor> inputs) {
     std::shared_ptr<backend::CompiledGraph> c;
     {
       std::lock_guard lock(*mu);
-      Entry& e = (*cache)[&g];
+      Entry& e = (*cache)[g.id()];
       if (!e.compiled || e.name != g.name() || e.nodes != g.num_nodes() || e.inputs != g.inputs().size()) {
         backend::CompileOptions options;
         options.device = device;

@@ -1,6 +1,7 @@
 #include "ir/graph.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "ir/error.h"
 
@@ -9,7 +10,14 @@ namespace kiln {
 const TensorMeta& Value::meta() const { return node->meta(index); }
 const std::string& Value::name() const { return node->result_info(index).name; }
 
+uint64_t Graph::next_id() {
+  static std::atomic<uint64_t> counter{0};
+  return ++counter;
+}
+
 Graph& Graph::operator=(Graph&& o) noexcept {
+  id_ = o.id_;
+  o.id_ = next_id();
   name_ = std::move(o.name_);
   inputs_ = std::move(o.inputs_);
   input_storage_ = std::move(o.input_storage_);

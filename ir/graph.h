@@ -101,6 +101,10 @@ class Graph {
 
   const std::string& name() const { return name_; }
   void set_name(std::string n) { name_ = std::move(n); }
+  // An identity no other Graph object of this process has, now or before: a cache keyed by it
+  // cannot mistake a new graph for a freed one at the same address. A graph moved into another
+  // hands its identity on and gets a new one.
+  uint64_t id() const { return id_; }
 
   // Adds a graph input. Throws kiln::Error if the name is taken.
   Value add_input(const std::string& name, TensorMeta meta);
@@ -146,6 +150,8 @@ class Graph {
 
  private:
   void name_results(Node* n, const std::string& name);
+  static uint64_t next_id();
+  uint64_t id_ = next_id();
   std::string name_;
   std::vector<Node*> inputs_;
   std::list<std::unique_ptr<Node>> input_storage_;

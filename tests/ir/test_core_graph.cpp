@@ -1,6 +1,8 @@
 // The Graph API: building, naming, use lists, rewiring, erasing, cloning, re-inference.
 #include <gtest/gtest.h>
 
+#include <new>
+
 #include "ir/error.h"
 #include "ir/graph.h"
 #include "ir/parser.h"
@@ -124,6 +126,24 @@ TEST(RegisterOp, UserOpsUseTheSameTable) {
   EXPECT_EQ(g.find("y").node->attrs().get_float("factor"), 3.0);
   EXPECT_THROW(register_op("test_scale2", OpCategory::Pointwise, "Tensor self", op_info(scale2).meta, nullptr), Error);
   EXPECT_THROW(register_op("add", OpCategory::Pointwise, "Tensor self", op_info(scale2).meta, nullptr), Error);
+}
+
+// A graph's identity is never reused: a cache keyed by it (compiled_executor) cannot take a new
+// graph built where a freed one was for that one. A moved graph keeps the identity it had.
+TEST(GraphIdentity, IsNeverReusedAndMovesWithTheGraph) {
+  alignas(Graph) unsigned char place[sizeof(Graph)];
+  Graph* first = new (place) Graph("a");
+  const uint64_t first_id = first->id();
+  first->~Graph();
+  Graph* second = new (place) Graph("a");  // the same address, the same name
+  EXPECT_NE(second->id(), first_id);
+  Graph moved(std::move(*second));
+  EXPECT_NE(moved.id(), second->id()) << "the moved-from graph gets an identity of its own";
+  const uint64_t kept = moved.id();
+  Graph target("b");
+  target = std::move(moved);
+  EXPECT_EQ(target.id(), kept);
+  second->~Graph();
 }
 
 }  // namespace
