@@ -52,10 +52,8 @@ namespace {
 // One specialization of a compiled function.
 struct CacheEntry {
   int number = 0;  // the compile count when it was made, for logs
-  std::vector<TensorGuard> input_guards;
+  EntryGuards guards;  // the inputs', and the grad mode and autocast scope the trace ran in
   std::vector<TensorGuard> captured_guards;  // the tensors the function captured (whole-graph entries)
-  bool grad_mode = true;
-  std::optional<DType> autocast;  // the Autocast scope the trace ran in (its casts are in the graph)
   // The function breaks its graph: each call runs it again, its graphs looked up by content.
   bool breaks = false;
   // A whole-graph entry: the compiled graph, its captured tensors (graph inputs after the
@@ -95,6 +93,7 @@ struct CompiledFunctionState {
   CompileOptions options;
   CompileStats stats;
   std::vector<std::unique_ptr<CacheEntry>> entries;  // oldest first
+  GuardedCache cache{"", "", 1, true};               // made in compile() from the options
   bool eager = false;                                // past the cache size limit
   bool warned_no_grad_through_breaks = false;
   // Graphs between breaks, by content (their text and the device), shared by every entry.
@@ -304,7 +303,7 @@ std::vector<Tensor> CompiledFunctionState::traced_call(const std::vector<Tensor>
 
   // The leaves: floating graph inputs whose tensors require a gradient.
   std::vector<std::string> wrt;
-  if (e.grad_mode) {
+  if (e.guards.state.grad_mode) {
     for (size_t i = 0; i < g.inputs().size(); ++i) {
       const Tensor& t = i < inputs.size() ? inputs[i] : e.captured[i - inputs.size()];
       if (t.impl()->grad_fn)
@@ -391,54 +390,30 @@ std::vector<Tensor> CompiledFunctionState::call(const std::vector<Tensor>& input
     return fn(inputs);
   }
   const Device device = device_for(inputs);
-  const bool grad = grad_enabled();
-  const std::optional<DType> cast = autocast_dtype();
-  auto global_state_matches = [&](const CacheEntry& e) { return e.grad_mode == grad && e.autocast == cast; };
-  // Newest first: the entry most likely to match is the one compiled for the latest change.
-  for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
-    CacheEntry& e = **it;
-    if (!global_state_matches(e) || first_guard_failure(e.input_guards, inputs)) continue;
+  const TraceState state = TraceState::current();
+  std::vector<const EntryGuards*> guards;
+  for (const auto& e : entries) guards.push_back(&e->guards);
+  // A function that breaks its graph is traced again at every call; a whole-graph entry also
+  // holds only while the tensors it captured keep their guards.
+  const int hit = cache.find(guards, inputs, state, [&](size_t k) {
+    const CacheEntry& e = *entries[k];
+    return e.breaks || !first_guard_failure(e.captured_guards, e.captured);
+  });
+  if (hit >= 0) {
+    CacheEntry& e = *entries[static_cast<size_t>(hit)];
     if (e.breaks) return traced_call(inputs, device, nullptr);
-    if (first_guard_failure(e.captured_guards, e.captured)) continue;
     ++stats.cache_hits;
     return run_entry(e, inputs, device);
   }
-  if (!entries.empty()) {
-    // The failure worth reporting is the nearest miss: the entry whose guards held longest
-    // (the newest among equals), as a user changing one thing expects that one thing named.
-    const CacheEntry* nearest = entries.back().get();
-    size_t best = 0;
-    for (auto it = entries.rbegin(); it != entries.rend(); ++it)
-      if (size_t n = guard_match_score((*it)->input_guards, inputs); n > best && global_state_matches(**it)) {
-        best = n;
-        nearest = it->get();
-      }
-    const CacheEntry& newest = *nearest;
-    std::string why;
-    if (newest.grad_mode != grad) why = fmt::format("grad mode {} -> {}", newest.grad_mode ? "on" : "off", grad ? "on" : "off");
-    else if (newest.autocast != cast) why = fmt::format("autocast {} -> {}", autocast_name(newest.autocast), autocast_name(cast));
-    else if (auto f = first_guard_failure(newest.input_guards, inputs)) why = *f;
-    else if (auto f2 = first_guard_failure(newest.captured_guards, newest.captured)) why = *f2;
-    if (static_cast<int>(entries.size()) >= options.cache_size_limit) {
-      fmt::print(stderr,
-                 "kiln: warning: '{}' was compiled {} times (cache_size_limit) and runs eagerly from now on; the last "
-                 "guard that failed: {}\n",
-                 options.name, entries.size(), why);
-      eager = true;
-      ++stats.eager_calls;
-      return fn(inputs);
-    }
-    ++stats.recompiles;
-    stats.recompile_reasons.push_back(why);
-    if (log_enabled("recompiles"))
-      log_line("recompiles", fmt::format("{}: recompiling (compile {} of at most {}): {}", options.name,
-                                         entries.size() + 1, options.cache_size_limit, why));
+  if (!entries.empty() &&
+      cache.miss(guards, inputs, state, stats, [&](size_t k) { return first_guard_failure(entries[k]->captured_guards, entries[k]->captured); })) {
+    eager = true;
+    ++stats.eager_calls;
+    return fn(inputs);
   }
   auto e = std::make_unique<CacheEntry>();
   e->number = static_cast<int>(entries.size()) + 1;
-  e->input_guards = guards_of(inputs, input_labels(inputs.size()));
-  e->grad_mode = grad;
-  e->autocast = cast;
+  e->guards = EntryGuards{guards_of(inputs, input_labels(inputs.size())), state};
   CacheEntry& entry = *entries.emplace_back(std::move(e));
   try {
     return traced_call(inputs, device, &entry);
@@ -473,6 +448,7 @@ CompiledFunction compile(TraceFn fn, CompileOptions options) {
   autograd::parse_partition_kind(options.partitioner);  // a bad name fails here, not at the first call
   auto s = std::make_shared<CompiledFunctionState>();
   s->fn = std::move(fn);
+  s->cache = GuardedCache(fmt::format("'{}'", options.name), "runs eagerly", options.cache_size_limit, /*checks_grad_mode=*/true);
   s->options = std::move(options);
   return CompiledFunction(std::move(s));
 }

@@ -23,8 +23,7 @@ namespace kiln {
 
 namespace {
 struct TrainEntry {
-  std::vector<TensorGuard> batch_guards;
-  std::optional<DType> autocast;  // the Autocast scope the loss was traced in (its casts are in the step)
+  EntryGuards guards;  // the batch's, and the Autocast scope the loss was traced in (its casts are in the step)
   TrainStep step;
   std::shared_ptr<const backend::Executable> compiled;  // null: run on the reference interpreter (eager)
   std::vector<Tensor> params;                           // the module's tensors, in the step's order
@@ -39,6 +38,7 @@ struct CompiledTrainStepState {
   Device device;
   CompileStats stats;
   std::vector<TrainEntry> entries;
+  GuardedCache cache{"", "", 1, false};  // made in compile() from the options
   // Optimizer state by its name in the step graph ("fc_weight_exp_avg"), on `device`: shared by
   // every specialization, so that a recompile for a new batch shape keeps the moments.
   std::map<std::string, Tensor> opt_state;
@@ -53,8 +53,8 @@ struct CompiledTrainStepState {
 TrainEntry CompiledTrainStepState::make_entry(const std::vector<Tensor>& batch, bool compile_it) {
   auto t0 = std::chrono::steady_clock::now();
   TrainEntry e;
-  for (size_t i = 0; i < batch.size(); ++i) e.batch_guards.push_back(guard_of(batch[i], fmt::format("batch {}", i)));
-  e.autocast = autocast_dtype();
+  for (size_t i = 0; i < batch.size(); ++i) e.guards.tensors.push_back(guard_of(batch[i], fmt::format("batch {}", i)));
+  e.guards.state = TraceState::current();
   const std::string who = fmt::format("kiln::compile(module, loss_fn, optimizer) '{}'", options.name);
   TracedGraph loss = trace_training_loss(loss_fn, batch, options.name + "_loss", who);
   e.step = make_train_step(loss, optimizer, options.grad_scaler);
@@ -73,25 +73,12 @@ TrainEntry CompiledTrainStepState::make_entry(const std::vector<Tensor>& batch, 
 }
 
 TrainEntry& CompiledTrainStepState::entry_for(const std::vector<Tensor>& batch) {
-  const std::optional<DType> cast = autocast_dtype();
-  for (auto it = entries.rbegin(); it != entries.rend(); ++it)
-    if (it->autocast == cast && !first_guard_failure(it->batch_guards, batch)) return *it;
-  if (!entries.empty()) {
-    const TrainEntry& last = entries.back();
-    std::string why = last.autocast != cast ? fmt::format("autocast {} -> {}", autocast_name(last.autocast), autocast_name(cast))
-                                            : first_guard_failure(last.batch_guards, batch).value_or("");
-    if (static_cast<int>(entries.size()) >= options.cache_size_limit && !eager) {
-      fmt::print(stderr,
-                 "kiln: warning: training step '{}' was compiled {} times (cache_size_limit) and runs on the reference "
-                 "interpreter from now on; the last guard that failed: {}\n",
-                 options.name, entries.size(), why);
-      eager = true;
-    }
-    ++stats.recompiles;
-    stats.recompile_reasons.push_back(why);
-    if (log_enabled("recompiles"))
-      log_line("recompiles", fmt::format("{}: recompiling the training step: {}", options.name, why));
-  }
+  const TraceState state = TraceState::current();
+  std::vector<const EntryGuards*> guards;
+  for (const TrainEntry& e : entries) guards.push_back(&e.guards);
+  if (int hit = cache.find(guards, batch, state); hit >= 0) return entries[static_cast<size_t>(hit)];
+  // Past the size limit, new entries run on the reference interpreter (a step cannot run eagerly).
+  if (!entries.empty() && cache.miss(guards, batch, state, stats)) eager = true;
   return entries.emplace_back(make_entry(batch, !eager));
 }
 
@@ -181,6 +168,9 @@ CompiledTrainStep compile(nn::Module& module, ScalarFn loss_fn, OptimizerConfig 
   s->module = &module;
   s->loss_fn = std::move(loss_fn);
   s->optimizer = std::move(optimizer);
+  // A training step always differentiates: grad mode is not part of its guards.
+  s->cache = GuardedCache(fmt::format("training step '{}'", options.name), "runs on the reference interpreter",
+                          options.cache_size_limit, /*checks_grad_mode=*/false);
   s->options = std::move(options);
   return CompiledTrainStep(std::move(s));
 }

@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include "frontend/autocast.h"
+#include "frontend/compile.h"
+#include "ir/log.h"
+
 namespace kiln {
 
 namespace {
@@ -64,6 +68,54 @@ size_t guard_match_score(const std::vector<TensorGuard>& guards, const std::vect
     if (failed) break;
   }
   return score;
+}
+
+TraceState TraceState::current() { return TraceState{grad_enabled(), autocast_dtype()}; }
+
+GuardedCache::GuardedCache(std::string what, std::string past_limit, int limit, bool checks_grad_mode)
+    : what_(std::move(what)), past_limit_(std::move(past_limit)), limit_(limit), checks_grad_mode_(checks_grad_mode) {}
+
+std::optional<std::string> GuardedCache::state_miss(const TraceState& e, const TraceState& now) const {
+  if (checks_grad_mode_ && e.grad_mode != now.grad_mode)
+    return fmt::format("grad mode {} -> {}", e.grad_mode ? "on" : "off", now.grad_mode ? "on" : "off");
+  if (e.autocast != now.autocast) return fmt::format("autocast {} -> {}", autocast_name(e.autocast), autocast_name(now.autocast));
+  return std::nullopt;
+}
+
+int GuardedCache::find(const std::vector<const EntryGuards*>& entries, const std::vector<Tensor>& tensors, const TraceState& state,
+                       const std::function<bool(size_t)>& also) const {
+  for (size_t k = entries.size(); k-- > 0;) {
+    const EntryGuards& e = *entries[k];
+    if (state_miss(e.state, state) || first_guard_failure(e.tensors, tensors)) continue;
+    if (also && !also(k)) continue;
+    return static_cast<int>(k);
+  }
+  return -1;
+}
+
+bool GuardedCache::miss(const std::vector<const EntryGuards*>& entries, const std::vector<Tensor>& tensors, const TraceState& state,
+                        CompileStats& stats, const std::function<std::optional<std::string>(size_t)>& extra_why) {
+  size_t nearest = entries.size() - 1, best = 0;
+  for (size_t k = entries.size(); k-- > 0;)
+    if (size_t n = guard_match_score(entries[k]->tensors, tensors); n > best && !state_miss(entries[k]->state, state)) {
+      best = n;
+      nearest = k;
+    }
+  std::string why = state_miss(entries[nearest]->state, state)
+                        .value_or(first_guard_failure(entries[nearest]->tensors, tensors)
+                                      .value_or(extra_why ? extra_why(nearest).value_or("") : ""));
+  if (static_cast<int>(entries.size()) >= limit_) {
+    if (!full_)
+      fmt::print(stderr, "kiln: warning: {} was compiled {} times (cache_size_limit) and {} from now on; the last guard that failed: {}\n",
+                 what_, entries.size(), past_limit_, why);
+    full_ = true;
+    return true;
+  }
+  ++stats.recompiles;
+  stats.recompile_reasons.push_back(why);
+  if (log_enabled("recompiles"))
+    log_line("recompiles", fmt::format("{}: recompiling (compile {} of at most {}): {}", what_, entries.size() + 1, limit_, why));
+  return false;
 }
 
 }  // namespace kiln
