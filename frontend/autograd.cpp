@@ -160,4 +160,14 @@ ModuleGrads value_and_grad(const nn::Module& module, const ScalarFn& loss_fn, co
   return out;
 }
 
+// ---- grad mode
+
+namespace {
+thread_local bool g_grad_enabled = true;
+}  // namespace
+
+bool grad_enabled() { return g_grad_enabled; }
+NoGradGuard::NoGradGuard() : previous_(g_grad_enabled) { g_grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { g_grad_enabled = previous_; }
+
 }  // namespace kiln

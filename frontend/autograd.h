@@ -70,4 +70,18 @@ struct ModuleGrads {
 ModuleGrads value_and_grad(const nn::Module& module, const ScalarFn& loss_fn, const std::vector<Tensor>& batch,
                            Executor executor = {});
 
+// Gradients: off inside a NoGradGuard's scope on this thread (torch.no_grad()), so that a model
+// whose parameters require gradients compiles a forward-only graph for inference.
+bool grad_enabled();
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
 }  // namespace kiln

@@ -2,8 +2,6 @@
 // and the AOTAutograd split when gradients are asked for.
 #include "frontend/compile.h"
 
-#include "frontend/autocast.h"
-
 #include <fmt/format.h>
 
 #include <chrono>
@@ -12,24 +10,22 @@
 #include <unordered_map>
 
 #include "backend/compile.h"
+#include "backend/debug_dump.h"
+#include "frontend/aot.h"
+#include "frontend/autocast.h"
 #include "frontend/compile_graph.h"
 #include "frontend/compiled_backward.h"
-#include "backend/debug_dump.h"
 #include "frontend/device.h"
 #include "frontend/guards.h"
 #include "frontend/trace_context.h"
 #include "ir/error.h"
 #include "ir/log.h"
 #include "ir/printer.h"
-#include "passes/autograd/joint.h"
 #include "passes/autograd/partition.h"
 
 namespace kiln {
 
-// ---- grad mode
-
 namespace {
-thread_local bool g_grad_enabled = true;
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -39,11 +35,8 @@ std::string location_str(const std::source_location* where) {
   if (!where) return "an unknown location (bool() of a tensor; t.is_nonzero() or t.item() name theirs)";
   return fmt::format("{}:{} ({})", where->file_name(), where->line(), where->function_name());
 }
-}  // namespace
 
-bool grad_enabled() { return g_grad_enabled; }
-NoGradGuard::NoGradGuard() : previous_(g_grad_enabled) { g_grad_enabled = false; }
-NoGradGuard::~NoGradGuard() { g_grad_enabled = previous_; }
+}  // namespace
 
 // ---- the cache
 
@@ -320,28 +313,11 @@ std::vector<Tensor> CompiledFunctionState::traced_call(const std::vector<Tensor>
   if (wrt.empty()) {
     e.forward = compile_graph(g, device, debug, "graph");
   } else {
-    auto t1 = std::chrono::steady_clock::now();
-    autograd::JointGraph joint = autograd::build_joint(g, {.wrt = wrt});
-    debug.time("joint", ms_since(t1));
-    debug.graph("joint", joint.graph);
-    t1 = std::chrono::steady_clock::now();
-    autograd::Partition part = autograd::partition(joint, autograd::parse_partition_kind(options.partitioner));
-    debug.time("partition", ms_since(t1));
-    debug.graph("forward", part.forward);
-    debug.graph("backward", part.backward);
-    if (log_enabled("aot"))
-      log_line("aot", fmt::format("{}: joint graph of {} nodes, {} gradients; {} partition: forward {} nodes, backward "
-                                  "{} nodes, {} saved tensors ({} bytes), {} recomputed",
-                                  options.name, joint.graph.num_nodes(), wrt.size(), options.partitioner,
-                                  part.forward.num_nodes(), part.backward.num_nodes(), part.saved.size(),
-                                  part.saved_bytes, part.recomputed_nodes));
-    // The joint graph numbers a tangent by its graph input; the backward takes the tangents alone.
-    for (int t : joint.tangent_for_output) e.tangent_for_output.push_back(t < 0 ? -1 : t - joint.num_primals);
-    for (int i = 0; i < joint.num_tangents; ++i) e.tangent_metas.push_back(joint.graph.inputs()[joint.num_primals + i]->meta());
-    KILN_INTERNAL_ASSERT(part.backward.inputs().size() == part.saved.size() + e.tangent_metas.size(),
-                         "the backward takes the saved tensors, then every tangent");
-    e.forward = compile_graph(part.forward, device, debug, "forward");
-    e.backward = compile_graph(part.backward, device, debug, "backward");
+    AotGraphs aot = aot_split(g, wrt, options.partitioner, debug, options.name);
+    e.tangent_for_output = std::move(aot.tangent_for_output);
+    e.tangent_metas = std::move(aot.tangent_metas);
+    e.forward = compile_graph(aot.forward, device, debug, "forward");
+    e.backward = compile_graph(aot.backward, device, debug, "backward");
   }
   debug.time("total", ms_since(t0));
   debug.finish();

@@ -79,20 +79,6 @@ struct CompileStats {
   std::vector<std::string> debug_folders;      // folders written (with a debug dir)
 };
 
-// Gradients: off inside a NoGradGuard's scope on this thread (torch.no_grad()), so that a model
-// whose parameters require gradients compiles a forward-only graph for inference.
-bool grad_enabled();
-class NoGradGuard {
- public:
-  NoGradGuard();
-  ~NoGradGuard();
-  NoGradGuard(const NoGradGuard&) = delete;
-  NoGradGuard& operator=(const NoGradGuard&) = delete;
-
- private:
-  bool previous_;
-};
-
 struct CompiledFunctionState;
 
 class CompiledFunction {
