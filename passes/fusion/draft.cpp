@@ -12,6 +12,14 @@ namespace kiln::fusion {
 
 std::string ref(int draft) { return fmt::format("\x01{}\x02", draft); }
 
+std::string node_str(const Node* n) { return fmt::format("%{} = {}", n->name(), n->info().name); }
+
+std::string op_list(const std::vector<Node*>& nodes) {
+  std::string out;
+  for (size_t i = 0; i < nodes.size() && i < 6; ++i) out += (i ? ", " : "") + std::string(nodes[i]->info().name);
+  return "[" + out + (nodes.size() > 6 ? ", ...]" : "]");
+}
+
 std::string resolve_refs(const std::string& text, const std::function<int(int)>& final_id) {
   std::string out;
   for (size_t i = 0; i < text.size(); ++i) {

@@ -19,6 +19,18 @@ namespace kiln::fusion {
 std::string ref(int draft);
 std::string resolve_refs(const std::string& text, const std::function<int(int)>& final_id);
 
+// How the decision log names a node ("%y = exp") and a group's ops ("[ne, where]", cut short).
+std::string node_str(const Node* n);
+std::string op_list(const std::vector<Node*>& nodes);
+
+// One decision of the log, about draft `draft` (a reference inside `text` names others). A
+// decision about `subject` (when given) follows it if its group is later split.
+struct Note {
+  int draft;
+  std::string text;
+  const Node* subject;
+};
+
 class Drafts {
  public:
   explicit Drafts(const Graph& g);
