@@ -1,5 +1,8 @@
 #include "frontend/optim.h"
+#include "frontend/ddp.h"
 #include "frontend/fsdp.h"
+#include "frontend/grad_scaler.h"
+#include "frontend/update_rules.h"
 #include "frontend/train_step_loss.h"
 
 #include "frontend/device.h"
@@ -25,121 +28,6 @@ Value constant_node(Builder& b, const HostTensor& t, const std::string& name) {
   a.set("dtype", t.dtype());
   a.set("values", t.to_doubles());
   return b.op(Op::Constant, {}, a, name);
-}
-
-struct ParamUpdate {
-  Value param, grad;
-  std::vector<Value> state;  // this parameter's state inputs
-  std::vector<Value> new_state;
-  Value new_param;
-};
-
-void check_data_parallel(const DataParallelConfig& dp) {
-  if (dp.world_size < 1) fail("DataParallel: world_size {} must be at least 1", dp.world_size);
-  if (dp.bucket_bytes < 1) fail("DataParallel: bucket_bytes {} must be at least 1", dp.bucket_bytes);
-}
-
-// DDP's gradient averaging: buckets of about dp.bucket_bytes (at least one gradient each, one
-// dtype each), filled from the last parameter back, as the backward makes the gradients; each
-// bucket's gradients flattened and joined, averaged over the ranks by one all_reduce, and split
-// back into the parameters' shapes.
-void all_reduce_gradients(Builder& b, const DataParallelConfig& dp, std::vector<ParamUpdate>& updates) {
-  const bool log = log_enabled("ddp");
-  size_t k = updates.size();
-  for (int bucket = 0; k > 0; ++bucket) {
-    const DType dt = updates[k - 1].grad.meta().dtype;
-    std::vector<size_t> members;
-    int64_t bytes = 0;
-    while (k > 0 && updates[k - 1].grad.meta().dtype == dt &&
-           (members.empty() || bytes + updates[k - 1].grad.meta().nbytes() <= dp.bucket_bytes)) {
-      bytes += updates[k - 1].grad.meta().nbytes();
-      members.push_back(--k);
-    }
-    std::vector<Value> flat;
-    for (size_t m : members) flat.push_back(b.reshape(b.wrap(updates[m].grad), {-1}).v);
-    Var joined = flat.size() == 1 ? b.wrap(flat[0]) : b.cat(flat, 0);
-    Var mean = b.op(Op::AllReduce, {joined.v}, Attrs{{"world_size", dp.world_size}, {"op", std::string("mean")}});
-    int64_t offset = 0;
-    std::string names;
-    for (size_t m : members) {
-      const TensorMeta& meta = updates[m].grad.meta();
-      updates[m].grad = b.reshape(b.slice(mean.v, 0, offset, offset + meta.numel()), meta.shape).v;
-      offset += meta.numel();
-      names += (names.empty() ? "" : ", ") + updates[m].param.name();
-    }
-    if (log)
-      log_line("ddp", fmt::format("bucket {}: {} gradients, {} bytes, one all_reduce (mean over {} ranks): {}", bucket,
-                                  members.size(), bytes, dp.world_size, names));
-  }
-}
-
-// torch.optim.SGD, one parameter:
-//   g = grad + weight_decay * p
-//   buf = g on the first step, else momentum * buf + (1 - dampening) * g
-//   g = g + momentum * buf (nesterov) or buf
-//   p = p - lr * g
-void sgd_update(Builder& b, const SGDConfig& c, Var step, ParamUpdate& u) {
-  Var p = b.wrap(u.param), g = b.wrap(u.grad);
-  if (c.weight_decay != 0) g = g + p * c.weight_decay;
-  if (c.momentum != 0) {
-    Var buf = b.wrap(u.state[0]);
-    Var first = b.eq(step, b.scalar(1.0, step.dtype()));
-    Var next = buf * c.momentum + g * (1.0 - c.dampening);
-    Var new_buf = b.where(first, g, next);
-    u.new_state.push_back(new_buf);
-    g = c.nesterov ? g + new_buf * c.momentum : new_buf;
-  }
-  u.new_param = p - g * c.lr;
-}
-
-// torch.optim.AdamW, one parameter (step t counts from 1):
-//   p = p * (1 - lr * weight_decay)
-//   m = beta1 * m + (1 - beta1) * g;  v = beta2 * v + (1 - beta2) * g^2
-//   p = p - (lr / (1 - beta1^t)) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
-void adamw_update(Builder& b, const AdamWConfig& c, Var step, ParamUpdate& u) {
-  Var p = b.wrap(u.param), g = b.wrap(u.grad), m = b.wrap(u.state[0]), v = b.wrap(u.state[1]);
-  DType dt = p.dtype();
-  Var t = b.to(step, dt);
-  Var decayed = c.weight_decay != 0 ? p * (1.0 - c.lr * c.weight_decay) : p;
-  Var new_m = m * c.beta1 + g * (1.0 - c.beta1);
-  Var new_v = v * c.beta2 + b.mul(g, g) * (1.0 - c.beta2);
-  Var bias1 = 1.0 - b.pow(b.scalar(c.beta1, dt), t);
-  Var bias2 = 1.0 - b.pow(b.scalar(c.beta2, dt), t);
-  Var step_size = c.lr / bias1;
-  Var denom = b.sqrt(new_v) / b.sqrt(bias2) + c.eps;
-  u.new_param = decayed - step_size * (new_m / denom);
-  u.new_state = {new_m, new_v};
-}
-
-bool power_of_two(double x) {
-  int e = 0;
-  return x > 0 && std::frexp(x, &e) == 0.5;
-}
-
-void check_scaler(const GradScalerConfig& c) {
-  if (!power_of_two(c.init_scale)) fail("GradScaler: init_scale {} must be a power of two (scaling stays exact)", c.init_scale);
-  if (!power_of_two(c.growth_factor) || c.growth_factor <= 1)
-    fail("GradScaler: growth_factor {} must be a power of two above 1", c.growth_factor);
-  if (!power_of_two(c.backoff_factor) || c.backoff_factor >= 1)
-    fail("GradScaler: backoff_factor {} must be a power of two below 1", c.backoff_factor);
-  if (c.growth_interval < 1) fail("GradScaler: growth_interval {} must be at least 1", c.growth_interval);
-}
-
-void check_config(const OptimizerConfig& optimizer) {
-  if (const auto* s = std::get_if<SGDConfig>(&optimizer)) {
-    if (s->lr < 0) fail("SGD: invalid learning rate {}", s->lr);
-    if (s->momentum < 0) fail("SGD: invalid momentum {}", s->momentum);
-    if (s->weight_decay < 0) fail("SGD: invalid weight_decay {}", s->weight_decay);
-    if (s->nesterov && (s->momentum <= 0 || s->dampening != 0))
-      fail("SGD: nesterov momentum requires a momentum and zero dampening");
-  } else {
-    const auto& a = std::get<AdamWConfig>(optimizer);
-    if (a.lr < 0) fail("AdamW: invalid learning rate {}", a.lr);
-    if (a.eps < 0) fail("AdamW: invalid epsilon {}", a.eps);
-    if (a.beta1 < 0 || a.beta1 >= 1) fail("AdamW: invalid beta1 {}", a.beta1);
-    if (a.beta2 < 0 || a.beta2 >= 1) fail("AdamW: invalid beta2 {}", a.beta2);
-    if (a.weight_decay < 0) fail("AdamW: invalid weight_decay {}", a.weight_decay);
-  }
 }
 
 }  // namespace
@@ -207,21 +95,16 @@ TrainStep make_train_step(const TracedGraph& loss, const OptimizerConfig& optimi
       updates.push_back(ParamUpdate{p, {}, {}, {}, {}});
     }
   ts.num_params = static_cast<int>(updates.size());
-  const bool adamw = std::holds_alternative<AdamWConfig>(optimizer);
-  const bool momentum = !adamw && std::get<SGDConfig>(optimizer).momentum != 0;
-  for (auto& u : updates) {
-    std::vector<std::string> kinds = adamw ? std::vector<std::string>{"exp_avg", "exp_avg_sq"}
-                                           : momentum ? std::vector<std::string>{"momentum_buffer"}
-                                                      : std::vector<std::string>{};
+  const std::vector<std::string> kinds = state_kinds(optimizer);
+  for (auto& u : updates)
     for (const auto& k : kinds) {
       std::string name = out.fresh_name(u.param.name() + "_" + k);
       u.state.push_back(out.add_input(name, u.param.meta().contiguous()));
       ts.state_names.push_back(name);
     }
-  }
   ts.state_fill.assign(ts.state_names.size(), 0.0);
   // The grad scaler's state: its scale, the good steps since it last changed, the steps skipped.
-  Value scale_in, good_in, skipped_in;
+  ScalerState scaler_in;
   if (scaler) {
     ts.scaler_state = static_cast<int>(ts.state_names.size());
     auto scaler_input = [&](const char* what, double fill) {
@@ -230,9 +113,9 @@ TrainStep make_train_step(const TracedGraph& loss, const OptimizerConfig& optimi
       ts.state_fill.push_back(fill);
       return out.add_input(name, TensorMeta(DType::F32, {}));
     };
-    scale_in = scaler_input("grad_scaler_scale", scaler->init_scale);
-    good_in = scaler_input("grad_scaler_good_steps", 0.0);
-    skipped_in = scaler_input("grad_scaler_skipped_steps", 0.0);
+    scaler_in.scale = scaler_input("grad_scaler_scale", scaler->init_scale);
+    scaler_in.good_steps = scaler_input("grad_scaler_good_steps", 0.0);
+    scaler_in.skipped_steps = scaler_input("grad_scaler_skipped_steps", 0.0);
   }
   ts.num_state = static_cast<int>(ts.state_names.size());
   for (size_t i = 0; i < num_batch; ++i) map[Value{jin[i], 0}] = out.add_input(jin[i]->name(), jin[i]->meta());
@@ -244,7 +127,7 @@ TrainStep make_train_step(const TracedGraph& loss, const OptimizerConfig& optimi
   for (int i = 0; i < joint.num_tangents; ++i) {
     const Node* t = jin[static_cast<size_t>(joint.num_primals + i)];
     // d loss / d loss: 1, or the grad scaler's scale (every gradient comes out scaled).
-    map[Value{const_cast<Node*>(t), 0}] = scaler ? b.to(b.wrap(scale_in), t->meta().dtype).v : b.full(t->meta().shape, 1.0, t->meta().dtype).v;
+    map[Value{const_cast<Node*>(t), 0}] = scaler ? b.to(b.wrap(scaler_in.scale), t->meta().dtype).v : b.full(t->meta().shape, 1.0, t->meta().dtype).v;
   }
   for (const Node* n : joint.graph.nodes()) copy_node(out, *n, map);
   for (size_t k = 0; k < updates.size(); ++k)
@@ -263,34 +146,18 @@ TrainStep make_train_step(const TracedGraph& loss, const OptimizerConfig& optimi
   Var found;  // bool[]: a gradient is inf or NaN (with a grad scaler)
   if (scaler) {
     b.set_name_prefix("grad_scaler_");
-    // Unscale: times 1 / scale, exact for a power of two. Then one reduction over every
-    // gradient: x * 0 is 0 for a finite x and NaN for an inf or a NaN, so the sum of all of them
-    // is NaN exactly when one is not finite.
-    Var inv = b.reciprocal(b.wrap(scale_in));
-    std::vector<Value> flat;
-    for (auto& u : updates) {
-      Var g = b.wrap(u.grad);
-      u.grad = b.mul(g, b.to(inv, g.dtype())).v;
-      flat.push_back(b.reshape(b.to(b.wrap(u.grad), DType::F32), {-1}).v);
-    }
-    Var all = flat.size() == 1 ? b.wrap(flat[0]) : b.cat(flat, 0);
-    Var poisoned = b.sum(b.mul(all, b.scalar(0.0, DType::F32)), {});
-    found = b.ne(poisoned, poisoned);
+    found = unscale_and_check(b, scaler_in, updates);
     // AdamW's bias correction counts the steps taken, not the ones skipped (torch.optim's
     // step count does not advance on a skipped step).
-    step = step - b.wrap(skipped_in);
+    step = step - b.wrap(scaler_in.skipped_steps);
   }
 
   std::vector<Value> outputs{map.at(joint.graph.outputs()[0])};
   for (size_t k = 0; k < updates.size(); ++k) {
     auto& u = updates[k];
     b.set_name_prefix("");
-    if (adamw) adamw_update(b, std::get<AdamWConfig>(optimizer), step, u);
-    else sgd_update(b, std::get<SGDConfig>(optimizer), step, u);
-    if (scaler) {  // a skipped step keeps the parameter and its state
-      u.new_param = b.where(found, b.wrap(u.param), b.wrap(u.new_param)).v;
-      for (size_t s = 0; s < u.new_state.size(); ++s) u.new_state[s] = b.where(found, b.wrap(u.state[s]), b.wrap(u.new_state[s])).v;
-    }
+    apply_update(b, optimizer, step, u);
+    if (scaler) skip_if_found(b, found, u);
     if (!out.find("new_" + u.param.name())) out.rename(u.new_param, "new_" + u.param.name());
   }
   for (auto& u : updates) outputs.push_back(u.new_param);
@@ -301,18 +168,12 @@ TrainStep make_train_step(const TracedGraph& loss, const OptimizerConfig& optimi
       outputs.push_back(u.new_state[s]);
     }
   if (scaler) {
-    // An inf or NaN: scale * backoff, and the good steps start again. Else one more good step,
-    // and after growth_interval of them, scale * growth.
     b.set_name_prefix("grad_scaler_");
-    Var scale = b.wrap(scale_in), good = b.wrap(good_in) + 1.0;
-    Var grow = b.logical_and(b.logical_not(found), b.ge(good, b.scalar(static_cast<double>(scaler->growth_interval), DType::F32)));
-    Var new_scale = b.where(found, scale * scaler->backoff_factor, b.where(grow, scale * scaler->growth_factor, scale));
-    Var zero = b.scalar(0.0, DType::F32);
-    Var new_good = b.where(b.logical_or(found, grow), zero, good);
-    Var new_skipped = b.wrap(skipped_in) + b.to(found, DType::F32);
-    for (auto [v, in] : {std::pair{new_scale, scale_in}, std::pair{new_good, good_in}, std::pair{new_skipped, skipped_in}}) {
-      if (!out.find("new_" + in.name())) out.rename(v, "new_" + in.name());
-      outputs.push_back(v);
+    const std::vector<Value> next = next_scaler_state(b, *scaler, scaler_in, found);
+    const Value in[] = {scaler_in.scale, scaler_in.good_steps, scaler_in.skipped_steps};
+    for (size_t i = 0; i < next.size(); ++i) {
+      if (!out.find("new_" + in[i].name())) out.rename(next[i], "new_" + in[i].name());
+      outputs.push_back(next[i]);
     }
   }
   out.set_outputs(std::move(outputs));
