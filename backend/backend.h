@@ -6,8 +6,10 @@
 //              CUDA C emitter); the module is their concatenation (EmittedModule);
 //   compile  — that source -> a Program loaded on the device, through the shared
 //              content-addressed kernel cache (runtime/kernel_cache.h);
-//   execute  — Program::run: binds buffers and runs the schedule (kernels and matmuls);
-// and, optionally, the memory budget a graph must fit in (Backend::memory_budget).
+//   execute  — Program::run: binds buffers and runs the schedule (backend/executor.h);
+// and, optionally, the memory budget a graph must fit in (Backend::memory_budget), and for a
+// device with memory of its own, its storage (backend/device_storage.h: copy_from_host, and
+// Program::run_on_device). backend/registry.h says which backend serves which device kind;
 // docs/adding-a-backend.md walks through adding one.
 #include <cstdint>
 #include <memory>
@@ -17,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/device_storage.h"
 #include "codegen/kernel_ir.h"
 #include "codegen/target.h"
 #include "ir/host_tensor.h"
@@ -44,6 +47,11 @@ class Program {
   // Runs the schedule of `s` on host inputs already checked against the graph's signature;
   // returns contiguous host outputs.
   virtual std::vector<HostTensor> run(const ExecutableState& s, std::span<const HostTensor> inputs) const = 0;
+  // Runs on inputs in the device's own memory (storages its backend made, on this program's
+  // device, with the graph inputs' dtypes and shapes: run_on_device in backend/compile.h
+  // checked them); returns new storages. A program of the host's memory (the CPU's) has none:
+  // its default is a kiln::Error.
+  virtual std::vector<StoragePtr> run_on_device(const ExecutableState& s, std::span<const StoragePtr> inputs) const;
 };
 
 // How much memory a compiled graph's runs may use on a device, and how to say it in an error:
@@ -70,14 +78,18 @@ class Backend {
   // executable_state.h) before compiling it: the host's memory for the CPU, the device's for
   // CUDA; nullopt when unknown (a CUDA compile on a machine with no GPU).
   virtual std::optional<MemoryBudget> memory_budget(const CompileOptions&) const { return std::nullopt; }
+
+  // ---- a device with memory of its own (not the CPU's: its tensors are HostTensors)
+  // Whether `device` can run kernels here; when not, `why` says what is missing (no driver,
+  // no such device).
+  virtual bool device_present(const Device& device, std::string* why) const;
+  // A contiguous copy of `host` in `device`'s memory. Default: a kiln::Error (the host's
+  // memory needs no copy).
+  virtual StoragePtr copy_from_host(const HostTensor& host, const Device& device) const;
 };
 
 // Every kernel of `kernels` emitted once by `backend`.
 EmittedModule emit(const Backend& backend, const std::vector<codegen::Kernel>& kernels);
-
-// The backend of `device`'s kind; kiln::Error naming what is missing when this build has none
-// (the CUDA backend where no CUDA toolkit was found at build time).
-const Backend& backend_for(const Device& device);
 
 const Backend& cpu_backend();
 #if KILN_HAVE_CUDA

@@ -15,6 +15,7 @@
 #include "backend/backend.h"
 #include "backend/debug_dump.h"
 #include "backend/executable_state.h"
+#include "backend/registry.h"
 #include "codegen/schedule.h"
 #include "ir/bytes.h"
 #include "ir/error.h"
@@ -275,18 +276,41 @@ const codegen::LoweredGraph& Executable::lowered() const { return state().lowere
 const std::string& Executable::source() const { return state().source; }
 const Device& Executable::device() const { return state().device; }
 
-std::vector<HostTensor> Executable::run(std::span<const HostTensor> inputs) const {
-  const ExecutableState& s = state();
+namespace {
+
+// kiln::Error unless `inputs` match the graph's inputs in number, dtype and shape (any strides).
+template <class T, class MetaOf>
+void check_inputs(const ExecutableState& s, std::span<const T> inputs, MetaOf meta_of) {
   if (inputs.size() != s.input_metas.size())
     fail("graph {} takes {} input{}, got {}", s.graph_name, s.input_metas.size(), s.input_metas.size() == 1 ? "" : "s", inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     const TensorMeta& want = s.input_metas[i];
-    if (!inputs[i].defined()) fail("input {} (%{}) of graph {} is an undefined tensor", i, s.input_names[i], s.graph_name);
-    if (inputs[i].dtype() != want.dtype || inputs[i].shape() != want.shape)
+    const TensorMeta* got = meta_of(inputs[i]);
+    if (!got) fail("input {} (%{}) of graph {} is an undefined tensor", i, s.input_names[i], s.graph_name);
+    if (got->dtype != want.dtype || got->shape != want.shape)
       fail("input {} (%{}) of graph {}: expected {}{}, got {}{}", i, s.input_names[i], s.graph_name, dtype_name(want.dtype),
-           shape_str(want.shape), dtype_name(inputs[i].dtype()), shape_str(inputs[i].shape()));
+           shape_str(want.shape), dtype_name(got->dtype), shape_str(got->shape));
   }
+}
+
+}  // namespace
+
+std::vector<HostTensor> Executable::run(std::span<const HostTensor> inputs) const {
+  const ExecutableState& s = state();
+  check_inputs(s, inputs, [](const HostTensor& t) { return t.defined() ? &t.meta() : nullptr; });
   return s.program->run(s, inputs);
+}
+
+std::vector<StoragePtr> run_on_device(const Executable& exe, std::span<const StoragePtr> inputs) {
+  const ExecutableState& s = exe.state();
+  if (s.device.kind == Device::Kind::CPU)
+    fail("graph {} was compiled for the CPU, whose tensors are in host memory: run it with Executable::run", s.graph_name);
+  check_inputs(s, inputs, [](const StoragePtr& t) { return t ? &t->meta() : nullptr; });
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i]->meta().device != s.device)
+      fail("input {} (%{}) of graph {} is on {}, the graph runs on {}", i, s.input_names[i], s.graph_name, inputs[i]->meta().device.str(),
+           s.device.str());
+  return s.program->run_on_device(s, inputs);
 }
 
 }  // namespace kiln::backend

@@ -7,13 +7,14 @@
 //   -> compile through the kernel cache (clang+ORC or NVRTC) -> load
 // What differs per device sits behind backend/backend.h: a Target, an emitter, a compiler
 // and a Program that runs the schedule on the device. Executable::run takes host tensors on
-// every device; the CUDA backend also runs on device tensors (backend/cuda_backend.h).
+// every device; run_on_device takes a device's own storage (backend/device_storage.h).
 #include <memory>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "backend/device_storage.h"
 #include "codegen/lower.h"
 #include "ir/graph.h"
 #include "ir/host_tensor.h"
@@ -102,6 +103,11 @@ struct CompiledGraph {
 // composite without a decomposition, an op with no lowering, source the device compiler
 // rejects (with its log), a device whose backend is not in this build.
 CompiledGraph compile(const Graph& g, const CompileOptions& options = {});
+// Runs `exe` on inputs in its device's own memory (not the CPU's): storages of that device
+// with the graph inputs' dtypes and shapes (any strides); returns new storages, with no host
+// copy. kiln::Error for a CPU executable or a wrong input (naming it), or what the device's
+// run reports (an out-of-range gather index, naming the kernel).
+std::vector<StoragePtr> run_on_device(const Executable& exe, std::span<const StoragePtr> inputs);
 // compile() for the CPU, whatever options.device says.
 CompiledGraph compile_cpu(const Graph& g, CompileOptions options = {});
 

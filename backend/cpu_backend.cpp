@@ -328,18 +328,5 @@ const Backend& cpu_backend() {
   return b;
 }
 
-const Backend& backend_for(const Device& device) {
-  switch (device.kind) {
-    case Device::Kind::CPU: return cpu_backend();
-    case Device::Kind::CUDA:
-#if KILN_HAVE_CUDA
-      return cuda_backend();
-#else
-      fail("device {}: this build of kiln has no CUDA backend (no CUDA toolkit was found when it was built; on Debian: "
-           "apt-get install nvidia-cuda-dev from the non-free component, then rebuild)", device.str());
-#endif
-  }
-  fail("unknown device kind");
-}
 
 }  // namespace kiln::backend

@@ -65,6 +65,18 @@ struct Bindings {
   std::vector<cu::DeviceBuffer> keep;  // what the run allocated (arena, relaid-out inputs)
 };
 
+// The CUDA backend's DeviceStorage: a DeviceTensor (its buffer shared with every copy).
+class CudaStorage final : public DeviceStorage {
+ public:
+  explicit CudaStorage(cu::DeviceTensor t) : t_(std::move(t)) {}
+  const TensorMeta& meta() const override { return t_.meta(); }
+  HostTensor to_host() const override { return t_.to_host(); }
+  const cu::DeviceTensor& tensor() const { return t_; }
+
+ private:
+  cu::DeviceTensor t_;
+};
+
 class CudaProgram final : public Program {
  public:
   int device = 0;
@@ -90,6 +102,7 @@ class CudaProgram final : public Program {
 
   std::vector<HostTensor> run(const ExecutableState& s, std::span<const HostTensor> inputs) const override;
   std::vector<cu::DeviceTensor> run_device(const ExecutableState& s, std::span<const cu::DeviceTensor> inputs) const;
+  std::vector<StoragePtr> run_on_device(const ExecutableState& s, std::span<const StoragePtr> inputs) const override;
 
   // Loaded on first use (a machine with no GPU compiles but never loads).
   struct Loaded {
@@ -375,6 +388,14 @@ std::vector<cu::DeviceTensor> CudaProgram::run_device(const ExecutableState& s, 
   return outputs;
 }
 
+std::vector<StoragePtr> CudaProgram::run_on_device(const ExecutableState& s, std::span<const StoragePtr> inputs) const {
+  std::vector<cu::DeviceTensor> in;
+  for (const StoragePtr& t : inputs) in.push_back(cuda_tensor(*t));
+  std::vector<StoragePtr> out;
+  for (cu::DeviceTensor& t : run_device(s, in)) out.push_back(cuda_storage(std::move(t)));
+  return out;
+}
+
 std::vector<HostTensor> CudaProgram::run(const ExecutableState& s, std::span<const HostTensor> inputs) const {
   if (!cuda_graphs) {
     require_device(device);
@@ -456,6 +477,19 @@ class CudaBackend final : public Backend {
   }
 
   std::string_view prelude() const override { return codegen::cuda_prelude(); }
+
+  bool device_present(const Device& device, std::string* why) const override {
+    if (!cuda_device_present(why)) return false;
+    if (device.index >= cu::device_count()) {
+      if (why) *why = fmt::format("this machine has {} CUDA device{}", cu::device_count(), cu::device_count() == 1 ? "" : "s");
+      return false;
+    }
+    return true;
+  }
+  StoragePtr copy_from_host(const HostTensor& host, const Device& device) const override {
+    require_device(device.index);
+    return cuda_storage(cu::DeviceTensor::from_host(host, device.index));
+  }
   std::string emit_kernel(const codegen::Kernel& k) const override { return codegen::emit_cuda_kernel(k); }
   std::string source_file_name() const override { return "kernels.cu"; }
 
@@ -588,23 +622,20 @@ bool cuda_device_present(std::string* why) {
   return true;
 }
 
+StoragePtr cuda_storage(cu::DeviceTensor t) { return std::make_shared<const CudaStorage>(std::move(t)); }
+
+const cu::DeviceTensor& cuda_tensor(const DeviceStorage& s) {
+  const auto* c = dynamic_cast<const CudaStorage*>(&s);
+  if (!c) fail("a tensor on {} is not in CUDA memory", s.meta().device.str());
+  return c->tensor();
+}
+
 std::vector<cu::DeviceTensor> run_on_device(const Executable& exe, std::span<const cu::DeviceTensor> inputs) {
-  const ExecutableState& s = exe.state();
-  auto* p = dynamic_cast<const CudaProgram*>(s.program.get());
-  if (!p) fail("graph {} was compiled for {}, not for a CUDA device: run it with Executable::run", s.graph_name, s.device.str());
-  if (inputs.size() != s.input_metas.size())
-    fail("graph {} takes {} input{}, got {}", s.graph_name, s.input_metas.size(), s.input_metas.size() == 1 ? "" : "s", inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const TensorMeta& want = s.input_metas[i];
-    const cu::DeviceTensor& t = inputs[i];
-    if (!t.defined()) fail("input {} (%{}) of graph {} is an undefined tensor", i, s.input_names[i], s.graph_name);
-    if (t.meta().dtype != want.dtype || t.meta().shape != want.shape)
-      fail("input {} (%{}) of graph {}: expected {}{}, got {}{}", i, s.input_names[i], s.graph_name, dtype_name(want.dtype),
-           shape_str(want.shape), dtype_name(t.meta().dtype), shape_str(t.meta().shape));
-    if (t.device() != p->device)
-      fail("input {} (%{}) of graph {} is on cuda:{}, the graph runs on cuda:{}", i, s.input_names[i], s.graph_name, t.device(), p->device);
-  }
-  return p->run_device(s, inputs);
+  std::vector<StoragePtr> in;
+  for (const cu::DeviceTensor& t : inputs) in.push_back(t.defined() ? cuda_storage(t) : nullptr);
+  std::vector<cu::DeviceTensor> out;
+  for (const StoragePtr& t : run_on_device(exe, in)) out.push_back(cuda_tensor(*t));
+  return out;
 }
 
 }  // namespace kiln::backend

@@ -15,10 +15,15 @@
 
 namespace kiln::backend {
 
-// Runs a CUDA executable on device tensors with no host copies: inputs on the executable's
-// device (laid out as the graph's inputs declare), outputs new device tensors from the
-// caching allocator. kiln::Error for a CPU executable, a wrong input, or a kernel error
-// (an out-of-range gather index, an illegal address) naming the kernel.
+// The CUDA backend's DeviceStorage (backend/device_storage.h) over `t`, sharing its buffer.
+StoragePtr cuda_storage(runtime::cuda::DeviceTensor t);
+// The DeviceTensor of a CUDA storage; kiln::Error for another device's.
+const runtime::cuda::DeviceTensor& cuda_tensor(const DeviceStorage& s);
+
+// run_on_device (backend/compile.h) in DeviceTensors, for code that holds them (benchmarks,
+// the runtime's tests): inputs on the executable's device (any strides), outputs new device
+// tensors from the caching allocator. kiln::Error for a non-CUDA executable, a wrong input, or
+// a kernel error (an out-of-range gather index, an illegal address) naming the kernel.
 std::vector<runtime::cuda::DeviceTensor> run_on_device(const Executable& exe, std::span<const runtime::cuda::DeviceTensor> inputs);
 
 // Whether a CUDA device can run kernels here; when not, `why` says what is missing (no

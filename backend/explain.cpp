@@ -5,6 +5,7 @@
 #include <map>
 
 #include "backend/backend.h"
+#include "backend/registry.h"
 #include "ir/bytes.h"
 #include "ir/error.h"
 #include "passes/autograd/joint.h"

@@ -65,6 +65,11 @@ struct CompileOptions {
   std::string name = "fn";              // names the graphs, the logs and the debug folders
   // compile(module, loss, optimizer): loss scaling inside the step (f16 training; optim.h).
   std::optional<GradScalerConfig> grad_scaler;
+  // compile(module, loss, optimizer): DDP inside the step, in a process group
+  // (frontend/distributed.h): rank 0's parameters are broadcast into every rank's module before
+  // the first step, and the gradients averaged in buckets. FSDP (shard_parameters) changes the
+  // parameters' shapes, which a module keeps: it goes through make_train_step.
+  std::optional<DataParallelConfig> data_parallel;
 };
 
 // What a compiled function did so far (tests and tools read it; the logs say the same).
@@ -125,11 +130,21 @@ class CompiledTrainStep {
   // With CompileOptions::grad_scaler: the scale and the steps skipped so far (read from the
   // device when asked: the steps themselves never wait for the host).
   std::optional<GradScalerState> grad_scaler() const;
+  // The step graph of the newest entry (the batch shapes seen last); kiln::Error before the
+  // first step.
+  const TrainStep& train_step() const;
+  const Device& device() const;  // where the parameters are and the step runs
 
  private:
   std::shared_ptr<CompiledTrainStepState> s_;
 };
 
 CompiledTrainStep compile(nn::Module& module, ScalarFn loss_fn, OptimizerConfig optimizer, CompileOptions options = {});
+
+// The Trainer's form (frontend/trainer.h): the step traced now, on `example_batch`; on the CPU
+// each step graph runs through `host_executor` (the reference interpreter when empty) instead
+// of being compiled here.
+CompiledTrainStep compile_trainer_step(nn::Module& module, ScalarFn loss_fn, OptimizerConfig optimizer, CompileOptions options,
+                                       const std::vector<Tensor>& example_batch, Executor host_executor);
 
 }  // namespace kiln

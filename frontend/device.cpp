@@ -1,14 +1,10 @@
-// Tensors on devices: copies between host and GPU, and compiled graphs run on device memory.
-// What touches CUDA memory is behind KILN_HAVE_CUDA: a build without the CUDA path has no device
-// tensors (no impl ever holds device_data), and says so when asked for one.
+// Tensors on devices: copies between host and device memory, and compiled graphs run on device
+// memory. Nothing here knows a device: each device's memory comes from its backend
+// (backend/registry.h: copy_from_host, run_on_device), as backend::DeviceStorage.
 #include "frontend/device.h"
 
+#include "backend/registry.h"
 #include "ir/error.h"
-
-#if KILN_HAVE_CUDA
-#include "backend/cuda_backend.h"
-#include "runtime/cuda/device_tensor.h"
-#endif
 
 namespace kiln {
 
@@ -24,42 +20,44 @@ void require_eager(const Tensor& t, std::string_view what) {
 
 }  // namespace
 
-#if KILN_HAVE_CUDA
-Tensor from_device(runtime::cuda::DeviceTensor t, std::string name) {
+Tensor from_device(backend::StoragePtr t, std::string name) {
+  KILN_INTERNAL_ASSERT(t && t->meta().device.kind != Device::Kind::CPU, "device storage is off the host");
   auto impl = std::make_shared<TensorImpl>();
-  impl->meta = t.meta();
-  impl->device_data = std::make_shared<runtime::cuda::DeviceTensor>(std::move(t));
+  impl->meta = t->meta();
+  impl->device_data = std::move(t);
   impl->name = std::move(name);
   return Tensor(std::move(impl));
 }
-#endif
 
-const runtime::cuda::DeviceTensor& Tensor::device_data() const {
+const backend::StoragePtr& Tensor::device_storage() const {
   require_eager(*this, "device_data()");
   if (!impl()->device_data) fail("tensor {} is on {}, not on a GPU: move it with .cuda() first", str(), device().str());
-  return *impl()->device_data;
+  return impl()->device_data;
 }
+
+const backend::DeviceStorage& Tensor::device_data() const { return *device_storage(); }
 
 HostTensor Tensor::host_data() const {
   require_eager(*this, "host_data()");
-#if KILN_HAVE_CUDA
   if (impl()->device_data) return impl()->device_data->to_host();
-#endif
   return impl()->data;
 }
 
 Tensor Tensor::to(Device target) const {
   require_eager(*this, fmt::format("to({})", target.str()));
   if (device() == target) return *this;
-#if KILN_HAVE_CUDA
-  if (target.kind == Device::Kind::CPU) return Tensor(impl()->device_data->to_host(), name());
+  if (target.kind == Device::Kind::CPU) return Tensor(host_data(), name());
+  const std::string kind = target.kind == Device::Kind::CUDA ? "CUDA" : device_kind_name(target.kind);
+  const backend::Backend* be = nullptr;
+  try {
+    be = &backend::backend_for(target);
+  } catch (const Error& e) {
+    fail("to({}): no {} device is present ({})", target.str(), kind, e.what());
+  }
   std::string why;
-  if (!backend::cuda_device_present(&why)) fail("to({}): no CUDA device is present ({})", target.str(), why);
-  HostTensor host = host_data();  // from another GPU: through the host (kiln runs one GPU per process)
-  return from_device(runtime::cuda::DeviceTensor::from_host(host, target.index), name());
-#else
-  fail("to({}): kiln was built without the CUDA path (no CUDA toolkit was found at build time)", target.str());
-#endif
+  if (!be->device_present(target, &why)) fail("to({}): no {} device is present ({})", target.str(), kind, why);
+  // From another device: through the host (kiln runs one GPU per process).
+  return from_device(be->copy_from_host(host_data(), target), name());
 }
 
 std::vector<Tensor> run(const backend::Executable& exe, const std::vector<Tensor>& inputs) {
@@ -70,14 +68,12 @@ std::vector<Tensor> run(const backend::Executable& exe, const std::vector<Tensor
            inputs[i].device().str(), exe.device().str());
   }
   std::vector<Tensor> out;
-#if KILN_HAVE_CUDA
-  if (exe.device().kind == Device::Kind::CUDA) {
-    std::vector<runtime::cuda::DeviceTensor> args;
-    for (const Tensor& t : inputs) args.push_back(t.device_data());
+  if (exe.device().kind != Device::Kind::CPU) {
+    std::vector<backend::StoragePtr> args;
+    for (const Tensor& t : inputs) args.push_back(t.device_storage());
     for (auto& r : backend::run_on_device(exe, args)) out.push_back(from_device(std::move(r)));
     return out;
   }
-#endif
   std::vector<HostTensor> args;
   for (const Tensor& t : inputs) args.push_back(t.data());
   for (auto& r : exe.run(args)) out.emplace_back(std::move(r));

@@ -15,12 +15,13 @@
 
 namespace kiln {
 
-// Runs a compiled graph on tensors of its device: on a GPU, device tensors in, device tensors
-// out, with no host copies (backend::run_on_device); on the CPU, host tensors. kiln::Error for
-// a tensor on another device (naming the input), a traced tensor, or a wrong type.
+// Runs a compiled graph on tensors of its device: on a device with memory of its own (a GPU),
+// device tensors in, device tensors out, with no host copies (backend::run_on_device); on the
+// CPU, host tensors. kiln::Error for a tensor on another device (naming the input), a traced
+// tensor, or a wrong type.
 std::vector<Tensor> run(const backend::Executable& exe, const std::vector<Tensor>& inputs);
 
-// Wraps device memory as an eager Tensor (no copy).
-Tensor from_device(runtime::cuda::DeviceTensor t, std::string name = "");
+// Wraps a device's storage as an eager Tensor (no copy).
+Tensor from_device(backend::StoragePtr t, std::string name = "");
 
 }  // namespace kiln

@@ -8,7 +8,7 @@
 
 #include "frontend/autocast.h"
 #include "frontend/cpu_kernel.h"
-#include "frontend/cuda_kernel.h"
+#include "frontend/device_kernel.h"
 #include "frontend/trace_context.h"
 #include "ir/error.h"
 
@@ -17,7 +17,7 @@ namespace kiln {
 std::string_view dispatch_key_name(DispatchKey k) {
   switch (k) {
     case DispatchKey::CPU: return "CPU";
-    case DispatchKey::CUDA: return "CUDA";
+    case DispatchKey::Device: return "Device";
     case DispatchKey::Tracing: return "Tracing";
     case DispatchKey::Autocast: return "Autocast";
   }
@@ -49,7 +49,7 @@ std::array<KernelEntry, kNumDispatchKeys>& kernel_table() {
   static std::array<KernelEntry, kNumDispatchKeys> table = [] {
     std::array<KernelEntry, kNumDispatchKeys> t;
     t[static_cast<int>(DispatchKey::CPU)] = {cpu_kernel, "cpu reference kernel"};
-    t[static_cast<int>(DispatchKey::CUDA)] = {cuda_kernel, "cuda kernel (the op compiled for the GPU)"};
+    t[static_cast<int>(DispatchKey::Device)] = {device_kernel, "device kernel (the op compiled for the tensors' device)"};
     t[static_cast<int>(DispatchKey::Tracing)] = {TraceContext::tracing_kernel, "tracing kernel"};
     t[static_cast<int>(DispatchKey::Autocast)] = {autocast_kernel, "autocast kernel"};
     return t;

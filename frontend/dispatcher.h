@@ -6,7 +6,8 @@
 //   Autocast -> cast the inputs as the op's autocast row says, then dispatch below itself
 //              (frontend/autocast.h; only inside an Autocast scope)
 //   Tracing -> record a node into the graph being built (frontend/trace_context.h)
-//   CUDA    -> compile the op for the tensors' GPU and run it there (frontend/cuda_kernel.h)
+//   Device  -> compile the op for the tensors' device (a GPU, or any device with memory of its
+//              own) and run it there (frontend/device_kernel.h)
 //   CPU     -> run the op's reference kernel eagerly (frontend/cpu_kernel.h)
 // New features are new keys plus register_kernel().
 // With KILN_SHOW_DISPATCH_TRACE=1 each decision is printed to stderr as one line:
@@ -26,7 +27,7 @@ namespace kiln {
 
 // In increasing priority: a later key's kernel runs first. Autocast is above Tracing, so that
 // a traced graph records the casts it inserts.
-enum class DispatchKey : uint8_t { CPU, CUDA, Tracing, Autocast };
+enum class DispatchKey : uint8_t { CPU, Device, Tracing, Autocast };
 inline constexpr int kNumDispatchKeys = 4;
 std::string_view dispatch_key_name(DispatchKey k);
 

@@ -13,5 +13,6 @@
 #include "frontend/nn/nn.h"
 #include "frontend/ops.h"
 #include "frontend/optim.h"
+#include "frontend/trainer.h"
 #include "frontend/tensor.h"
 #include "frontend/trace.h"

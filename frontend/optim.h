@@ -145,48 +145,6 @@ double train_step(const TrainStep& ts, TrainState& state, const std::vector<Host
 std::vector<double> train(const TrainStep& ts, TrainState& state, const std::vector<HostTensor>& batch, int steps,
                           const Executor& executor = {});
 
-// Trains a module's parameters: traces `loss_fn` once on the example batch (which fixes the
-// batch's shapes), builds the train step, and after each step writes the new parameter values
-// into the module's parameter tensors (which alias the module's own, as in PyTorch).
-//
-// Where the parameters live decides where the step runs:
-// - on the CPU, through `executor` (the reference interpreter when empty; pass a compiled
-//   executor for speed);
-// - on a GPU (after module.cuda()), the step is compiled for that GPU, the optimizer state is
-//   made there, and every step runs on device memory: the batch must be on the GPU too, the
-//   new parameters replace the old in the module's tensors without a copy, and only the step
-//   number (4 bytes) goes over and the loss (4 bytes) comes back.
-//
-// With `data_parallel` (DDP, in a process group: frontend/distributed.h), every rank's module
-// starts from rank 0's parameters (broadcast when the Trainer is made), each rank steps on its
-// own batch, and the gradients are averaged over the ranks in buckets. On the CPU it needs a
-// compiled executor (the interpreter runs one process). FSDP changes the parameters' shapes,
-// which a module's tensors keep: it goes through make_train_step (shard_parameters).
-class Trainer {
- public:
-  Trainer(nn::Module& module, const ScalarFn& loss_fn, const std::vector<Tensor>& example_batch,
-          const OptimizerConfig& optimizer, Executor executor = {},
-          const std::optional<DataParallelConfig>& data_parallel = std::nullopt);
-  // One step on a batch of the example's shapes; returns the loss before the update.
-  double step(const std::vector<Tensor>& batch);
-
-  const TrainStep& train_step() const { return step_; }
-  // Parameters, optimizer state and the step count (host copies where they live on a GPU).
-  TrainState state() const;
-  const Device& device() const { return device_; }
-
- private:
-  double step_on_device(const std::vector<Tensor>& batch);
-
-  std::vector<Tensor> trained_;  // the module's parameter tensors, in the train step's order
-  TrainStep step_;
-  TrainState state_;             // on the CPU
-  Executor executor_;
-  Device device_;
-  // On a GPU: the compiled step and the optimizer state in device memory.
-  std::shared_ptr<const backend::Executable> compiled_;
-  std::vector<Tensor> device_state_;
-  int64_t device_steps_ = 0;
-};
+// The Trainer (a module trained step by step) is in frontend/trainer.h.
 
 }  // namespace kiln

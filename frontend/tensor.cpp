@@ -103,7 +103,7 @@ Tensor& Tensor::set_name(std::string name) {
 
 DispatchKeySet Tensor::key_set() const {
   const TensorImpl& impl = checked(impl_);
-  DispatchKeySet keys = impl.meta.device.kind == Device::Kind::CUDA ? DispatchKey::CUDA : DispatchKey::CPU;
+  DispatchKeySet keys = impl.meta.device.kind == Device::Kind::CPU ? DispatchKey::CPU : DispatchKey::Device;
   if (impl.trace_id != 0) keys |= DispatchKey::Tracing;
   return keys;
 }

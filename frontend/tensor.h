@@ -2,8 +2,9 @@
 // kiln::Tensor: the user-facing tensor handle of the builder API. A Tensor is a shared handle
 // (copies alias, as in PyTorch) to a TensorImpl that holds the tensor's type and either
 //   - concrete data in host memory (a HostTensor: the eager CPU path),
-//   - concrete data in device memory (a runtime::cuda::DeviceTensor, after .to(Device::cuda())
-//     or .cuda(): ops on it compile and run on that GPU, frontend/cuda_kernel.h), or
+//   - concrete data in a device's own memory (a backend::DeviceStorage that the device's
+//     backend made, after .to(Device::cuda()) or .cuda(): ops on it compile and run on that
+//     device, frontend/device_kernel.h), or
 //   - a traced Value (a node result in the graph being recorded by kiln::trace).
 // Every op on Tensors goes through the dispatcher (frontend/dispatcher.h), which picks the
 // eager or the tracing kernel from the kinds of its inputs.
@@ -14,23 +15,20 @@
 #include <string>
 #include <vector>
 
+#include "backend/device_storage.h"
 #include "frontend/arg_types.h"
 #include "ir/graph.h"
 #include "ir/host_tensor.h"
 #include "ir/tensor_meta.h"
 
 namespace kiln {
-namespace runtime::cuda {
-class DeviceTensor;
-}
-
 class DispatchKeySet;
 struct CompiledBackward;  // frontend/compiled_backward.h
 
 struct TensorImpl {
   TensorMeta meta;         // meta.device says where the data is
   HostTensor data;         // defined for eager tensors on the CPU
-  std::shared_ptr<runtime::cuda::DeviceTensor> device_data;  // defined for eager tensors on a GPU
+  backend::StoragePtr device_data;  // defined for eager tensors in a device's own memory
   Value value;             // set for traced tensors
   uint64_t trace_id = 0;   // which trace `value` belongs to (0: not traced)
   std::string name;        // parameters: their module path, e.g. "blocks.0.attn.qkv.weight"
@@ -93,8 +91,9 @@ class Tensor {
   Tensor to(Device device) const;
   Tensor cuda(int index = 0) const { return to(Device::cuda(index)); }
   Tensor cpu() const { return to(Device::cpu()); }
-  // The device memory of an eager tensor on a GPU; kiln::Error otherwise.
-  const runtime::cuda::DeviceTensor& device_data() const;
+  // The device memory of an eager tensor off the host (on a GPU); kiln::Error otherwise.
+  const backend::DeviceStorage& device_data() const;
+  const backend::StoragePtr& device_storage() const;  // the same, shared
 
   const std::string& name() const;
   Tensor& set_name(std::string name);

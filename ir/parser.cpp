@@ -134,14 +134,11 @@ class Parser {
     }
     if (accept(Tok::At)) {
       const Token& dev = expect(Tok::Ident, "(a device: cpu or cuda:N) after '@'");
-      if (dev.text == "cpu") m.device = Device::cpu();
-      else if (dev.text == "cuda") {
-        int idx = 0;
-        if (accept(Tok::Colon)) idx = static_cast<int>(expect(Tok::Int, "(a device index)").int_value);
-        m.device = Device::cuda(idx);
-      } else {
-        error(dev, fmt::format("unknown device '{}' (expected cpu or cuda:N)", dev.text));
-      }
+      std::string text = dev.text;
+      if (accept(Tok::Colon)) text += ":" + std::to_string(expect(Tok::Int, "(a device index)").int_value);
+      std::optional<Device> d = parse_device(text);
+      if (!d) error(dev, fmt::format("unknown device '{}' (known: {})", text, device_kind_names()));
+      m.device = *d;
     }
     return m;
   }

@@ -1,6 +1,8 @@
 #include "ir/tensor_meta.h"
 
 #include <limits>
+#include <mutex>
+#include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -9,8 +11,65 @@
 
 namespace kiln {
 
+namespace {
+
+// Kind k's name at [k]; CPU and CUDA first. Registration is rare (a backend's start-up) and
+// reading is in messages only, so one lock serves both.
+std::mutex g_kinds_mu;
+std::vector<std::string>& kind_names() {
+  static std::vector<std::string> names{"cpu", "cuda"};
+  return names;
+}
+
+}  // namespace
+
+Device::Kind register_device_kind(std::string_view name) {
+  if (name.empty() || name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string_view::npos)
+    fail("register_device_kind: '{}' is not a device name (lowercase letters, digits and '_')", name);
+  std::lock_guard lock(g_kinds_mu);
+  std::vector<std::string>& names = kind_names();
+  for (size_t k = 0; k < names.size(); ++k)
+    if (names[k] == name) return static_cast<Device::Kind>(k);
+  if (names.size() >= 250) fail("register_device_kind: too many device kinds (250) to add '{}'", name);
+  names.emplace_back(name);
+  return static_cast<Device::Kind>(names.size() - 1);
+}
+
+std::string device_kind_name(Device::Kind kind) {
+  std::lock_guard lock(g_kinds_mu);
+  const std::vector<std::string>& names = kind_names();
+  size_t k = static_cast<size_t>(kind);
+  return k < names.size() ? names[k] : fmt::format("device_kind_{}", k);
+}
+
+std::optional<Device> parse_device(std::string_view text) {
+  std::string_view name = text.substr(0, text.find(':'));
+  int index = 0;
+  if (name.size() < text.size()) {
+    std::string_view n = text.substr(name.size() + 1);
+    if (n.empty() || n.size() > 3 || n.find_first_not_of("0123456789") != std::string_view::npos) return std::nullopt;
+    index = std::stoi(std::string(n));
+  }
+  std::lock_guard lock(g_kinds_mu);
+  const std::vector<std::string>& names = kind_names();
+  for (size_t k = 0; k < names.size(); ++k)
+    if (names[k] == name) {
+      if (k == 0 && index != 0) return std::nullopt;  // one CPU: "cpu:1" names nothing
+      return Device{static_cast<Device::Kind>(k), index};
+    }
+  return std::nullopt;
+}
+
+std::string device_kind_names() {
+  std::lock_guard lock(g_kinds_mu);
+  std::string out = "cpu, cuda, cuda:N";
+  for (size_t k = 2; k < kind_names().size(); ++k) out += ", " + kind_names()[k] + "[:N]";
+  return out;
+}
+
 std::string Device::str() const {
-  return kind == Kind::CPU ? std::string("cpu") : fmt::format("cuda:{}", index);
+  if (kind == Kind::CPU) return "cpu";
+  return fmt::format("{}:{}", device_kind_name(kind), index);
 }
 
 namespace {

@@ -2,7 +2,9 @@
 // TensorMeta: everything the compiler knows about a value before it runs: dtype, shape,
 // strides (in elements) and device. Shapes are static; int64_t leaves room for large tensors.
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ir/dtype.h"
@@ -13,14 +15,27 @@ using Shape = std::vector<int64_t>;
 using Strides = std::vector<int64_t>;
 
 struct Device {
+  // The kinds of device: CPU and CUDA are built in; a backend for another device registers a
+  // kind of its own by name (register_device_kind), as PyTorch's PrivateUse1 slot lets an
+  // out-of-tree backend do, so that adding a device changes nothing here.
   enum class Kind : uint8_t { CPU, CUDA };
   Kind kind = Kind::CPU;
   int index = 0;
   static Device cpu() { return {}; }
   static Device cuda(int i = 0) { return {Kind::CUDA, i}; }
   bool operator==(const Device&) const = default;
-  std::string str() const;  // "cpu", "cuda:0"
+  std::string str() const;  // "cpu", "cuda:0", "<name>:0" for a registered kind
 };
+
+// A new device kind named `name` (lowercase letters, digits and '_'), or the kind already
+// registered under that name; kiln::Error for a bad name or more than 250 kinds.
+Device::Kind register_device_kind(std::string_view name);
+// "cpu", "cuda", or a registered kind's name.
+std::string device_kind_name(Device::Kind kind);
+// The device that `text` names: "cpu", "cuda", "cuda:1", "<registered name>[:N]"; nullopt for
+// none (the caller's message lists device_kind_names()).
+std::optional<Device> parse_device(std::string_view text);
+std::string device_kind_names();  // "cpu, cuda, cuda:N, ...": for messages
 
 Strides contiguous_strides(const Shape& shape);
 int64_t numel(const Shape& shape);

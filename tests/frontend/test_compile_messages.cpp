@@ -11,6 +11,7 @@
 #include "frontend/nn/layers.h"
 #include "frontend/ops.h"
 #include "frontend/optim.h"
+#include "frontend/trainer.h"
 #include "runtime/cpu/jit.h"
 #include "tests/support/support.h"
 

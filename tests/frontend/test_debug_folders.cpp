@@ -20,6 +20,7 @@
 #include "frontend/nn/mlp.h"
 #include "frontend/ops.h"
 #include "frontend/optim.h"
+#include "frontend/trainer.h"
 #include "ir/parser.h"
 #include "runtime/cpu/jit.h"
 #include "tests/backend/backend_check.h"
@@ -116,7 +117,7 @@ graph scaled(%x: f32[4,8]) {
 }
 
 // On the CPU the Trainer's step goes through its executor (compiled_executor here); on a GPU the
-// Trainer compiles the step itself.
+// Trainer's step is compiled as kiln::compile(module, ...) compiles one.
 TEST_P(DebugFolders, TheTrainersStepGetsAFolder) {
   KILN_REQUIRE_RUN();
   DebugRoot root;
@@ -129,8 +130,18 @@ TEST_P(DebugFolders, TheTrainersStepGetsAFolder) {
   trainer.step({x, y});
   std::vector<fs::path> folders = root.folders();
   ASSERT_EQ(folders.size(), 1u);
-  expect_direct_compile_folder(folders[0], on_cuda() ? "Trainer" : "compiled_executor", source_file());
-  std::ifstream kir(folders[0] / "00_graph.kir");
+  fs::path step_kir = folders[0] / "00_graph.kir";
+  if (on_cuda()) {
+    EXPECT_EQ(folders[0].filename(), "000_Trainer");
+    for (const char* file : {"00_traced.kir", "01_train_step.kir", "01_train_step.dot"})
+      EXPECT_TRUE(fs::exists(folders[0] / file)) << file;
+    EXPECT_TRUE(fs::exists(folders[0] / "02_compile_train_step" / source_file()));
+    EXPECT_EQ(report_of(folders[0])["graph"], "Trainer");
+    step_kir = folders[0] / "01_train_step.kir";
+  } else {
+    expect_direct_compile_folder(folders[0], "compiled_executor", source_file());
+  }
+  std::ifstream kir(step_kir);
   std::string text((std::istreambuf_iterator<char>(kir)), std::istreambuf_iterator<char>());
   EXPECT_TRUE(has(text, "exp_avg_sq")) << "the folder holds the training step (AdamW's state)";
 }

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "frontend/cuda_kernel.h"
+#include "frontend/device_kernel.h"
 #include "frontend/kiln.h"
 #include "runtime/cpu/jit.h"
 #include "ir/reference/interpreter.h"
@@ -132,9 +132,9 @@ TEST(Device, EagerOpsOnTheGpuMatchTheCpu) {
   // A 0-d CPU tensor joins a GPU op (as PyTorch allows CPU scalars).
   EXPECT_TRUE(close(da * scalar_tensor(3.0), a * scalar_tensor(3.0)));
   // Each signature compiles once.
-  int before = cuda_kernel_compiles();
+  int before = device_kernel_compiles();
   (void)(da + db);
-  EXPECT_EQ(cuda_kernel_compiles(), before);
+  EXPECT_EQ(device_kernel_compiles(), before);
 }
 
 TEST(Device, OneDevicePerOp) {

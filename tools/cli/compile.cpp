@@ -19,13 +19,8 @@
 namespace kiln::cli {
 
 Device parse_device(const std::string& device) {
-  if (device == "cpu") return Device::cpu();
-  if (device == "cuda") return Device::cuda(0);
-  if (device.rfind("cuda:", 0) == 0) {
-    std::string n = device.substr(5);
-    if (!n.empty() && n.size() < 4 && n.find_first_not_of("0123456789") == std::string::npos) return Device::cuda(std::stoi(n));
-  }
-  fail("unknown device '{}' (known: cpu, cuda, cuda:N)", device);
+  if (std::optional<Device> d = kiln::parse_device(device)) return *d;
+  fail("unknown device '{}' (known: {})", device, device_kind_names());
 }
 
 void require_runnable(const Device& device, const std::string& command) {

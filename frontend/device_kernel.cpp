@@ -1,4 +1,4 @@
-#include "frontend/cuda_kernel.h"
+#include "frontend/device_kernel.h"
 
 #include <fmt/format.h>
 
@@ -6,30 +6,20 @@
 #include <map>
 #include <mutex>
 
+#include "backend/compile.h"
+#include "backend/registry.h"
+#include "frontend/device.h"
 #include "ir/error.h"
 #include "ir/printer.h"
-
-#if KILN_HAVE_CUDA
-#include "backend/compile.h"
-#include "backend/cuda_backend.h"
-#include "frontend/device.h"
-#include "runtime/cuda/device_tensor.h"
-#endif
 
 namespace kiln {
 
 namespace {
+
 std::atomic<int> g_compiles{0};
-}
-
-int cuda_kernel_compiles() { return g_compiles.load(); }
-
-#if KILN_HAVE_CUDA
-
-namespace {
 
 // One executable per (device, printed one-op graph). Compiling under the lock keeps two
-// threads from compiling the same signature twice; eager GPU code is not a hot path.
+// threads from compiling the same signature twice; eager device code is not a hot path.
 const backend::Executable& executable_for(const Graph& g, const Device& device) {
   static std::mutex mu;
   static std::map<std::string, backend::Executable> cache;
@@ -39,22 +29,24 @@ const backend::Executable& executable_for(const Graph& g, const Device& device) 
   if (it != cache.end()) return it->second;
   backend::CompileOptions options;
   options.device = device;
-  options.origin = "eager CUDA op";
+  options.origin = fmt::format("eager {} op", backend::backend_for(device).name());
   ++g_compiles;
   return cache.emplace(key, backend::compile(g, options).executable).first->second;
 }
 
 }  // namespace
 
-std::vector<Tensor> cuda_kernel(Op op, std::span<const Tensor> inputs, const Attrs& attrs) {
-  // The GPU: that of the first CUDA input; every other tensor must be on it (0-d CPU tensors
-  // are copied over, as PyTorch allows CPU scalars).
+int device_kernel_compiles() { return g_compiles.load(); }
+
+std::vector<Tensor> device_kernel(Op op, std::span<const Tensor> inputs, const Attrs& attrs) {
+  // The device: that of the first input off the host; every other tensor must be on it (0-d
+  // CPU tensors are copied over, as PyTorch allows CPU scalars).
   Device device = Device::cpu();
   size_t first = 0;
   for (size_t i = 0; i < inputs.size() && device.kind == Device::Kind::CPU; ++i)
-    if (inputs[i].is_cuda()) device = inputs[i].device(), first = i;
-  KILN_INTERNAL_ASSERT(device.kind == Device::Kind::CUDA, "the CUDA key is dispatched with a CUDA input");
-  std::vector<runtime::cuda::DeviceTensor> args;
+    if (inputs[i].device().kind != Device::Kind::CPU) device = inputs[i].device(), first = i;
+  KILN_INTERNAL_ASSERT(device.kind != Device::Kind::CPU, "the Device key is dispatched with an input off the host");
+  std::vector<backend::StoragePtr> args;
   Graph g(std::string(op_short_name(op)));
   std::vector<Value> values;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -63,8 +55,8 @@ std::vector<Tensor> cuda_kernel(Op op, std::span<const Tensor> inputs, const Att
       fail("{}: every tensor of an op must be on one device, but input {} {} is on {} and input {} {} on {} (move "
            "it with .to(); only 0-d CPU tensors are copied over)",
            op_name(op), i, t.str(), t.device().str(), first, inputs[first].str(), device.str());
-    args.push_back(t.is_cuda() ? t.device_data() : runtime::cuda::DeviceTensor::from_host(t.data(), device.index));
-    const TensorMeta& m = args.back().meta();
+    args.push_back(t.device() == device ? t.device_storage() : t.to(device).device_storage());
+    const TensorMeta& m = args.back()->meta();
     values.push_back(g.add_input(fmt::format("x{}", i), TensorMeta(m.dtype, m.shape, m.strides)));
   }
   Node* node = nullptr;
@@ -81,13 +73,5 @@ std::vector<Tensor> cuda_kernel(Op op, std::span<const Tensor> inputs, const Att
   for (auto& r : backend::run_on_device(exe, args)) out.push_back(from_device(std::move(r)));
   return out;
 }
-
-#else
-
-std::vector<Tensor> cuda_kernel(Op op, std::span<const Tensor>, const Attrs&) {
-  fail("{}: kiln was built without the CUDA path, so no tensor can be on a GPU", op_name(op));
-}
-
-#endif
 
 }  // namespace kiln
