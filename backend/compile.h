@@ -38,7 +38,7 @@ struct CompileOptions {
   bool cuda_graphs = false; // CUDA: record the launches as a CUDA graph on the first run, replay it after
   bool allow_tf32 = false;  // CUDA: f32 matmuls may use TF32 tensor cores (off: f32 means f32, as PyTorch)
   // Who asked for the compile, for the log lines (output_code, perf) and the debug folder's
-  // report.json: "kiln::compile 'mlp'", "eager CUDA op", "Trainer", "kiln compile", ...
+  // report.json: "kiln::compile 'mlp'", "eager cuda op", "Trainer", "kiln compile", ...
   std::string origin;
 };
 // The name the CPU backend's callers knew; the options are the same for every device.

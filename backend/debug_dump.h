@@ -17,7 +17,7 @@
 //   <root>/004_add/
 //     00_graph.kir 00_graph.dot          the graph as given
 //     01_compile_graph/                  the compile driver's dump, as above
-//     report.json                        who asked ("eager CUDA op", "Trainer", ...) and the figures
+//     report.json                        who asked ("eager cuda op", "Trainer", ...) and the figures
 //
 // Stages are numbered in the order they ran. Folders are numbered across the process and
 // across processes sharing the root (a number is taken by creating its folder). Writing a folder
@@ -50,7 +50,7 @@ class DebugDump {
 
   // NN_<stage>.kir and its drawing.
   void graph(const std::string& stage, const Graph& g);
-  // Who asked for the compile, in report.json ("kiln::compile 'mlp'", "eager CUDA op", ...).
+  // Who asked for the compile, in report.json ("kiln::compile 'mlp'", "eager cuda op", ...).
   void origin(const std::string& who);
   // NN_compile_<graph>/, for backend::CompileOptions::dump_dir ("" when inactive).
   std::string compile_folder(const std::string& graph);

@@ -86,6 +86,10 @@ TrainEntry& CompiledTrainStepState::entry_for(const std::vector<Tensor>& batch) 
   // Past the size limit, new entries run on the reference interpreter (a step cannot run eagerly).
   if (!entries.empty() && cache.miss(guards, batch, state, stats)) eager = true;
   TrainEntry& e = entries.emplace_back(make_entry(batch, !eager));
+  // Zero moments and momentum buffers (a grad scaler's scale), made once where the parameters
+  // live, when the first step graph that names them is made (for a Trainer: when it is made).
+  for (size_t i = 0; i < e.step.state_names.size(); ++i)
+    if (!opt_state.count(e.step.state_names[i])) opt_state.emplace(e.step.state_names[i], Tensor(e.step.initial_state(i)).to(device));
   if (entries.size() == 1 && options.data_parallel && options.data_parallel->world_size > 1) broadcast_parameters(e);
   return e;
 }
@@ -93,13 +97,7 @@ TrainEntry& CompiledTrainStepState::entry_for(const std::vector<Tensor>& batch) 
 double CompiledTrainStepState::run(TrainEntry& e, const std::vector<Tensor>& batch) {
   const TrainStep& ts = e.step;
   std::vector<Tensor> inputs = e.params;
-  for (size_t i = 0; i < ts.state_names.size(); ++i) {
-    auto [it, fresh] = opt_state.try_emplace(ts.state_names[i]);
-    if (fresh) {  // zero moments / momentum buffers (a grad scaler's scale), made once where the parameters live
-      it->second = Tensor(ts.initial_state(i)).to(device);
-    }
-    inputs.push_back(it->second);
-  }
+  for (const std::string& name : ts.state_names) inputs.push_back(opt_state.at(name));
   for (const Tensor& b : batch) inputs.push_back(b.device() == device ? b : b.to(device));
   inputs.push_back(Tensor(HostTensor::scalar(DType::F32, static_cast<double>(steps + 1))).to(device));
   if (!e.compiled && !host_graphs) ++stats.eager_calls;

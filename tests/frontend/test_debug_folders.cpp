@@ -192,7 +192,7 @@ TEST(DebugFoldersOnAGpu, EagerCudaOpsGetAFolderEach) {
   ASSERT_GE(folders.size(), 2u);
   bool saw_exp = false;
   for (const fs::path& f : folders) {
-    expect_direct_compile_folder(f, "eager CUDA op", "kernels.cu");
+    expect_direct_compile_folder(f, "eager cuda op", "kernels.cu");
     saw_exp |= f.filename().string().ends_with("_exp");
   }
   EXPECT_TRUE(saw_exp);
