@@ -24,6 +24,13 @@
 
 namespace kiln::backend {
 
+// How compiled code runs on its device: the user's choice, carried whole from
+// kiln::CompileOptions (frontend/compile.h) through CompileOptions into the device's Program.
+struct RunOptions {
+  bool cuda_graphs = false;  // CUDA: record the launches as a CUDA graph on the first run, replay it after
+  bool allow_tf32 = false;   // CUDA: f32 matmuls may use TF32 tensor cores (off: f32 means f32, as PyTorch)
+};
+
 struct CompileOptions {
   bool decompose = true;  // composites -> primitives (a composite left over is a kiln::Error)
   bool optimize = true;   // canonicalize, cse, dce
@@ -35,8 +42,7 @@ struct CompileOptions {
   std::string dump_dir;
   Device device = Device::cpu();
   std::string arch;         // CUDA: "sm_90"; empty: the device's own (sm_90 where there is none)
-  bool cuda_graphs = false; // CUDA: record the launches as a CUDA graph on the first run, replay it after
-  bool allow_tf32 = false;  // CUDA: f32 matmuls may use TF32 tensor cores (off: f32 means f32, as PyTorch)
+  RunOptions run;
   // Who asked for the compile, for the log lines (output_code, perf) and the debug folder's
   // report.json: "kiln::compile 'mlp'", "eager cuda op", "Trainer", "kiln compile", ...
   std::string origin;

@@ -80,8 +80,7 @@ class CudaStorage final : public DeviceStorage {
 class CudaProgram final : public Program {
  public:
   int device = 0;
-  bool cuda_graphs = false;
-  bool allow_tf32 = false;
+  RunOptions run_options;  // as compiled (cuda_graphs off in a process group: see compile)
   // The generated kernels' NVRTC programs (each CUBIN holds one or more kernels) and, per
   // kernel, which program holds it.
   cu::CompiledKernels binaries;
@@ -260,7 +259,7 @@ class GpuSteps final : public DeviceSteps {
     if (!is_floating(mm.dtype)) fail("graph {}: {} matmul on CUDA: cuBLASLt multiplies floats only ({})", s_.graph_name, dtype_name(mm.dtype), mm.label);
     int64_t lda = mm.trans_a ? mm.m : mm.k, ldb = mm.trans_b ? mm.k : mm.n;
     cu::GemmOptions go;
-    go.allow_tf32 = p_.allow_tf32;
+    go.allow_tf32 = p_.run_options.allow_tf32;
     switch (mm.epilogue) {
       case codegen::MatmulEpilogue::None: break;
       case codegen::MatmulEpilogue::Bias: go.epilogue = cu::Epilogue::Bias; break;
@@ -397,7 +396,7 @@ std::vector<StoragePtr> CudaProgram::run_on_device(const ExecutableState& s, std
 }
 
 std::vector<HostTensor> CudaProgram::run(const ExecutableState& s, std::span<const HostTensor> inputs) const {
-  if (!cuda_graphs) {
+  if (!run_options.cuda_graphs) {
     require_device(device);
     check_device_memory(s, /*with_inputs=*/true, device);
     std::vector<cu::DeviceTensor> dev;
@@ -510,8 +509,8 @@ class CudaBackend final : public Backend {
       p->group_collectives |= st.kind == codegen::Step::Kind::Collective;
     // A captured graph would replay NCCL calls without the group's bookkeeping (the progress
     // record that names a rank at fault): a program with collectives runs its steps one by one.
-    p->cuda_graphs = options.cuda_graphs && !p->group_collectives;
-    p->allow_tf32 = options.allow_tf32;
+    p->run_options = options.run;
+    p->run_options.cuda_graphs = options.run.cuda_graphs && !p->group_collectives;
     p->arch = state.target.arch;
     // The kernels compile as a few NVRTC programs, as many as there are threads to compile them
     // (runtime/cuda/nvrtc.h): NVRTC's cost is mostly per program. Each kernel keeps a cache

@@ -79,7 +79,7 @@ std::vector<cu::DeviceTensor> to_device(const std::vector<HostTensor>& host) {
 backend::CompileOptions cuda_options() {
   backend::CompileOptions o;
   o.device = Device::cuda(0);
-  o.allow_tf32 = false;
+  o.run.allow_tf32 = false;
   return o;
 }
 

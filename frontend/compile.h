@@ -56,8 +56,7 @@ namespace kiln {
 struct CompileOptions {
   std::optional<Device> device;         // where the compiled code runs; empty: where the inputs are
   std::string partitioner = "mincut";   // "mincut" | "default": the forward/backward split (AOTAutograd's)
-  bool cuda_graphs = false;             // CUDA: replay each compiled graph's launches as a CUDA graph
-  bool allow_tf32 = false;              // CUDA: f32 matmuls may use TF32 tensor cores
+  backend::RunOptions run;              // CUDA graphs, TF32 (backend/compile.h)
   std::string debug_dir;                // a numbered folder per compiled graph; empty: $KILN_DEBUG_DIR, if set
   bool debug_svg = false;               // the debug folder also draws each graph as an SVG (KILN_DEBUG_SVG=1)
   int cache_size_limit = 8;             // compiles per function before it runs eagerly

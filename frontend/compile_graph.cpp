@@ -7,8 +7,7 @@ std::shared_ptr<const backend::Executable> compile_one_graph(const Graph& g, Dev
                                                              backend::DebugDump& debug, const std::string& stage, CompileStats& stats) {
   backend::CompileOptions b;
   b.device = device;
-  b.cuda_graphs = options.cuda_graphs;
-  b.allow_tf32 = options.allow_tf32;
+  b.run = options.run;
   b.dump_dir = debug.compile_folder(stage);
   b.origin = options.name;
   backend::CompiledGraph c = backend::compile(g, b);

@@ -119,6 +119,7 @@ std::vector<Tensor> CompiledTrainStepState::run_graph(const TrainEntry& e, const
     backend::CompileOptions o;
     o.device = device;
     o.origin = options.name;
+    o.run = options.run;
     return kiln::run(backend::compile(g, o).executable, inputs);
   }
   std::vector<HostTensor> host;

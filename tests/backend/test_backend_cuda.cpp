@@ -118,7 +118,7 @@ TEST(BackendCuda, CompilesWithoutADeviceAndRunSaysWhy) {
   EXPECT_TRUE(has(msg, "no CUDA device is present")) << msg;
   // The CUDA graph path says the same.
   o.arch.clear();
-  o.cuda_graphs = true;
+  o.run.cuda_graphs = true;
   backend::CompiledGraph cgg = compile_cuda(g, o);
   msg = error_of([&] { cgg.run(in); });
   EXPECT_TRUE(has(msg, "no CUDA device is present")) << msg;
@@ -267,7 +267,7 @@ TEST(BackendCuda, RunsAreDeterministic) {
 TEST(BackendCuda, CudaGraphsRefillTheirStaticInputs) {
   Graph g = reductions_graph();
   backend::CompileOptions o;
-  o.cuda_graphs = true;
+  o.run.cuda_graphs = true;
   backend::CompiledGraph graphed = compile_cuda(g, o), plain = compile_cuda(g);
   KILN_REQUIRE_CUDA_DEVICE();
   for (uint64_t seed : {11, 12, 13}) {
@@ -304,7 +304,7 @@ TEST(BackendCuda, OutOfRangeGatherIndexNamesTheKernelAndIsReset) {
   for (bool graphs : {false, true}) {
     SCOPED_TRACE(graphs ? "with CUDA graphs" : "without CUDA graphs");
     backend::CompileOptions o;
-    o.cuda_graphs = graphs;
+    o.run.cuda_graphs = graphs;
     backend::CompiledGraph cg = compile_cuda(g, o);
     KILN_REQUIRE_CUDA_DEVICE();
     std::vector<HostTensor> in = inputs_for(g, 13, 1000);
@@ -397,7 +397,7 @@ TEST(BackendCuda, MatmulTF32OnlyWhenAllowed) {
   Var w = input(b, "w", F({200, 72}));
   g.set_outputs({b.matmul(a, w)});
   backend::CompileOptions tf32;
-  tf32.allow_tf32 = true;
+  tf32.run.allow_tf32 = true;
   backend::CompiledGraph exact = compile_cuda(g), fast = compile_cuda(g, tf32);
   KILN_REQUIRE_CUDA_DEVICE();
   std::vector<HostTensor> in = inputs_for(g, 17);

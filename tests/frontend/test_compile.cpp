@@ -492,7 +492,7 @@ TEST_P(CompileTest, CudaGraphsOptionReplaysTheSameResults) {
   if (dev().kind != Device::Kind::CUDA) GTEST_SKIP() << "a CUDA option";
   KILN_REQUIRE_RUN();
   CompileOptions o;
-  o.cuda_graphs = true;
+  o.run.cuda_graphs = true;
   CompiledFunction f = compile([](const Tensor& x) { return softmax(x * 3.0, -1); }, o);
   Tensor x = randn_on({4, 33}, 1);
   Tensor first = f(x), second = f(x);
