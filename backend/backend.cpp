@@ -2,13 +2,14 @@
 // the host's.
 #include "backend/backend.h"
 
-#include "backend/executable_state.h"
 #include "ir/error.h"
 
 namespace kiln::backend {
 
-std::vector<StoragePtr> Program::run_on_device(const ExecutableState& s, std::span<const StoragePtr>) const {
-  fail("graph {} was compiled for {}, whose tensors are in host memory: run it with Executable::run", s.graph_name, s.device.str());
+// backend::run_on_device turns the CPU away first; a backend of another device that keeps its
+// tensors in host memory lands here.
+std::vector<StoragePtr> Program::run_on_device(const ExecutableState&, std::span<const StoragePtr>) const {
+  fail("this device's programs run on host memory only (its backend has no run_on_device): run the graph with Executable::run");
 }
 
 bool Backend::device_present(const Device&, std::string*) const { return true; }
