@@ -70,6 +70,17 @@ KILN_UNARY_OPS(KILN_DEFINE_UNARY)
 Tensor gelu(const Tensor& self, const std::string& approximate) {
   return call1(Op::Gelu, {self}, attrs({{"approximate", approximate}}));
 }
+Tensor hardsigmoid(const Tensor& self) { return call1(Op::Hardsigmoid, {self}, attrs({})); }
+Tensor hardswish(const Tensor& self) { return call1(Op::Hardswish, {self}, attrs({})); }
+Tensor leaky_relu(const Tensor& self, double negative_slope) {
+  return call1(Op::LeakyRelu, {self}, attrs({{"negative_slope", negative_slope}}));
+}
+Tensor elu(const Tensor& self, double alpha) { return call1(Op::Elu, {self}, attrs({{"alpha", alpha}})); }
+Tensor selu(const Tensor& self) { return call1(Op::Selu, {self}, attrs({})); }
+Tensor softplus(const Tensor& self, double beta, double threshold) {
+  return call1(Op::Softplus, {self}, attrs({{"beta", beta}, {"threshold", threshold}}));
+}
+Tensor mish(const Tensor& self) { return call1(Op::Mish, {self}, attrs({})); }
 Tensor to(const Tensor& self, DType dtype) { return call1(Op::To, {self}, attrs({{"dtype", dtype}})); }
 
 // ---- pointwise binary

@@ -58,6 +58,14 @@ Tensor sigmoid(const Tensor& self);
 Tensor relu(const Tensor& self);
 Tensor gelu(const Tensor& self, const std::string& approximate = "none");
 Tensor silu(const Tensor& self);
+// torch.nn.functional's activations (composites: they decompose into pointwise ops and fuse).
+Tensor hardsigmoid(const Tensor& self);
+Tensor hardswish(const Tensor& self);
+Tensor leaky_relu(const Tensor& self, double negative_slope = 0.01);
+Tensor elu(const Tensor& self, double alpha = 1.0);
+Tensor selu(const Tensor& self);
+Tensor softplus(const Tensor& self, double beta = 1.0, double threshold = 20.0);
+Tensor mish(const Tensor& self);
 Tensor square(const Tensor& self);
 Tensor erf(const Tensor& self);
 Tensor sign(const Tensor& self);

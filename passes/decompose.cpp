@@ -31,6 +31,7 @@ std::unordered_map<Op, DecompositionFn>& installed_table() {
     decompositions::install_reductions();
     decompositions::install_losses();
     decompositions::install_masks();
+    decompositions::install_activations();
     installing = false;
   });
   return table();

@@ -45,6 +45,13 @@ Metas meta_unary_square(In in, const Attrs&) {
 Metas meta_unary_float(In in, const Attrs&) { return one(float_of(in[0].dtype), in[0].shape, in[0]); }
 Metas meta_unary_bool(In in, const Attrs&) { return one(DType::Bool, in[0].shape, in[0]); }
 Metas meta_to(In in, const Attrs& a) { return one(a.get_dtype("dtype"), in[0].shape, in[0]); }
+// The activations of torch.nn.functional: floating inputs only (PyTorch has no integer
+// kernels for them), the input's type and layout.
+Metas meta_activation(In in, const Attrs& a) {
+  if (!is_floating(in[0].dtype)) fail("needs a floating-point input, got {}", dtype_name(in[0].dtype));
+  if (a.has("beta") && a.get_float("beta") == 0) fail("beta must not be 0");
+  return one(in[0].dtype, in[0].shape, in[0]);
+}
 Metas meta_gelu(In in, const Attrs& a) {
   const std::string& ap = a.get_string("approximate");
   if (ap != "none" && ap != "tanh") fail("approximate must be \"none\" or \"tanh\", got \"{}\"", ap);

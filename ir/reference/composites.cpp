@@ -1,6 +1,7 @@
 // Reference kernels of composite ops, written out directly (not through other kernels), so
 // they can check the decompositions that later lower these ops to primitives. Arithmetic is in
 // double, rounded once into the result dtype.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -177,9 +178,45 @@ std::vector<HostTensor> dropout(Ins in, const Attrs& a, Outs outs) {
   return {out};
 }
 
+// ---- activations (torch.nn.functional's formulas, in double)
+
+// y[i] = f(x[i], attributes), rounded once into the result dtype.
+template <class F>
+ReferenceFn activation(F f) {
+  return [f](Ins in, const Attrs& a, Outs outs) {
+    HostTensor out = HostTensor::empty(outs[0]);
+    for (int64_t i = 0; i < out.numel(); ++i) out.set(i, f(in[0].get(i), a));
+    return std::vector<HostTensor>{out};
+  };
+}
+
+// relu6(x + 3) / 6 as PyTorch writes it: min(max(x + 3, 0), 6), so a NaN stays NaN.
+double relu6_plus3(double x) { return std::min(std::max(x + 3, 0.0), 6.0); }
+
+constexpr double kSeluAlpha = 1.6732632423543772848170429916717;
+constexpr double kSeluScale = 1.0507009873554804934193349852946;
+
+double elu_of(double x, double alpha, double scale, double input_scale) {
+  return x > 0 ? x * scale : std::expm1(x * input_scale) * alpha * scale;
+}
+
+double softplus_of(double x, double beta, double threshold) {
+  return x * beta > threshold ? x : std::log1p(std::exp(x * beta)) / beta;
+}
+
 }  // namespace
 
 void install_composites(const Setter& set) {
+  set(Op::Hardsigmoid, activation([](double x, const Attrs&) { return relu6_plus3(x) / 6; }));
+  set(Op::Hardswish, activation([](double x, const Attrs&) { return x * relu6_plus3(x) / 6; }));
+  set(Op::LeakyRelu, activation([](double x, const Attrs& a) { return x > 0 ? x : x * a.get_float("negative_slope"); }));
+  set(Op::Elu, activation([](double x, const Attrs& a) {
+        return elu_of(x, a.get_float("alpha"), a.get_float("scale"), a.get_float("input_scale"));
+      }));
+  set(Op::Selu, activation([](double x, const Attrs&) { return elu_of(x, kSeluAlpha, kSeluScale, 1.0); }));
+  set(Op::Softplus, activation([](double x, const Attrs& a) { return softplus_of(x, a.get_float("beta"), a.get_float("threshold")); }));
+  // PyTorch's mish: x * tanh(softplus(x)), softplus without a threshold.
+  set(Op::Mish, activation([](double x, const Attrs&) { return x * std::tanh(std::log1p(std::exp(x))); }));
   set(Op::Tril, [](Ins in, const Attrs& a, Outs o) { return triangle(in, a, o, [](int64_t d) { return d <= 0; }); });
   set(Op::Triu, [](Ins in, const Attrs& a, Outs o) { return triangle(in, a, o, [](int64_t d) { return d >= 0; }); });
   set(Op::Softmax, [](Ins in, const Attrs& a, Outs o) { return softmax_kernel(in, a, o, false); });

@@ -27,6 +27,7 @@ std::unordered_map<Op, VjpRule>& installed_table() {
     install_view_vjps();
     install_linalg_vjps();
     install_composite_vjps();
+    install_activation_vjps();
     install_collective_vjps();
     installing = false;
   });

@@ -84,6 +84,24 @@ TEST_P(BackendOps, EveryUnaryPointwiseOp) {
   EXPECT_GT(checked, 60);
 }
 
+// The activations (composites): decomposed, fused and compiled, against their own reference
+// kernels, on every float type, inputs over [-9, 9] (both sides of every kink and threshold),
+// each attribute away from its default, and a transposed (strided) graph input.
+TEST_P(BackendOps, EveryActivation) {
+  KILN_REQUIRE_JIT();
+  const std::vector<std::pair<Op, Attrs>> calls = {
+      {Op::Hardsigmoid, {}}, {Op::Hardswish, {}}, {Op::LeakyRelu, {}}, {Op::LeakyRelu, {{"negative_slope", 0.2}}},
+      {Op::Elu, {}},         {Op::Elu, {{"alpha", 0.5}, {"scale", 1.5}, {"input_scale", 2.0}}},
+      {Op::Selu, {}},        {Op::Softplus, {}}, {Op::Softplus, {{"beta", 2.0}, {"threshold", 1.0}}},
+      {Op::Mish, {}}};
+  int checked = 0;
+  for (DType dt : {DType::F32, DType::F64, DType::F16, DType::BF16}) {
+    checked += check_ops({T(dt, {7, 33})}, calls, 21, 9);
+    checked += check_ops({TensorMeta(dt, {33, 7}, {1, 33})}, calls, 22, 9);
+  }
+  EXPECT_EQ(checked, 80);
+}
+
 TEST_P(BackendOps, EveryBinaryPointwiseOpWithBroadcasting) {
   KILN_REQUIRE_JIT();
   int checked = 0;

@@ -159,13 +159,17 @@ class Generator {
   bool unary() {
     static const std::vector<Op> ops = {Op::Neg, Op::Abs, Op::Exp, Op::Log, Op::Sqrt, Op::Rsqrt, Op::Reciprocal,
                                         Op::Sin, Op::Cos, Op::Tanh, Op::Sigmoid, Op::Relu, Op::Gelu, Op::Silu,
-                                        Op::Square, Op::Erf, Op::Sign, Op::Dropout};
+                                        Op::Square, Op::Erf, Op::Sign, Op::Dropout, Op::Hardsigmoid,
+                                        Op::Hardswish, Op::LeakyRelu, Op::Elu, Op::Selu, Op::Softplus, Op::Mish};
     auto a = pick(floating);
     if (!a) return false;
     Op op = one_of(ops);
     Attrs attrs;
     if (op == Op::Gelu && chance(0.5)) attrs.set("approximate", std::string("tanh"));
     if (op == Op::Dropout) attrs = {{"p", 0.25}, {"train", chance(0.7)}, {"seed", uniform(0, 99)}};
+    if (op == Op::LeakyRelu && chance(0.5)) attrs.set("negative_slope", 0.2);
+    if (op == Op::Elu && chance(0.5)) attrs = {{"alpha", 0.5}, {"scale", 1.5}, {"input_scale", 2.0}};
+    if (op == Op::Softplus && chance(0.5)) attrs = {{"beta", 2.0}, {"threshold", 1.0}};
     return add(op, {*a}, attrs).has_value();
   }
 
