@@ -310,6 +310,26 @@ TEST(Decompose, CrossEntropy) {
   for (double smoothing : {0.0, 0.1, 1.0}) check_class_losses(Op::CrossEntropy, A({{"label_smoothing", smoothing}}));
 }
 
+// ---- activations: every float type, odd shapes, NaN and both infinities, attributes away
+// from their defaults.
+
+TEST(Decompose, Activations) {
+  auto specials = [](std::vector<HostTensor>& in) {
+    if (in[0].numel() < 3) return;
+    in[0].set(0, kNan);
+    in[0].set(1, std::numeric_limits<double>::infinity());
+    in[0].set(2, -std::numeric_limits<double>::infinity());
+  };
+  const std::vector<std::pair<Op, Attrs>> calls = {
+      {Op::Hardsigmoid, {}}, {Op::Hardswish, {}}, {Op::LeakyRelu, A({{"negative_slope", 0.2}})},
+      {Op::Elu, {}},         {Op::Elu, A({{"alpha", 0.5}, {"scale", 1.5}, {"input_scale", 2.0}})},
+      {Op::Selu, {}},        {Op::Softplus, {}}, {Op::Softplus, A({{"beta", 2.0}, {"threshold", 1.0}})},
+      {Op::Mish, {}}};
+  for (auto& [op, attrs] : calls)
+    for (DType dt : {kF32, kF64, DType::F16, DType::BF16})
+      for (Shape s : {Shape{}, Shape{7, 33}, Shape{2, 3, 5}}) check({op, {T(dt, s)}, attrs, 8, specials});
+}
+
 // ---- dropout
 
 TEST(Decompose, Dropout) {
