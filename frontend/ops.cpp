@@ -81,6 +81,15 @@ Tensor softplus(const Tensor& self, double beta, double threshold) {
   return call1(Op::Softplus, {self}, attrs({{"beta", beta}, {"threshold", threshold}}));
 }
 Tensor mish(const Tensor& self) { return call1(Op::Mish, {self}, attrs({})); }
+Tensor isnan(const Tensor& self) { return call1(Op::Isnan, {self}, attrs({})); }
+Tensor isinf(const Tensor& self) { return call1(Op::Isinf, {self}, attrs({})); }
+Tensor nan_to_num(const Tensor& self, std::optional<double> nan, std::optional<double> posinf, std::optional<double> neginf) {
+  Attrs a;
+  if (nan) a.set("nan", *nan);
+  if (posinf) a.set("posinf", *posinf);
+  if (neginf) a.set("neginf", *neginf);
+  return call1(Op::NanToNum, {self}, a);
+}
 Tensor to(const Tensor& self, DType dtype) { return call1(Op::To, {self}, attrs({{"dtype", dtype}})); }
 
 // ---- pointwise binary
@@ -113,6 +122,9 @@ Tensor mean(const Tensor& self, const Dims& dim, bool keepdim, std::optional<DTy
 }
 Tensor amax(const Tensor& self, const Dims& dim, bool keepdim) {
   return call1(Op::Amax, {self}, attrs({{"dim", opt(dim)}, {"keepdim", keepdim}}));
+}
+Tensor logsumexp(const Tensor& self, const Dims& dim, bool keepdim) {
+  return call1(Op::Logsumexp, {self}, attrs({{"dim", opt(dim)}, {"keepdim", keepdim}}));
 }
 Tensor amin(const Tensor& self, const Dims& dim, bool keepdim) {
   return call1(Op::Amin, {self}, attrs({{"dim", opt(dim)}, {"keepdim", keepdim}}));

@@ -66,6 +66,10 @@ Tensor elu(const Tensor& self, double alpha = 1.0);
 Tensor selu(const Tensor& self);
 Tensor softplus(const Tensor& self, double beta = 1.0, double threshold = 20.0);
 Tensor mish(const Tensor& self);
+Tensor isnan(const Tensor& self);
+Tensor isinf(const Tensor& self);
+Tensor nan_to_num(const Tensor& self, std::optional<double> nan = std::nullopt, std::optional<double> posinf = std::nullopt,
+                  std::optional<double> neginf = std::nullopt);
 Tensor square(const Tensor& self);
 Tensor erf(const Tensor& self);
 Tensor sign(const Tensor& self);
@@ -96,6 +100,7 @@ Tensor masked_fill(const Tensor& self, const Tensor& mask, Scalar value);
 Tensor sum(const Tensor& self, const Dims& dim = {}, bool keepdim = false, std::optional<DType> dtype = std::nullopt);
 Tensor mean(const Tensor& self, const Dims& dim = {}, bool keepdim = false, std::optional<DType> dtype = std::nullopt);
 Tensor amax(const Tensor& self, const Dims& dim = {}, bool keepdim = false);
+Tensor logsumexp(const Tensor& self, const Dims& dim = {}, bool keepdim = false);
 Tensor amin(const Tensor& self, const Dims& dim = {}, bool keepdim = false);
 Tensor argmax(const Tensor& self, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
 Tensor var(const Tensor& self, const Dims& dim = {}, Scalar correction = 1, bool keepdim = false);

@@ -2,6 +2,8 @@
 
 #include <array>
 
+#include "ir/error.h"
+
 namespace kiln {
 namespace {
 struct DTypeInfo {
@@ -20,6 +22,16 @@ const DTypeInfo& info(DType t) { return kDTypes[static_cast<size_t>(t)]; }
 
 std::string_view dtype_name(DType t) { return info(t).name; }
 int64_t dtype_size(DType t) { return info(t).bytes; }
+double max_finite(DType t) {
+  switch (t) {
+    case DType::F16: return 65504.0;
+    case DType::BF16: return 3.3895313892515355e38;
+    case DType::F32: return 3.4028234663852886e38;
+    case DType::F64: return 1.7976931348623157e308;
+    default: fail("max_finite: {} is not a floating dtype", dtype_name(t));
+  }
+}
+
 bool is_floating(DType t) { return info(t).floating; }
 bool is_integral(DType t) { return info(t).integral; }
 

@@ -99,9 +99,16 @@ std::vector<Token> tokenize(std::string_view s, const std::string& file) {
       continue;
     }
     bool sign = (c == '-' || c == '+') && i + 1 < s.size();
-    // inf and nan, signed or not, are numbers wherever they appear (an attribute, a list).
+    // inf and nan, signed or not, are numbers wherever they appear (an attribute, a list),
+    // but for an attribute's name: `nan=0.0` (nan_to_num's) names the attribute.
+    auto names_an_attribute = [&](size_t at) {
+      size_t k = at + 3;
+      while (k < s.size() && (s[k] == ' ' || s[k] == '\t')) ++k;
+      return k < s.size() && s[k] == '=' && (k + 1 >= s.size() || s[k + 1] != '=');
+    };
     auto special_at = [&](size_t at) {
-      return (s.substr(at, 3) == "inf" || s.substr(at, 3) == "nan") && (at + 3 >= s.size() || !ident_char(s[at + 3]));
+      return (s.substr(at, 3) == "inf" || s.substr(at, 3) == "nan") && (at + 3 >= s.size() || !ident_char(s[at + 3])) &&
+             !names_an_attribute(at);
     };
     if (std::isdigit(static_cast<unsigned char>(c)) || special_at(i) ||
         (sign && (std::isdigit(static_cast<unsigned char>(s[i + 1])) || s[i + 1] == '.' || special_at(i + 1))) ||

@@ -32,6 +32,7 @@ std::unordered_map<Op, DecompositionFn>& installed_table() {
     decompositions::install_losses();
     decompositions::install_masks();
     decompositions::install_activations();
+    decompositions::install_nonfinite();
     installing = false;
   });
   return table();

@@ -58,6 +58,12 @@ Metas meta_minmax(In in, const Attrs& a) {
   return reduce(in[0], dims, a.get_bool("keepdim"), in[0].dtype);
 }
 
+// The float type of the input (PyTorch's logsumexp of integers is a float); empty reductions
+// are allowed (-inf).
+Metas meta_logsumexp(In in, const Attrs& a) {
+  return reduce(in[0], a.opt_ints("dim"), a.get_bool("keepdim"), is_floating(in[0].dtype) ? in[0].dtype : kDefaultFloat);
+}
+
 Metas meta_argmax(In in, const Attrs& a) {
   auto dim = a.opt_int("dim");
   if (!dim) {

@@ -17,6 +17,7 @@ namespace {
 using Ins = std::span<const HostTensor>;
 using Outs = std::span<const TensorMeta>;
 constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // ---- tril / triu
 
@@ -204,9 +205,42 @@ double softplus_of(double x, double beta, double threshold) {
   return x * beta > threshold ? x : std::log1p(std::exp(x * beta)) / beta;
 }
 
+// ---- non-finite values
+
+// isnan / isinf: bool results; integers are never either.
+ReferenceFn finite_test(bool (*test)(double)) {
+  return [test](Ins in, const Attrs&, Outs outs) {
+    HostTensor out = HostTensor::empty(outs[0]);
+    const bool fl = is_floating(in[0].dtype());
+    for (int64_t i = 0; i < out.numel(); ++i) out.set_int(i, fl && test(in[0].get(i)) ? 1 : 0);
+    return std::vector<HostTensor>{out};
+  };
+}
+
+// nan -> `nan` (0), +inf -> `posinf`, -inf -> `neginf` (the dtype's largest and lowest finite
+// values); integers are copied.
+std::vector<HostTensor> nan_to_num(Ins in, const Attrs& a, Outs outs) {
+  HostTensor out = HostTensor::empty(outs[0]);
+  const DType dt = outs[0].dtype;
+  if (!is_floating(dt)) {
+    for (int64_t i = 0; i < out.numel(); ++i) out.set_int(i, in[0].get_int(i));
+    return {out};
+  }
+  const double nan = a.opt_float("nan").value_or(0.0), big = max_finite(dt);
+  const double posinf = a.opt_float("posinf").value_or(big), neginf = a.opt_float("neginf").value_or(-big);
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    double v = in[0].get(i);
+    out.set(i, std::isnan(v) ? nan : v == kInf ? posinf : v == -kInf ? neginf : v);
+  }
+  return {out};
+}
+
 }  // namespace
 
 void install_composites(const Setter& set) {
+  set(Op::Isnan, finite_test([](double v) { return std::isnan(v); }));
+  set(Op::Isinf, finite_test([](double v) { return std::isinf(v); }));
+  set(Op::NanToNum, nan_to_num);
   set(Op::Hardsigmoid, activation([](double x, const Attrs&) { return relu6_plus3(x) / 6; }));
   set(Op::Hardswish, activation([](double x, const Attrs&) { return x * relu6_plus3(x) / 6; }));
   set(Op::LeakyRelu, activation([](double x, const Attrs& a) { return x > 0 ? x : x * a.get_float("negative_slope"); }));

@@ -2,6 +2,7 @@
 // prod with dtype=, as torch casts before reducing), then each output element folds its slice
 // of the input in row-major order: floats accumulate in double, integers exactly in int64.
 #include <cmath>
+#include <algorithm>
 #include <limits>
 
 #include "ir/error.h"
@@ -159,9 +160,37 @@ std::vector<HostTensor> var_kernel(In in, const Attrs& a, Outs outs) {
   return {out};
 }
 
+// logsumexp = m + log(sum(exp(x - m))), m the slice's max, or 0 where that max is +-inf (as
+// PyTorch: a slice of -inf gives log(0) = -inf, one holding +inf gives +inf); NaN propagates;
+// an empty slice is log(0) = -inf. (A composite: registered here for the slicing helpers.)
+std::vector<HostTensor> logsumexp_kernel(In in, const Attrs& a, Outs outs) {
+  const HostTensor& x = in[0];
+  Slices s = slices(x.shape(), reduced_of(x, a));
+  HostTensor out = HostTensor::empty(outs[0]);
+  const auto n = static_cast<size_t>(out.numel());
+  std::vector<double> m(n, -std::numeric_limits<double>::infinity()), total(n, 0.0);
+  std::vector<bool> nan(n, false);
+  for (int64_t j = 0; j < x.numel(); ++j) {
+    double v = x.get(j);
+    auto o = static_cast<size_t>(s.out[j]);
+    if (std::isnan(v)) nan[o] = true;
+    else m[o] = std::max(m[o], v);
+  }
+  for (double& v : m)
+    if (std::isinf(v)) v = 0;
+  for (int64_t j = 0; j < x.numel(); ++j) {
+    auto o = static_cast<size_t>(s.out[j]);
+    total[o] += std::exp(x.get(j) - m[o]);
+  }
+  for (size_t o = 0; o < n; ++o)
+    out.set(static_cast<int64_t>(o), nan[o] ? std::numeric_limits<double>::quiet_NaN() : m[o] + std::log(total[o]));
+  return {out};
+}
+
 }  // namespace
 
 void install_reductions(const Setter& set) {
+  set(Op::Logsumexp, logsumexp_kernel);
   set(Op::Sum, sum_or_prod(false));
   set(Op::Prod, sum_or_prod(true));
   set(Op::Mean, mean_kernel);

@@ -1,6 +1,8 @@
 // Derivative rules of the activations (hardsigmoid, hardswish, leaky_relu, elu, selu,
-// softplus, mish), as PyTorch's *_backward kernels compute them, written in pointwise ops so
-// the backward fuses with its neighbours like the forward.
+// softplus, mish) and of nan_to_num, as PyTorch's *_backward kernels compute them, written in
+// pointwise ops so the backward fuses with its neighbours like the forward.
+#include <limits>
+
 #include "passes/autograd/rules.h"
 #include "passes/autograd/vjp.h"
 
@@ -69,9 +71,18 @@ Var mish_grad(VjpContext& c, Var x, Var g) {
   return g * (t + x * b.sigmoid(x) * (1.0 - t * t));
 }
 
+// nan_to_num: the gradient passes where x was finite; a replaced value is a constant (0).
+Var nan_to_num_grad(VjpContext& c, Var x, Var g) {
+  Builder& b = c.b;
+  Var finite = b.eq(b.abs(x), b.abs(x));  // false for nan only
+  finite = b.logical_and(finite, b.lt(b.abs(x), num(c, std::numeric_limits<double>::infinity(), x)));
+  return b.where(finite, g, zero(c, g));
+}
+
 }  // namespace
 
 void install_activation_vjps() {
+  register_vjp(Op::NanToNum, unary_backward<nan_to_num_grad>);
   register_vjp(Op::Hardsigmoid, unary_backward<hardsigmoid_grad>);
   register_vjp(Op::Hardswish, unary_backward<hardswish_grad>);
   register_vjp(Op::LeakyRelu, unary_backward<leaky_relu_grad>);

@@ -107,9 +107,16 @@ Var prod_grad(VjpContext& c, Var g) {
   return restore(c, g) * factor;
 }
 
+// logsumexp_backward: g * exp(x - result), both broadcast back over the reduced dims.
+Var logsumexp_grad(VjpContext& c, Var g) {
+  Var x = c.input(0);
+  return restore(c, g) * c.b.exp(x - restore(c, c.result()));
+}
+
 }  // namespace
 
 void install_reduction_vjps() {
+  rule(Op::Logsumexp, logsumexp_grad);
   rule(Op::Sum, sum_grad);
   rule(Op::Mean, mean_grad);
   rule(Op::Amax, minmax_grad);

@@ -58,7 +58,7 @@ bool is_differentiable(Op op) {
   switch (op) {
     case Op::Eq: case Op::Ne: case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge:
     case Op::LogicalNot: case Op::LogicalAnd: case Op::LogicalOr:
-    case Op::Sign: case Op::Argmax:
+    case Op::Sign: case Op::Argmax: case Op::Isnan: case Op::Isinf:
       return false;
     default:
       return true;

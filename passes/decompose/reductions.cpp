@@ -1,6 +1,7 @@
 // Decompositions of mean and var into sum, and of softmax, log_softmax and layer_norm into
 // reductions and pointwise ops.
 #include <algorithm>
+#include <limits>
 
 #include "passes/decompose/rules.h"
 
@@ -83,9 +84,25 @@ Values layer_norm(DecompositionContext& c) {
   return {b.to(y, dt)};
 }
 
+// m + log(sum(exp(x - m))), m the max with +-inf replaced by 0 (a row of -inf is -inf, one
+// holding +inf is +inf, as PyTorch's); an empty reduction is log(0) = -inf.
+Values logsumexp(DecompositionContext& c) {
+  Builder& b = c.b;
+  const TensorMeta& out = c.out_meta();
+  IntList dims = dims_attr(c.attrs());
+  Var x = b.to(c.input(0), compute_dtype(out.dtype));
+  if (reduced_count(x.meta(), dims) == 0) return {b.full(out.shape, -std::numeric_limits<double>::infinity(), out.dtype)};
+  Var m = b.amax(x, dims, /*keepdim=*/true);
+  Var inf = b.scalar(std::numeric_limits<double>::infinity(), x.dtype());
+  m = b.where(b.eq(b.abs(m), inf), b.scalar(0, x.dtype()), m);
+  Var r = b.log(b.sum(b.exp(x - m), dims, /*keepdim=*/true)) + m;
+  return {b.to(b.reshape(r, out.shape), out.dtype)};
+}
+
 }  // namespace
 
 void install_reductions() {
+  register_decomposition(Op::Logsumexp, logsumexp);
   register_decomposition(Op::Mean, mean);
   register_decomposition(Op::Var, var);
   register_decomposition(Op::Softmax, softmax);

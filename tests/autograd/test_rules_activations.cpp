@@ -32,4 +32,12 @@ TEST(ActivationRules, AttributesAwayFromTheirDefaults) {
   EXPECT_TRUE(gradcheck_values(Op::Softplus, {spread({3, 5}, 7)}, {{"beta", 0.5}}));
 }
 
+TEST(ActivationRules, LogsumexpAndNanToNum) {
+  HostTensor x = kiln::random_tensor(TensorMeta(DType::F64, {3, 4, 5}), 8);
+  for (const Attrs& a : {Attrs{{"dim", IntList{1}}}, Attrs{{"dim", IntList{0, 2}}, {"keepdim", true}}, Attrs{}})
+    EXPECT_TRUE(gradcheck_values(Op::Logsumexp, {x}, a));
+  // nan_to_num of finite values is the identity (its replaced values are constants).
+  EXPECT_TRUE(gradcheck_values(Op::NanToNum, {spread({3, 5}, 9)}));
+}
+
 }  // namespace

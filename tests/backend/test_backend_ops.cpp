@@ -102,6 +102,27 @@ TEST_P(BackendOps, EveryActivation) {
   EXPECT_EQ(checked, 80);
 }
 
+// logsumexp and the non-finite ops, compiled, with NaN and infinities among the inputs.
+TEST_P(BackendOps, LogsumexpAndNonFiniteOps) {
+  KILN_REQUIRE_JIT();
+  for (DType dt : {DType::F32, DType::F64, DType::BF16}) {
+    Graph g("nonfinite");
+    Builder b(g);
+    Var x = b.wrap(g.add_input("x", T(dt, {6, 33})));
+    g.set_outputs({b.op(Op::Logsumexp, {x.v}, {{"dim", IntList{1}}}), b.op(Op::Logsumexp, {x.v}, {{"dim", IntList{0}}, {"keepdim", true}}),
+                   b.op(Op::Isnan, {x.v}), b.op(Op::Isinf, {x.v}), b.op(Op::NanToNum, {x.v}),
+                   b.op(Op::NanToNum, {x.v}, {{"nan", 1.0}, {"posinf", 2.0}})});
+    std::vector<HostTensor> in = inputs_for(g, 31);
+    const double inf = std::numeric_limits<double>::infinity();
+    in[0].set(0, std::nan(""));
+    in[0].set(40, inf);
+    in[0].set(80, -inf);
+    for (int64_t i = 99; i < 132; ++i) in[0].set(i, -inf);  // a whole row of -inf
+    SCOPED_TRACE(dtype_name(dt));
+    expect_matches_reference(g, in, 4);
+  }
+}
+
 TEST_P(BackendOps, EveryBinaryPointwiseOpWithBroadcasting) {
   KILN_REQUIRE_JIT();
   int checked = 0;

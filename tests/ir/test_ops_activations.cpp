@@ -1,6 +1,7 @@
 // The activations of torch.nn.functional (hardsigmoid, hardswish, leaky_relu, elu, selu,
-// softplus, mish): reference kernels against values worked out by hand at each side of every
-// kink, NaN and infinities, the shape rule and its errors, and the print/parse round trip.
+// softplus, mish), logsumexp, and the non-finite ops (isnan, isinf, nan_to_num): reference
+// kernels against values worked out by hand at each side of every kink, NaN and infinities,
+// the shape rules and their errors, and the print/parse round trip.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -81,6 +82,36 @@ TEST(OpsActivations, KeepTheInputsTypeAndRefuseIntegers) {
   HostTensor h = run1(Op::Mish, {make(DType::F32, {1}, {1.0})});
   EXPECT_EQ(h.dtype(), DType::F32);
   EXPECT_EQ(vals(h)[0], static_cast<double>(static_cast<float>(0.8650983882673103)));
+}
+
+TEST(OpsActivations, LogsumexpOverflowsNeverAndKeepsInfinitiesAndNan) {
+  // [ln 1, ln 2, ln 5] -> ln 8; 1000 + ln 2 without overflow; rows of -inf, with +inf, with nan.
+  HostTensor x = make(DType::F64, {5, 3},
+                      {0, std::log(2.0), std::log(5.0), 1000, 1000, -kInf, -kInf, -kInf, -kInf, 1, kInf, 2, 1, kNan, 2});
+  expect_values(run1(Op::Logsumexp, {x}, {{"dim", IntList{1}}}), {std::log(8.0), 1000 + std::log(2.0), -kInf, kInf, kNan});
+  HostTensor kept = run1(Op::Logsumexp, {x}, {{"dim", IntList{1}}, {"keepdim", true}});
+  EXPECT_EQ(kept.shape(), (Shape{5, 1}));
+  expect_values(run1(Op::Logsumexp, {f64({0, 0, 0, 0})}), {std::log(4.0)});  // dim=None: every dim
+  // An empty reduction is log(0) = -inf; integers give floats.
+  expect_values(run1(Op::Logsumexp, {make(DType::F32, {2, 0}, {})}, {{"dim", IntList{1}}}), {-kInf, -kInf});
+  EXPECT_EQ(testing::meta(Op::Logsumexp, {TensorMeta(DType::I64, {3, 4})}, {{"dim", IntList{0}}}),
+            TensorMeta(DType::F32, {4}));
+  EXPECT_TRUE(meta_fails(Op::Logsumexp, {F({3, 4})}, {{"dim", IntList{2}}}, "out of range"));
+}
+
+TEST(OpsActivations, IsnanIsinfAndNanToNum) {
+  HostTensor x = f64({1, kNan, kInf, -kInf, -0.5});
+  EXPECT_EQ(run1(Op::Isnan, {x}).to_ints(), (std::vector<int64_t>{0, 1, 0, 0, 0}));
+  EXPECT_EQ(run1(Op::Isinf, {x}).to_ints(), (std::vector<int64_t>{0, 0, 1, 1, 0}));
+  EXPECT_EQ(run1(Op::Isnan, {testing::ints(DType::I64, {2}, {3, -1})}).to_ints(), (std::vector<int64_t>{0, 0}));
+  EXPECT_EQ(run1(Op::Isnan, {x}).dtype(), DType::Bool);
+  expect_values(run1(Op::NanToNum, {x}), {1, 0, 1.7976931348623157e308, -1.7976931348623157e308, -0.5});
+  expect_values(run1(Op::NanToNum, {x}, {{"nan", 7.0}, {"posinf", 9.0}, {"neginf", -9.0}}), {1, 7, 9, -9, -0.5});
+  // Each dtype's own largest finite value.
+  expect_values(run1(Op::NanToNum, {make(DType::F16, {2}, {kInf, -kInf})}), {65504, -65504});
+  expect_values(run1(Op::NanToNum, {make(DType::F32, {1}, {kInf})}), {3.4028234663852886e38});
+  EXPECT_EQ(run1(Op::NanToNum, {testing::ints(DType::I32, {2}, {5, -7})}).to_ints(), (std::vector<int64_t>{5, -7}));
+  EXPECT_EQ(one_node_round_trip(Op::NanToNum, {F({3})}, {{"nan", 1.0}}), "%y = nan_to_num(%x0, nan=1.0) : f32[3]");
 }
 
 }  // namespace

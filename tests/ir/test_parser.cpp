@@ -55,6 +55,21 @@ TEST(Parser, FloatAttributesKeepTheirValues) {
   EXPECT_EQ(values[1], 0.1);
 }
 
+// nan_to_num's attributes are named nan, posinf and neginf: before '=' `nan` is a name, after
+// it a number.
+TEST(Parser, NanIsAnAttributesNameBeforeEqualsAndANumberAfter) {
+  const std::string text = R"(graph g(%x: f32[2]) {
+  %y = nan_to_num(%x, nan=nan, posinf=inf, neginf=-inf) : f32[2]
+  %z = nan_to_num(%x, nan=0.5) : f32[2]
+  return (%y, %z)
+}
+)";
+  EXPECT_EQ(round_trip(text), text);
+  auto g = kiln::parse_graph("graph g(%x: f32[2]) {\n  %y = nan_to_num(%x, nan = 2.0) : f32[2]\n  return (%y)\n}\n");
+  EXPECT_EQ(g.nodes()[0]->attrs().get_float("nan"), 2.0);
+  EXPECT_TRUE(std::isnan(kiln::parse_graph(text).nodes()[0]->attrs().get_float("nan")));
+}
+
 TEST(Parser, StringsWithEscapesRoundTrip) {
   label_op();
   const std::string text =

@@ -330,6 +330,27 @@ TEST(Decompose, Activations) {
       for (Shape s : {Shape{}, Shape{7, 33}, Shape{2, 3, 5}}) check({op, {T(dt, s)}, attrs, 8, specials});
 }
 
+TEST(Decompose, LogsumexpAndNonFinite) {
+  auto specials = [](std::vector<HostTensor>& in) {
+    if (in[0].numel() < 4) return;
+    in[0].set(0, kNan);
+    in[0].set(1, std::numeric_limits<double>::infinity());
+    in[0].set(2, -std::numeric_limits<double>::infinity());
+    in[0].set(3, 1e4);  // exp overflows unless the max is taken out
+  };
+  for (DType dt : {kF32, kF64, DType::F16, DType::BF16}) {
+    for (auto [shape, attrs] : std::vector<std::pair<Shape, Attrs>>{{{7, 33}, A({{"dim", IntList{1}}})},
+                                                                     {{7, 33}, A({{"dim", IntList{0}}, {"keepdim", true}})},
+                                                                     {{2, 3, 5}, A({{"dim", IntList{0, 2}}})},
+                                                                     {{2, 3, 5}, {}},
+                                                                     {{4, 0}, A({{"dim", IntList{1}}})}})
+      check({Op::Logsumexp, {T(dt, shape)}, attrs, 8, dt == DType::F16 ? std::function<void(std::vector<HostTensor>&)>{} : specials});
+    for (Op op : {Op::Isnan, Op::Isinf, Op::NanToNum}) check({op, {T(dt, {7, 33})}, {}, 8, specials});
+    check({Op::NanToNum, {T(dt, {7, 33})}, A({{"nan", 1.0}, {"posinf", 2.0}, {"neginf", -3.0}}), 8, specials});
+  }
+  for (Op op : {Op::Isnan, Op::Isinf, Op::NanToNum}) check({op, {T(DType::I64, {5})}, {}});
+}
+
 // ---- dropout
 
 TEST(Decompose, Dropout) {

@@ -160,7 +160,8 @@ class Generator {
     static const std::vector<Op> ops = {Op::Neg, Op::Abs, Op::Exp, Op::Log, Op::Sqrt, Op::Rsqrt, Op::Reciprocal,
                                         Op::Sin, Op::Cos, Op::Tanh, Op::Sigmoid, Op::Relu, Op::Gelu, Op::Silu,
                                         Op::Square, Op::Erf, Op::Sign, Op::Dropout, Op::Hardsigmoid,
-                                        Op::Hardswish, Op::LeakyRelu, Op::Elu, Op::Selu, Op::Softplus, Op::Mish};
+                                        Op::Hardswish, Op::LeakyRelu, Op::Elu, Op::Selu, Op::Softplus, Op::Mish,
+                                        Op::Isnan, Op::Isinf, Op::NanToNum};
     auto a = pick(floating);
     if (!a) return false;
     Op op = one_of(ops);
@@ -219,7 +220,7 @@ class Generator {
   }
 
   bool reduction() {
-    static const std::vector<Op> ops = {Op::Sum, Op::Sum, Op::Mean, Op::Amax, Op::Amin, Op::Argmax, Op::Var, Op::Prod};
+    static const std::vector<Op> ops = {Op::Sum, Op::Sum, Op::Mean, Op::Amax, Op::Amin, Op::Argmax, Op::Var, Op::Prod, Op::Logsumexp};
     auto a = pick(numeric);
     if (!a) return false;
     Op op = one_of(ops);
