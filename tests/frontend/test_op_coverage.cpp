@@ -58,6 +58,12 @@ TEST(OpCoverage, EveryOpHasAWrapper) {
         out.push_back(cross_entropy(x, idx));
         out.push_back(nll_loss(x, idx, 0, "sum"));
         out.push_back(dropout(x, 0.1, true, 3));
+        for (Tensor a : {hardsigmoid(x), hardswish(x), leaky_relu(x, 0.2), elu(x, 0.5), selu(x), softplus(x, 2.0, 10.0), mish(x)})
+          out.push_back(a);
+        out.push_back(logsumexp(x, {1}));
+        out.push_back(isnan(x));
+        out.push_back(isinf(x));
+        out.push_back(nan_to_num(x, 0.0, 1.0));
         // A group of one: the collectives record their ops and pass the tensor through.
         out.push_back(all_reduce(x, 1));
         out.push_back(all_gather(x, 1, 1));
