@@ -8,6 +8,7 @@
 #include "ir/error.h"
 #include "ir/random.h"
 #include "ir/reference/kernels.h"
+#include "ir/selu.h"
 #include "ir/reference/util.h"
 
 namespace kiln::reference {
@@ -194,8 +195,6 @@ ReferenceFn activation(F f) {
 // relu6(x + 3) / 6 as PyTorch writes it: min(max(x + 3, 0), 6), so a NaN stays NaN.
 double relu6_plus3(double x) { return std::min(std::max(x + 3, 0.0), 6.0); }
 
-constexpr double kSeluAlpha = 1.6732632423543772848170429916717;
-constexpr double kSeluScale = 1.0507009873554804934193349852946;
 
 double elu_of(double x, double alpha, double scale, double input_scale) {
   return x > 0 ? x * scale : std::expm1(x * input_scale) * alpha * scale;

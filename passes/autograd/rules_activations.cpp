@@ -4,14 +4,13 @@
 #include <limits>
 
 #include "passes/autograd/rules.h"
+#include "ir/selu.h"
 #include "passes/autograd/vjp.h"
 
 namespace kiln::autograd {
 
 namespace {
 
-constexpr double kSeluAlpha = 1.6732632423543772848170429916717;
-constexpr double kSeluScale = 1.0507009873554804934193349852946;
 
 using Rule = Var (*)(VjpContext&, Var x, Var g);
 

@@ -1,6 +1,7 @@
 // Decompositions of torch.nn.functional's activations into pointwise primitives (they fuse
 // with their producers and consumers into one kernel). f16 and bf16 compute in f32 and round
 // once, as the reference kernels compute in double and round once.
+#include "ir/selu.h"
 #include "passes/decompose/rules.h"
 
 namespace kiln::decompositions {
@@ -54,8 +55,7 @@ Values elu(DecompositionContext& c) {
 }
 
 Values selu(DecompositionContext& c) {
-  constexpr double kAlpha = 1.6732632423543772848170429916717, kScale = 1.0507009873554804934193349852946;
-  return in_compute_dtype(c, [](Builder& b, Var x) { return elu_of(b, x, kAlpha, kScale, 1.0); });
+  return in_compute_dtype(c, [](Builder& b, Var x) { return elu_of(b, x, kSeluAlpha, kSeluScale, 1.0); });
 }
 
 // Above the threshold (in units of x * beta) softplus is x: log1p(exp(.)) would overflow.
