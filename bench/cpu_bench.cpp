@@ -39,9 +39,7 @@ using bench::Clock;
 using bench::ms_since;
 using bench::Row;
 
-struct Options : bench::CommonOptions {
-  bool check = true;
-};
+using Options = bench::CommonOptions;
 
 Row measure(const bench::Workload& w, const Options& opt, const std::string& cache, double copy, int reps) {
   return bench::measure_row(w, [&](Row& r, const bench::Case& full) {
@@ -61,11 +59,8 @@ int main(int argc, char** argv) {
   Options opt;
   for (int i = 1; i < argc; ++i) {
     if (bench::parse_common_option(opt, i, argc, argv)) continue;
-    if (std::string(argv[i]) == "--no-check") opt.check = false;
-    else {
-      fmt::print(stderr, "usage: kiln_bench_cpu [--quick] [--json FILE] [--npy DIR] [--only ID,ID] [--no-block] [--no-check]\n");
-      return 2;
-    }
+    fmt::print(stderr, "usage: kiln_bench_cpu [--quick] [--json FILE] [--npy DIR] [--only ID,ID] [--no-block] [--no-check]\n");
+    return 2;
   }
   if (!runtime::cpu::jit_available()) {
     fmt::print("kiln was built without the LLVM CPU path: nothing to benchmark\n");

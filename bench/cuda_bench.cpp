@@ -22,7 +22,7 @@
 // With no GPU, every workload is still compiled (NVRTC, sm_90) and the compile times printed;
 // nothing runs. Prints a table last.
 //
-// Usage: kiln_bench_cuda [--quick] [--json FILE] [--npy DIR] [--only ID,ID] [--no-block] [--cpu-check]
+// Usage: kiln_bench_cuda [--quick] [--json FILE] [--npy DIR] [--only ID,ID] [--no-block] [--no-check] [--cpu-check]
 //   --quick      fewer repetitions (and no warm-up of the copy measurement beyond one call)
 //   --json FILE  the rows as JSON (bench/compare_torch.py reads it)
 //   --npy DIR    per workload, DIR/ID: its full-size inputs and kiln's outputs as .npy with a
@@ -31,6 +31,7 @@
 //                layer_norm_bwd, cross_entropy, mlp_train_step, gpt2_block,
 //                gpt2_block_train_step, gpt2_block_train_step_bf16, minigpt_train_step)
 //   --no-block   skip the GPT-2 block rows
+//   --no-check   no comparison with the reference interpreter (timings only: before/after runs)
 //   --cpu-check  with no GPU: run each small-shape check on the CPU backend instead (checks the
 //                workloads and the comparison here; needs the LLVM CPU path)
 #include <fmt/format.h>
@@ -171,10 +172,10 @@ Row measure(const Workload& w, const Options& opt, const std::string& cache, boo
           got.push_back(t.to_host());
         return got;
       };
-      bench::check_row(r, w, "cuda", run_cuda);
+      if (opt.check) bench::check_row(r, w, "cuda", run_cuda);
       if (!opt.npy.empty()) bench::write_exchange(opt.npy + "/" + w.id, full, run_cuda);
       cu::empty_cache();
-    } else if (opt.cpu_check) {
+    } else if (opt.cpu_check && opt.check) {
       bench::check_row(r, w, "the CPU backend", bench::run_on_cpu_backend);
     }
   });
@@ -190,7 +191,7 @@ int main(int argc, char** argv) {
     if (a == "--cpu-check") opt.cpu_check = true;
     else if (a == "--dump" && i + 1 < argc) opt.dump = argv[++i];
     else {
-      fmt::print(stderr, "usage: kiln_bench_cuda [--quick] [--json FILE] [--npy DIR] [--dump DIR] [--only ID,ID] [--no-block] [--cpu-check]\n");
+      fmt::print(stderr, "usage: kiln_bench_cuda [--quick] [--json FILE] [--npy DIR] [--dump DIR] [--only ID,ID] [--no-block] [--no-check] [--cpu-check]\n");
       return 2;
     }
   }

@@ -328,6 +328,7 @@ bool parse_common_option(CommonOptions& o, int& i, int argc, char** argv) {
   if (a == "--quick") o.quick = true;
   else if (a == "--npy" && i + 1 < argc) o.npy = argv[++i];
   else if (a == "--no-block") o.no_block = true;
+  else if (a == "--no-check") o.check = false;
   else if (a == "--json" && i + 1 < argc) o.json = argv[++i];
   else if (a == "--only" && i + 1 < argc) o.only = split_commas(argv[++i]);
   else return false;

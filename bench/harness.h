@@ -109,6 +109,7 @@ int rotation_count(int64_t rotated_bytes, int64_t l2_bytes);
 // The options both benchmarks take: --quick, --json FILE, --only ID,ID, --no-block, --npy DIR.
 struct CommonOptions {
   bool quick = false, no_block = false;
+  bool check = true;  // --no-check: no comparison with the reference interpreter (timings only)
   std::string json, npy;
   std::vector<std::string> only;
 };
