@@ -378,6 +378,10 @@ LoweredGraph GraphLowering::run() {
   for (size_t gi = 0; gi < plan_.groups.size(); ++gi) {
     const FusionGroup& grp = plan_.groups[gi];
     if (grp.folded_into >= 0) continue;  // a matmul's epilogue: its GEMM computes it
+    // A pure group that no one reads (dead code an unoptimized compile keeps, e.g. what feeds
+    // a decomposition that ignores its input) is no kernel: there is nothing to write.
+    // Collectives and custom ops still run: every rank must, and a custom op may have effects.
+    if (grp.outputs.empty() && grp.kind != KernelKind::Opaque && grp.kind != KernelKind::Collective) continue;
     switch (grp.kind) {
       case KernelKind::Pointwise:
       case KernelKind::Constant: lower_pointwise(grp); break;
