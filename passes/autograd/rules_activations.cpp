@@ -22,7 +22,6 @@ std::vector<Value> unary_backward(VjpContext& c) {
 }
 
 Var zero(VjpContext& c, Var like) { return c.b.scalar(0, like.dtype()); }
-Var num(VjpContext& c, double v, Var like) { return c.b.scalar(v, like.dtype()); }
 
 // hardsigmoid_backward: g / 6 strictly inside (-3, 3), else 0.
 Var hardsigmoid_grad(VjpContext& c, Var x, Var g) {
@@ -73,8 +72,7 @@ Var mish_grad(VjpContext& c, Var x, Var g) {
 // nan_to_num: the gradient passes where x was finite; a replaced value is a constant (0).
 Var nan_to_num_grad(VjpContext& c, Var x, Var g) {
   Builder& b = c.b;
-  Var finite = b.eq(b.abs(x), b.abs(x));  // false for nan only
-  finite = b.logical_and(finite, b.lt(b.abs(x), num(c, std::numeric_limits<double>::infinity(), x)));
+  Var finite = b.lt(b.abs(x), num(c, std::numeric_limits<double>::infinity(), x));  // false for nan and +-inf
   return b.where(finite, g, zero(c, g));
 }
 

@@ -20,7 +20,6 @@ Value input_grad(VjpContext& c, int i, Var g) {
 }
 
 // A 0-d constant of the dtype of `like`.
-Var num(VjpContext& c, double v, const Var& like) { return c.b.scalar(v, like.dtype()); }
 
 using GradFn = Var (*)(VjpContext& c, Var g);
 

@@ -31,6 +31,9 @@ struct VjpContext {
 using VjpRule = std::function<std::vector<Value>(VjpContext&)>;
 
 // Throws kiln::Error if the op already has a rule.
+// The number `v` as a 0-d tensor of `like`'s dtype, for the rules' constants.
+inline Var num(VjpContext& c, double v, const Var& like) { return c.b.scalar(v, like.dtype()); }
+
 void register_vjp(Op op, VjpRule rule);
 const VjpRule* find_vjp(Op op);  // nullptr: the op has no rule
 
