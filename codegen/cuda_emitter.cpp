@@ -1,6 +1,7 @@
 #include "codegen/cuda_emitter.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <functional>
@@ -8,6 +9,7 @@
 #include <set>
 
 #include "codegen/c_family.h"
+#include "codegen/vectorize.h"
 #include "ir/error.h"
 
 namespace kiln::codegen {
@@ -60,109 +62,6 @@ bool divides_and_wraps(const Stmt& loop) {
   return div && mod;
 }
 
-// ---- 16-byte vectors in a grid-stride loop
-//
-// The simplest and most common pointwise kernel: one grid-stride loop whose every buffer load
-// and store is at exactly the loop variable, over buffers of 4-byte (f32, i32) or 2-byte
-// (f16, bf16) elements. Each thread then handles W consecutive elements per iteration, W = 16
-// bytes of the narrowest buffer: 4 when all are 4-byte, else 8, so that a 16-bit buffer is
-// always read as eight values in one 16-byte access, also beside f32 buffers (the casts of
-// mixed precision), whose 32 bytes per thread are then two 16-byte accesses. One vector
-// load per input and one vector store per output, and a scalar loop finishes the last
-// extent % W elements. A load at `v % C` with C a multiple of W (a bias broadcast over rows)
-// is a vector load too: the W elements of a vector never straddle a period. Anything else
-// (gathers, loads under a select, a buffer both loaded and stored, nested loops,
-// accumulators) stays scalar.
-
-int element_bytes(DType t) {
-  switch (t) {
-    case DType::F32:
-    case DType::I32: return 4;
-    case DType::F16:
-    case DType::BF16: return 2;
-    default: return 0;
-  }
-}
-
-// The kernel's body as one loop (Blocks of one statement around it), or null.
-StmtPtr sole_loop(const StmtPtr& s) {
-  if (s->kind == StmtKind::For) return s;
-  if (s->kind == StmtKind::Block && s->body.size() == 1) return sole_loop(s->body[0]);
-  return nullptr;
-}
-
-bool is_var(const ExprPtr& e, const std::string& v) { return e->kind == ExprKind::Var && e->name == v; }
-
-// The period of a load index that is `v` (0) or `v % C` (C: a row vector broadcast over the
-// rows, as a bias), or -1 for any other index.
-int64_t period_of(const ExprPtr& index, const std::string& v) {
-  if (is_var(index, v)) return 0;
-  if (index->kind == ExprKind::Mod && is_var(index->args[0], v) && index->args[1]->kind == ExprKind::IntImm) return index->args[1]->i;
-  return -1;
-}
-
-// Each loaded buffer's index period in a vectorizable loop (period_of).
-std::map<std::string, int64_t> load_periods(const Kernel& k, const StmtPtr& loop) {
-  std::map<std::string, int64_t> out;
-  visit(loop, [&](const Stmt& st) {
-    for (auto& e : st.exprs)
-      visit(e, [&](const Expr& x) {
-        const Buffer* b = x.kind == ExprKind::Load ? k.find_buffer(x.name) : nullptr;
-        if (b && b->role != BufferRole::Constant) out[x.name] = period_of(x.args[0], loop->name);
-      });
-  });
-  return out;
-}
-
-// Elements per thread per iteration if `loop` can run on 16-byte vectors, else 0.
-int vector_width(const Kernel& k, const StmtPtr& loop) {
-  if (loop->map != LoopMap::GpuGridStride) return 0;
-  const std::string& v = loop->name;
-  bool ok = true;
-  int narrowest = 0;
-  std::set<std::string> loaded, stored;
-  std::map<std::string, int64_t> period;  // per loaded buffer: one index form for all its loads
-  auto buffer_ok = [&](const std::string& name) {
-    const Buffer* b = k.find_buffer(name);
-    int bytes = b ? element_bytes(b->dtype) : 0;
-    if (bytes != 0) narrowest = narrowest == 0 ? bytes : std::min(narrowest, bytes);
-    return bytes != 0;
-  };
-  std::function<void(const ExprPtr&, bool)> expr = [&](const ExprPtr& e, bool guarded) {
-    if (e->kind == ExprKind::Load) {
-      const Buffer* b = k.find_buffer(e->name);
-      if (b && b->role == BufferRole::Constant) return expr(e->args[0], guarded);  // a table in the kernel
-      int64_t p = period_of(e->args[0], v);
-      ok = ok && !guarded && p >= 0 && buffer_ok(e->name) && (!period.count(e->name) || period[e->name] == p);
-      period[e->name] = p;
-      loaded.insert(e->name);
-      return;
-    }
-    for (size_t i = 0; i < e->args.size(); ++i) expr(e->args[i], guarded || (e->kind == ExprKind::Select && i > 0));
-  };
-  std::function<void(const StmtPtr&)> stmt = [&](const StmtPtr& s) {
-    switch (s->kind) {
-      case StmtKind::Block:
-        for (auto& b : s->body) stmt(b);
-        return;
-      case StmtKind::Let: expr(s->exprs[0], false); return;
-      case StmtKind::Store:
-        ok = ok && is_var(s->exprs[0], v) && buffer_ok(s->name);
-        stored.insert(s->name);
-        expr(s->exprs[1], false);
-        return;
-      default: ok = false; return;
-    }
-  };
-  for (auto& b : loop->body) stmt(b);
-  for (auto& b : loaded) ok = ok && !stored.count(b);
-  if (!ok || narrowest == 0) return 0;
-  int width = 16 / narrowest;
-  for (auto& [b, p] : period)
-    if (p > 0 && p % width != 0) return 0;
-  return width;
-}
-
 // The loop body for element j of the vector: loads of b[v] read `b_v.v[j]`, stores write it.
 StmtPtr vector_element(const StmtPtr& s, const Kernel& k, const std::string& v, int j) {
   auto lane = [&](const ExprPtr& e) {
@@ -192,113 +91,6 @@ bool uses_var(const StmtPtr& s, const std::string& v) {
       visit(e, [&](const Expr& x) { used = used || (x.kind == ExprKind::Var && x.name == v); });
   });
   return used;
-}
-
-// ---- 16-byte vectors in a thread's or lane's share of a row
-//
-// A loop `for (r = tid; r < E; r += T)` over a row whose every load and store is at
-// `base + r`, with base a multiple of W (row * 1024, 0): each thread takes W consecutive
-// elements per iteration instead (one 16-byte access per buffer), the body runs once per
-// element. Accumulations keep their order within each thread, so results stay deterministic
-// for a launch configuration. Loads under a select, gathers and loops inside stay scalar, and
-// so does a loop touching memory that another loop of the kernel also touches (temp buffers,
-// outputs read back): vectorizing one loop but not the other would hand an element to a
-// different thread between them, a race with no barrier.
-
-// `index` as base + v with base a sum of multiples of `w`; the base, or null.
-ExprPtr aligned_base(const ExprPtr& index, const std::string& v, int w) {
-  if (is_var(index, v)) return imm(0);
-  if (index->kind != ExprKind::Add) return nullptr;
-  const ExprPtr *var_side = nullptr, *rest = nullptr;
-  if (is_var(index->args[1], v)) var_side = &index->args[1], rest = &index->args[0];
-  else if (is_var(index->args[0], v)) var_side = &index->args[0], rest = &index->args[1];
-  if (!var_side) return nullptr;
-  bool ok = true, uses_v = false;
-  std::function<void(const ExprPtr&)> terms = [&](const ExprPtr& e) {
-    if (e->kind == ExprKind::Add) {
-      terms(e->args[0]);
-      terms(e->args[1]);
-    } else if (e->kind == ExprKind::IntImm) {
-      ok = ok && e->i % w == 0;
-    } else if (e->kind == ExprKind::Mul && e->args[1]->kind == ExprKind::IntImm) {
-      ok = ok && e->args[1]->i % w == 0;
-    } else if (e->kind == ExprKind::Mul && e->args[0]->kind == ExprKind::IntImm) {
-      ok = ok && e->args[0]->i % w == 0;
-    } else {
-      ok = false;
-    }
-    visit(e, [&](const Expr& x) { uses_v = uses_v || (x.kind == ExprKind::Var && x.name == v); });
-  };
-  terms(*rest);
-  return ok && !uses_v ? *rest : nullptr;
-}
-
-// Elements per vector for a row loop (see above), or 0; `bases` gets each buffer's base.
-int row_vector_width(const Kernel& k, const StmtPtr& loop, std::map<std::string, ExprPtr>& bases) {
-  if (loop->map != LoopMap::GpuThreads && loop->map != LoopMap::GpuLanes) return 0;
-  const std::string& v = loop->name;
-  int widest = 0;
-  bool ok = true;
-  std::vector<std::pair<std::string, ExprPtr>> accesses;  // buffer, index
-  std::set<std::string> loaded, stored;
-  std::function<void(const ExprPtr&, bool)> expr = [&](const ExprPtr& e, bool guarded) {
-    if (e->kind == ExprKind::Load) {
-      const Buffer* b = k.find_buffer(e->name);
-      if (b && b->role == BufferRole::Constant) return;
-      bool uses_v = false;
-      visit(e->args[0], [&](const Expr& x) { uses_v = uses_v || (x.kind == ExprKind::Var && x.name == v); });
-      if (!uses_v) return expr(e->args[0], guarded);  // the same element every iteration
-      ok = ok && !guarded && b;
-      if (b) widest = std::max(widest, element_bytes(b->dtype)), ok = ok && element_bytes(b->dtype) != 0;
-      accesses.emplace_back(e->name, e->args[0]);
-      loaded.insert(e->name);
-      return;
-    }
-    for (size_t i = 0; i < e->args.size(); ++i) expr(e->args[i], guarded || (e->kind == ExprKind::Select && i > 0));
-  };
-  for (auto& s : loop->body) {
-    switch (s->kind) {
-      case StmtKind::Let: expr(s->exprs[0], false); break;
-      case StmtKind::Accumulate:
-        for (auto& e : s->exprs) expr(e, false);
-        if (s->combine == CombineOp::Argmax) ok = false;  // the position is the scalar index
-        break;
-      case StmtKind::Store: {
-        const Buffer* b = k.find_buffer(s->name);
-        ok = ok && b && element_bytes(b->dtype) != 0;
-        if (b) widest = std::max(widest, element_bytes(b->dtype));
-        accesses.emplace_back(s->name, s->exprs[0]);
-        stored.insert(s->name);
-        expr(s->exprs[1], false);
-        break;
-      }
-      default: ok = false;
-    }
-  }
-  for (auto& b : loaded) ok = ok && !stored.count(b);
-  // Only read-only inputs and outputs the kernel never reads back keep one owner per element.
-  std::set<std::string> loaded_anywhere;
-  visit(k.body, [&](const Stmt& st) {
-    for (auto& e : st.exprs)
-      visit(e, [&](const Expr& x) {
-        if (x.kind == ExprKind::Load) loaded_anywhere.insert(x.name);
-      });
-  });
-  for (auto& [b, index] : accesses) {
-    const Buffer* buf = k.find_buffer(b);
-    ok = ok && buf && buf->role != BufferRole::Temp && !(buf->role == BufferRole::Output && loaded_anywhere.count(b));
-  }
-  if (!ok || widest == 0 || accesses.empty()) return 0;
-  int w = 16 / widest;
-  if (loop->extent % w != 0) return 0;
-  for (auto& [b, index] : accesses) {
-    ExprPtr base = aligned_base(index, v, w);
-    if (!base) return 0;
-    auto it = bases.find(b);
-    if (it != bases.end() && print_expr(it->second) != print_expr(base)) return 0;  // one form per buffer
-    bases[b] = base;
-  }
-  return w;
 }
 
 // The body for element j of a row vector: accesses at base + v read/write `b_v.v[j]`.
@@ -336,7 +128,7 @@ class CudaEmitter : public CEmitter {
 
   void kernel_body(int ind) {
     StmtPtr top = sole_loop(k_.body);
-    if (top && vector_width(k_, top) > 0) return vectorized(top, vector_width(k_, top), ind);
+    if (top && top->map == LoopMap::GpuGridStride && top->vector > 0) return vectorized(top, top->vector, ind);
     stmt(k_.body, ind);
   }
 
@@ -370,9 +162,27 @@ class CudaEmitter : public CEmitter {
     std::string q = v + "_vec";
     bool lanes = s->map == LoopMap::GpuLanes;
     if (!s->comment.empty()) line(ind, "// " + s->comment);
-    line(ind, fmt::format("// {} consecutive elements per {} per iteration: one 16-byte access per buffer", w, lanes ? "lane" : "thread"));
-    line(ind, fmt::format("for ({0} {1} = {2}; {1} < {3}; {1} += {4}) {{", I, q, lanes ? "threadIdx.x % 32" : "threadIdx.x",
-                          int_literal(s->extent / w, d_), lanes ? "32" : "blockDim.x"));
+    bool reads_held = std::any_of(bases.begin(), bases.end(), [&](auto& b) { return held_.count(b.first) > 0; });
+    std::string vectors = int_literal(s->extent / w, d_);
+    if (reads_held) {
+      // The same walk as the held loads (emit_held): iteration h of every thread is vector
+      // `tid + h * T` of the row, so register h holds what the iteration reads.
+      line(ind, fmt::format("// {} consecutive elements per {} per iteration, of a row held in registers", w, lanes ? "lane" : "thread"));
+      line(ind, "#pragma unroll");
+      line(ind, fmt::format("for (int {0}_h = 0; {0}_h < {1}; ++{0}_h) {{", v, held_vectors_));
+      bool reads_memory = std::any_of(bases.begin(), bases.end(), [&](auto& b) { return held_.count(b.first) == 0; });
+      bool tail = (s->extent / w) % held_threads_ != 0;
+      std::vector<StmtPtr> first;
+      for (auto& st : s->body) first.push_back(row_vector_element(st, bases, v, 0));
+      if (reads_memory || tail || uses_var(block(std::move(first)), v))
+        line(ind + 1, fmt::format("const {0} {1} = ({0})({2}) + {3}_h * {4};", I, q, lanes ? "threadIdx.x % 32" : "threadIdx.x", v, held_threads_));
+      if (tail) line(ind + 1, fmt::format("if ({} >= {}) break;", q, vectors));
+    } else {
+      line(ind, fmt::format("// {} consecutive elements per {} per iteration: one {}-byte access per buffer", w, lanes ? "lane" : "thread",
+                            w * widest_bytes(bases)));
+      line(ind, fmt::format("for ({0} {1} = {2}; {1} < {3}; {1} += {4}) {{", I, q, lanes ? "threadIdx.x % 32" : "threadIdx.x", vectors,
+                            lanes ? "32" : "blockDim.x"));
+    }
     runs_.push_back(Runs::Thread);
     std::set<std::string> stored;
     for (auto& st : s->body)
@@ -382,6 +192,7 @@ class CudaEmitter : public CEmitter {
       std::string at = fmt::format("({}) / {} + {}", expr(base), w, q);
       if (base->kind == ExprKind::IntImm && base->i == 0) at = q;
       if (stored.count(b)) line(ind + 1, fmt::format("{} {}_v;", vec_type(b), b));
+      else if (held_.count(b)) line(ind + 1, fmt::format("const {0} {1}_v = {1}_held[{2}_h];", vec_type(b), b, v));
       else line(ind + 1, fmt::format("const {0} {1}_v = ((const {0}*){1})[{2}];", vec_type(b), b, at));
     }
     for (int j = 0; j < w; ++j) {
@@ -404,9 +215,10 @@ class CudaEmitter : public CEmitter {
 
   void loop(const StmtPtr& s, int ind) override {
     KILN_INTERNAL_ASSERT(s->map != LoopMap::Unmapped, "the kernel was scheduled (codegen/schedule.h) before the CUDA emitter ran");
-    {
+    if (s->vector > 0 && (s->map == LoopMap::GpuThreads || s->map == LoopMap::GpuLanes)) {
       std::map<std::string, ExprPtr> bases;
-      if (int w = row_vector_width(k_, s, bases); w > 0) return row_vectorized(s, w, bases, ind);
+      KILN_INTERNAL_ASSERT(row_vector_width(k_, s, bases, true) >= s->vector, "the schedule vectorized a row loop the analysis allows");
+      return row_vectorized(s, s->vector, bases, ind);
     }
     KILN_INTERNAL_ASSERT(s->map == LoopMap::Serial || is_gpu_map(s->map), "the CUDA emitter is given a GPU kernel, not a CPU-mapped one");
     if (!s->comment.empty()) line(ind, "// " + s->comment);
@@ -462,9 +274,50 @@ class CudaEmitter : public CEmitter {
     }
     line(ind, head);
     runs_.push_back(runs);
+    if (!s->held.empty()) emit_held(s, ind + 1);
     body(s, ind + 1);
     runs_.pop_back();
     line(ind, "}");
+  }
+
+  // The rows a row loop holds (Stmt::held): each thread loads its vectors of the row into
+  // registers, all loads issued before the first use; the share loops read them
+  // (row_vectorized) in the same walk.
+  void emit_held(const StmtPtr& row, int ind) {
+    held_.clear();
+    held_vectors_ = row->held_vectors;
+    const Stmt* share = nullptr;
+    visit(row, [&](const Stmt& x) {
+      if (!share && x.kind == StmtKind::For && (x.map == LoopMap::GpuLanes || x.map == LoopMap::GpuThreads) && x.vector > 0) share = &x;
+    });
+    KILN_INTERNAL_ASSERT(share, "a row loop that holds rows has a vectorized share loop");
+    bool lanes = share->map == LoopMap::GpuLanes;
+    held_threads_ = lanes ? 32 : k_.launch.block;
+    std::map<std::string, std::pair<ExprPtr, int64_t>> found;  // held buffer -> base, row length
+    visit(row, [&](const Stmt& x) {
+      if (x.kind != StmtKind::For || x.vector == 0 || !(x.map == LoopMap::GpuLanes || x.map == LoopMap::GpuThreads)) return;
+      std::map<std::string, ExprPtr> bases;
+      row_vector_width(k_, std::make_shared<Stmt>(x), bases, true);
+      for (auto& b : row->held)
+        if (bases.count(b) && !found.count(b)) found[b] = {bases[b], x.extent / x.vector}, held_[b] = x.vector;
+    });
+    std::string_view I = d_.index_type;
+    line(ind, fmt::format("// the row of {} read once, into registers: {} vectors per {}", fmt::join(row->held, ", "), held_vectors_,
+                          lanes ? "lane" : "thread"));
+    for (auto& b : row->held) {
+      KILN_INTERNAL_ASSERT(found.count(b), "a held row is read by a vectorized share loop");
+      auto [base, vectors] = found[b];
+      int w = held_[b];
+      std::string vt = fmt::format("kiln_vec<{}, {}>", c_storage_type(k_.find_buffer(b)->dtype), w);
+      std::string at = base->kind == ExprKind::IntImm && base->i == 0 ? std::string("q") : fmt::format("({}) / {} + q", expr(base), w);
+      line(ind, fmt::format("{} {}_held[{}];", vt, b, held_vectors_));
+      line(ind, "#pragma unroll");
+      line(ind, fmt::format("for (int h = 0; h < {}; ++h) {{", held_vectors_));
+      line(ind + 1, fmt::format("const {0} q = ({0})({1}) + h * {2};", I, lanes ? "threadIdx.x % 32" : "threadIdx.x", held_threads_));
+      if (vectors % held_threads_ != 0 || vectors / held_threads_ != held_vectors_) line(ind + 1, fmt::format("if (q < {}) ", int_literal(vectors, d_)) + fmt::format("{}_held[h] = ((const {}*){})[{}];", b, vt, b, at));
+      else line(ind + 1, fmt::format("{}_held[h] = ((const {}*){})[{}];", b, vt, b, at));
+      line(ind, "}");
+    }
   }
 
   void store(const StmtPtr& s, int ind) override { guarded(ind, store_text(*s)); }
@@ -508,7 +361,7 @@ class CudaEmitter : public CEmitter {
   void barrier(const StmtPtr&, int ind) override { line(ind, "__syncthreads();"); }
 
  private:
-  // The grid-stride loop on 16-byte vectors (see vector_width), then the scalar tail.
+  // The grid-stride loop on 16-byte vectors (Stmt::vector), then the scalar tail.
   void vectorized(const StmtPtr& s, int width, int ind) {
     const std::string& v = s->name;
     std::string_view I = d_.index_type;
@@ -558,8 +411,16 @@ class CudaEmitter : public CEmitter {
     runs_.pop_back();
   }
 
+  int widest_bytes(const std::map<std::string, ExprPtr>& bases) const {
+    int widest = 0;
+    for (auto& [b, base] : bases) widest = std::max(widest, element_bytes(k_.find_buffer(b)->dtype));
+    return widest;
+  }
+
   const Kernel& k_;
   std::vector<Runs> runs_{Runs::Launch};
+  std::map<std::string, int> held_;  // the rows the current row loop holds: buffer -> vector width
+  int64_t held_vectors_ = 0, held_threads_ = 0;
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "codegen/kernel_ir.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "ir/attr.h"
 #include "ir/error.h"
@@ -367,6 +368,8 @@ std::string print_stmt(const StmtPtr& s, int indent) {
       std::string map;
       if (s->map != LoopMap::Unmapped)
         map = s->map == LoopMap::CpuThreads ? fmt::format(" @cpu_threads(grain {})", s->grain) : fmt::format(" @{}", loop_map_name(s->map));
+      if (s->vector > 0) map += fmt::format(" x{}", s->vector);
+      if (!s->held.empty()) map += fmt::format(" hold({}: {} vectors per thread)", fmt::join(s->held, ", "), s->held_vectors);
       out = fmt::format("{}{} for {} in 0..{}{} {{{}\n", pad, loop_kind_name(s->loop), s->name, s->extent, map,
                         s->comment.empty() ? "" : "  # " + s->comment);
       for (auto& b : s->body) out += print_stmt(b, indent + 1);
@@ -391,6 +394,17 @@ std::string print_stmt(const StmtPtr& s, int indent) {
   return out;
 }
 
+std::string print_schedule(const ScheduleRecord& r, const LaunchConfig& launch) {
+  std::string out = r.mapping;
+  if (r.rows_per_block > 0) out += fmt::format(", {} per block", r.rows_per_block);
+  if (r.threads_per_row > 1) out += fmt::format(", {} threads per row", r.threads_per_row);
+  if (launch.block > 1 || launch.grid > 1) out += fmt::format(", block {}", launch.block);
+  out += r.vector > 0 ? fmt::format(", {}-element vectors", r.vector) : ", scalar accesses";
+  if (!r.held.empty()) out += fmt::format(", row of {} held in registers ({} elements per thread)", fmt::join(r.held, ", "), r.held_elements);
+  if (!r.why.empty()) out += " (" + r.why + ")";
+  return out;
+}
+
 std::string print_kernel(const Kernel& k) {
   std::string out = "kernel " + k.name + "(";
   for (size_t i = 0; i < k.buffers.size(); ++i) {
@@ -404,6 +418,7 @@ std::string print_kernel(const Kernel& k) {
   if (k.launch.block > 1 || k.launch.grid > 1)
     out += fmt::format("\n  # launch grid {} x block {}, {} B shared, i{} indices", k.launch.grid, k.launch.block, k.launch.shared_bytes,
                        k.index_bits);
+  if (!k.schedule.mapping.empty()) out += "\n  # schedule: " + print_schedule(k.schedule, k.launch);
   out += " {\n" + print_stmt(k.body, 1) + "}\n";
   return out;
 }

@@ -164,6 +164,15 @@ struct Stmt {
   CombineOp combine = CombineOp::Sum;
   int64_t extent = 0;
   int64_t grain = 1;  // CpuThreads: the fewest iterations a chunk gets
+  // Set by the CUDA schedule (0 until then). A thread's or lane's share of a row, or a
+  // grid-stride loop: `vector` consecutive elements per iteration, one access of
+  // vector * element size bytes per buffer (codegen/vectorize.h says which loops can).
+  int vector = 0;
+  // A row loop (GpuWarps, GpuBlocks) whose row of each buffer in `held` is read from memory
+  // once, into `held_vectors` vectors per thread (registers), which every share loop of the
+  // row then reads instead of memory.
+  std::vector<std::string> held;
+  int64_t held_vectors = 0;
   std::vector<ExprPtr> exprs;
   std::vector<StmtPtr> body;
   std::string comment;
@@ -213,6 +222,20 @@ struct LaunchConfig {
   int64_t shared_bytes = 0;  // static shared memory the kernel's CombineAcross uses
 };
 
+// How the schedule step mapped a kernel, in words a user reads (kernels.txt, kiln explain,
+// the profiler's table): which mapping, its sizes, and why.
+struct ScheduleRecord {
+  std::string mapping;          // "grid-stride", "warp per row", "block per row", "thread per row",
+                                // "block per tile", "one thread", "serial" (CPU: "thread pool", "vector loop")
+  int64_t rows_per_block = 0;   // rows (or outer iterations) one block runs at once
+  int64_t threads_per_row = 0;  // threads sharing one row (1: a thread walks its row)
+  int vector = 0;               // elements per access of the widest vectorized loop (0: scalar)
+  std::vector<std::string> held;  // buffers whose row is read once and held in registers
+  int64_t held_elements = 0;      // elements of each held row one thread holds
+  std::string why;                // the rule that chose it
+};
+std::string print_schedule(const ScheduleRecord& r, const LaunchConfig& launch);
+
 struct Kernel {
   std::string name;             // k0, k1, ... (the extern "C" symbol)
   std::vector<Buffer> buffers;  // argument order: the runtime passes buffers[i] as buffers[i]
@@ -223,6 +246,7 @@ struct Kernel {
   // and loop extent fits in 2^31 elements: cheaper on a GPU), and the GPU launch.
   int index_bits = 64;
   LaunchConfig launch;
+  ScheduleRecord schedule;
   const Buffer* find_buffer(const std::string& name) const;
 };
 

@@ -1,12 +1,15 @@
 // The schedule step (see schedule.h): the CPU and CUDA mappings of loops.
 #include "codegen/schedule.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <climits>
 #include <map>
 #include <set>
 
 #include "codegen/cuda_emitter.h"
+#include "codegen/vectorize.h"
 #include "ir/error.h"
 
 namespace kiln::codegen {
@@ -138,11 +141,122 @@ bool is_leaf(const Stmt& x) {
   return leaf;
 }
 
+// Rebuilds `s` with fn applied to every loop at or below it (fn edits a copy of the loop).
+StmtPtr edit_loops(const StmtPtr& s, const std::function<void(Stmt&)>& fn) {
+  if (s->kind != StmtKind::For && s->kind != StmtKind::Block) return s;
+  auto c = std::make_shared<Stmt>(*s);
+  for (auto& b : c->body) b = edit_loops(b, fn);
+  if (c->kind == StmtKind::For) fn(*c);
+  return c;
+}
+
+bool is_share(const Stmt& s) { return s.kind == StmtKind::For && (s.map == LoopMap::GpuLanes || s.map == LoopMap::GpuThreads); }
+
+// Rows held in registers. In a row loop whose share loops read the same input row more than
+// once (softmax: the max pass, the sum pass, the output pass; layer_norm: statistics, then
+// normalize; cross-entropy: the log-sum-exp, then the gradient), every read after the first
+// would come from L2 or DRAM again: a warp's 4 KB row does not stay in L1 between passes
+// when 64 warps per SM stream theirs. Held, the row is read once, into registers, at the top
+// of each row's iteration (all its loads in flight at once), and every pass reads the
+// registers. It pays when the registers fit: at most `kHeldBytesPerThread` bytes per thread
+// for all held rows together (32 f32 registers), with a block of up to 1024 threads for a
+// long row.
+constexpr int64_t kHeldBytesPerThread = 128;
+
+struct Held {
+  std::vector<std::string> buffers;
+  int width = 0;           // the vector width every loop reading them runs at
+  int64_t extent = 0;      // the row length those loops share
+  int64_t vectors = 0;     // vectors per thread
+  int64_t threads = 0;     // threads per row
+};
+
+// What `row` (a GpuWarps or GpuBlocks loop over `threads` threads per row, or up to
+// `max_threads` for a block) can hold; empty buffers when nothing pays.
+Held rows_to_hold(const Kernel& k, const Stmt& row, int64_t threads, int64_t max_threads) {
+  struct Access {
+    int width;                 // the loop's vector width allowing scalar (0: none)
+    int64_t extent;
+    std::map<std::string, ExprPtr> bases;
+  };
+  std::vector<Access> loops;
+  for (auto& b : row.body)
+    visit(b, [&](const Stmt& x) {
+      if (!is_share(x)) return;
+      Access a{0, x.extent, {}};
+      auto self = std::make_shared<Stmt>(x);
+      a.width = row_vector_width(k, self, a.bases, /*scalar_ok=*/true);
+      loops.push_back(std::move(a));
+    });
+  std::map<std::string, int> reads;  // input buffer -> share loops reading it at one base
+  std::map<std::string, std::string> base_of;
+  std::set<std::string> refused;
+  for (auto& a : loops)
+    for (auto& [b, base] : a.bases) {
+      const Buffer* buf = k.find_buffer(b);
+      bool only_row_var = true;
+      visit(base, [&](const Expr& x) { only_row_var = only_row_var && (x.kind != ExprKind::Var || x.name == row.name); });
+      std::string form = fmt::format("{}@{}", print_expr(base), a.extent);
+      if (a.width == 0 || !buf || buf->role != BufferRole::Input || !only_row_var || (base_of.count(b) && base_of[b] != form)) refused.insert(b);
+      base_of[b] = form;
+      ++reads[b];
+    }
+  Held h;
+  int64_t bytes = 0;
+  for (auto& [b, n] : reads) {
+    if (n < 2 || refused.count(b)) continue;
+    h.buffers.push_back(b);
+    bytes += element_bytes(k.find_buffer(b)->dtype);
+  }
+  if (h.buffers.empty()) return {};
+  // Every loop reading a held row walks it the same way: one width (the narrowest of theirs,
+  // powers of two, so it divides the others) and one length.
+  for (auto& a : loops) {
+    bool reads_held = false;
+    for (auto& b : h.buffers) reads_held = reads_held || a.bases.count(b);
+    if (!reads_held) continue;
+    if (h.extent != 0 && h.extent != a.extent) return {};
+    h.extent = a.extent;
+    h.width = h.width == 0 ? a.width : std::min(h.width, a.width);
+  }
+  int64_t vectors = h.extent / h.width;
+  for (h.threads = threads; h.threads <= max_threads; h.threads *= 2) {
+    h.vectors = (vectors + h.threads - 1) / h.threads;
+    if (h.vectors * h.width * bytes <= kHeldBytesPerThread) return h;
+  }
+  return {};
+}
+
+// Sets each share loop's vector width (and the held rows' walk) and each grid-stride loop's.
+// A grid-stride loop vectorizes only as the kernel's sole statement (the emitter then prints
+// its scalar tail after it).
+StmtPtr set_vectors(const Kernel& k, const StmtPtr& body, const Held& held) {
+  std::set<std::string> held_set(held.buffers.begin(), held.buffers.end());
+  StmtPtr sole = sole_loop(body);
+  return edit_loops(body, [&](Stmt& l) {
+    auto self = std::make_shared<Stmt>(l);
+    std::map<std::string, ExprPtr> bases;
+    if (l.map == LoopMap::GpuGridStride) {
+      l.vector = sole && sole->name == l.name ? grid_stride_vector_width(k, self) : 0;
+    } else if (is_share(l)) {
+      l.vector = row_vector_width(k, self, bases, !held_set.empty());
+      for (auto& [b, base] : bases)
+        if (held_set.count(b)) l.vector = held.width;
+      if (l.vector == 1 && !std::any_of(bases.begin(), bases.end(), [&](auto& b) { return held_set.count(b.first) > 0; })) l.vector = 0;
+    } else if (l.map == LoopMap::GpuWarps || l.map == LoopMap::GpuBlocks) {
+      l.held = held.buffers;
+      l.held_vectors = held.buffers.empty() ? 0 : held.vectors;
+    }
+  });
+}
+
 void schedule_cuda(Kernel& k, const Target& t) {
   std::vector<StmtPtr> top = k.body->kind == StmtKind::Block ? k.body->body : std::vector<StmtPtr>{k.body};
   auto types = acc_types(k.body);
   std::vector<StmtPtr> out;
   int grid_loops = 0;
+  ScheduleRecord rec{"one thread", 0, 0, 0, {}, 0, "no parallel loop"};
+  int64_t row_max_threads = 0;  // the most threads a reduction row's block may grow to
   LaunchConfig launch{1, 1, 0};
   auto grid_of = [&](int64_t items_per_block, int64_t extent) {
     int64_t want = std::max<int64_t>(1, (extent + items_per_block - 1) / items_per_block);
@@ -172,6 +286,7 @@ void schedule_cuda(Kernel& k, const Target& t) {
       launch.block = std::min<int64_t>(t.pointwise_block, std::max<int64_t>(32, round_up(s->extent, 32)));
       launch.grid = grid_of(launch.block, s->extent);
       out.push_back(with_map(s, LoopMap::GpuGridStride));
+      rec = {"grid-stride", 0, 1, 0, {}, 0, "a flat loop: one element per thread per iteration"};
       continue;
     }
     if (!lv.reduction && !lv.parallel) {
@@ -179,6 +294,7 @@ void schedule_cuda(Kernel& k, const Target& t) {
       launch.block = std::min<int64_t>(t.pointwise_block, std::max<int64_t>(32, round_up(s->extent, 32)));
       launch.grid = grid_of(launch.block, s->extent);
       out.push_back(serial_inside(s, LoopMap::GpuGridStride));
+      rec = {"thread per row", launch.block, 1, 0, {}, 0, "ordered work inside: each thread runs its own in order"};
       continue;
     }
     if (lv.longest <= t.thread_row_max) {
@@ -186,6 +302,7 @@ void schedule_cuda(Kernel& k, const Target& t) {
       launch.block = std::min<int64_t>(t.pointwise_block, std::max<int64_t>(32, round_up(s->extent, 32)));
       launch.grid = grid_of(launch.block, s->extent);
       out.push_back(serial_inside(s, LoopMap::GpuGridStride));
+      rec = {"thread per row", launch.block, 1, 0, {}, 0, fmt::format("rows of at most {} elements (Target::thread_row_max)", t.thread_row_max)};
       continue;
     }
     bool warp = lv.reduction && lv.longest <= t.warp_row_max;
@@ -204,14 +321,22 @@ void schedule_cuda(Kernel& k, const Target& t) {
     if (warp) {
       launch.block = int64_t(t.warp_rows_per_block) * t.warp_size;
       launch.grid = grid_of(t.warp_rows_per_block, s->extent);
+      rec = {"warp per row", t.warp_rows_per_block, t.warp_size, 0, {}, 0,
+             fmt::format("reduction rows of {} to {} elements (Target::warp_row_max)", t.thread_row_max + 1, t.warp_row_max)};
+      row_max_threads = t.warp_size;
     } else {
       int64_t cap = lv.reduction ? t.reduction_block : t.max_threads_per_block;
       launch.block = std::min<int64_t>(cap, std::max<int64_t>(32, round_up(lv.longest, 32)));
       launch.grid = grid_of(1, s->extent);
+      rec = lv.reduction ? ScheduleRecord{"block per row", 1, launch.block, 0, {}, 0, fmt::format("reduction rows longer than {} elements", t.warp_row_max)}
+                         : ScheduleRecord{"block per tile", 1, launch.block, 0, {}, 0, "independent inner loops: a block per outer iteration"};
+      if (lv.reduction) row_max_threads = launch.block == cap ? t.max_threads_per_block : launch.block;
     }
   }
   k.body = block(std::move(out));
+  k.schedule = rec;
   k.launch = launch;
+  choose_vectors(k, row_max_threads);
   k.launch.shared_bytes = cuda_shared_bytes(k);  // the scratch the emitter declares for block combines
   // 32-bit indices when every buffer and loop (and a grid-stride step past the end) fits.
   int64_t biggest = 0;
@@ -225,6 +350,26 @@ void schedule_cuda(Kernel& k, const Target& t) {
 }
 
 }  // namespace
+
+void choose_vectors(Kernel& k, int64_t max_row_threads) {
+  Held held;
+  if (max_row_threads > 0)
+    visit(k.body, [&](const Stmt& x) {
+      if (!held.buffers.empty() || (x.map != LoopMap::GpuWarps && x.map != LoopMap::GpuBlocks)) return;
+      bool block_may_grow = x.map == LoopMap::GpuBlocks && k.schedule.threads_per_row == k.launch.block;
+      int64_t threads = x.map == LoopMap::GpuWarps ? 32 : k.launch.block;
+      held = rows_to_hold(k, x, threads, block_may_grow ? std::max(threads, max_row_threads) : threads);
+    });
+  if (!held.buffers.empty() && held.threads != k.launch.block && k.schedule.threads_per_row == k.launch.block)
+    k.launch.block = k.schedule.threads_per_row = held.threads;
+  k.body = set_vectors(k, k.body, held);
+  k.schedule.vector = 0;
+  visit(k.body, [&](const Stmt& x) {
+    if (x.kind == StmtKind::For) k.schedule.vector = std::max(k.schedule.vector, x.vector);
+  });
+  k.schedule.held = held.buffers;
+  k.schedule.held_elements = held.vectors * held.width;
+}
 
 void schedule(Kernel& k, const Target& target) {
   if (target.is_gpu()) schedule_cuda(k, target);

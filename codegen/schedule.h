@@ -18,6 +18,9 @@
 // maps to blocks with the leaves on threads; one holding only ordered loops (a scatter) to a
 // grid-stride loop, each thread running its ordered loop alone. A kernel with no parallel
 // loop runs on one thread. Index arithmetic is 32-bit when every buffer and loop fits.
+// Then (choose_vectors) each loop's vector width, and the rows a row loop reads more than
+// once held in registers (read from memory once). Every decision is recorded in
+// Kernel::schedule, which kernels.txt and kiln explain print.
 //
 // Every scheduled kernel passes verify(Kernel).
 #include "codegen/lower.h"
@@ -26,6 +29,11 @@
 namespace kiln::codegen {
 
 void schedule(Kernel& k, const Target& target);
+// The CUDA schedule's last step, on a kernel whose loops are mapped and launch set: each
+// grid-stride and row-share loop's vector width (Stmt::vector, from codegen/vectorize.h) and
+// the rows a row loop holds in registers (Stmt::held; a block per row may grow to
+// `max_row_threads` threads for it, 0: hold nothing), recorded in Kernel::schedule.
+void choose_vectors(Kernel& k, int64_t max_row_threads);
 void schedule(LoweredGraph& lg, const Target& target);
 
 }  // namespace kiln::codegen

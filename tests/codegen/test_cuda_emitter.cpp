@@ -1,5 +1,5 @@
 // The CUDA emitter on kernels built by hand (maps, launch and index width set here, not by the
-// schedule step): the shape of the emitted code for each loop map and GPU statement, and —
+// schedule step; only the vector widths come from the schedule's choose_vectors): the shape of the emitted code for each loop map and GPU statement, and —
 // where the CUDA path is built — that every module compiles with NVRTC for sm_80 and sm_90
 // with no warnings. (Running them is the GPU backend tests' job.)
 #include <gtest/gtest.h>
@@ -12,6 +12,7 @@
 #include "codegen/cpp_emitter.h"
 #include "codegen/cuda_emitter.h"
 #include "codegen/kernel_ir.h"
+#include "codegen/schedule.h"
 #include "ir/error.h"
 #include "tests/support/support.h"
 
@@ -44,6 +45,7 @@ Kernel kernel(const std::string& name, std::vector<Buffer> buffers, StmtPtr body
   k.launch = {.grid = 4, .block = block, .shared_bytes = 0};
   verify(k);  // the hand-built kernels keep the IR's invariants
   k.launch.shared_bytes = cuda_shared_bytes(k);
+  choose_vectors(k, /*max_row_threads=*/0);  // vector widths as the schedule picks them; no rows held
   return k;
 }
 
@@ -259,6 +261,43 @@ TEST(CudaEmitter, RowLoopsTake16BytesOfTheirWidestBuffer) {
   EXPECT_TRUE(has(k, "const kiln_vec<float, 4> b1_v = ((const kiln_vec<float, 4>*)b1)[(row * 1024) / 4 + r_vec];")) << k;
 }
 
+// A row read twice (the sum pass, then the output pass) is held: each lane loads its 8
+// vectors of the row once, at the top of the row, and both passes walk the registers in the
+// same order (vector lane + 32 h); the weight b2, read once, still comes from memory.
+Kernel held_row_kernel(int64_t len) {
+  Kernel k = row_kernel(len);
+  k.name = fmt::format("held{}", len);
+  choose_vectors(k, 32);
+  return k;
+}
+
+TEST(CudaEmitter, ARowReadTwiceIsHeldInRegisters) {
+  Kernel hk = held_row_kernel(1024);
+  EXPECT_EQ(hk.schedule.held, std::vector<std::string>{"b1"});
+  EXPECT_EQ(hk.schedule.held_elements, 32);
+  std::string k = emit_cuda_kernel(hk);
+  EXPECT_TRUE(has(k, "kiln_vec<float, 4> b1_held[8];\n    #pragma unroll\n    for (int h = 0; h < 8; ++h) {\n"
+                     "      const int q = (int)(threadIdx.x % 32) + h * 32;\n"
+                     "      b1_held[h] = ((const kiln_vec<float, 4>*)b1)[(row * 1024) / 4 + q];")) << k;
+  EXPECT_TRUE(has(k, "for (int r_h = 0; r_h < 8; ++r_h) {")) << k;
+  EXPECT_TRUE(has(k, "const kiln_vec<float, 4> b1_v = b1_held[r_h];")) << k;
+  EXPECT_TRUE(has(k, "const kiln_vec<float, 4> b2_v = ((const kiln_vec<float, 4>*)b2)[r_vec];")) << k;
+  EXPECT_TRUE(has(k, "((kiln_vec<float, 4>*)b0)[(row * 1024) / 4 + r_vec] = b0_v;")) << k;
+  EXPECT_FALSE(has(k, "b1)[(row * 1024) / 4 + r_vec]")) << "b1 is read from memory once\n" << k;
+  // A row of 1022 (no multiple of 4) is held one element per access: 32 per lane, the last
+  // iteration cut where the row ends.
+  Kernel odd = held_row_kernel(1022);
+  EXPECT_EQ(odd.schedule.held_elements, 32);
+  std::string o = emit_cuda_kernel(odd);
+  EXPECT_TRUE(has(o, "kiln_vec<float, 1> b1_held[32];")) << o;
+  EXPECT_TRUE(has(o, "if (q < 1022) b1_held[h] = ((const kiln_vec<float, 1>*)b1)[(row * 1022) / 1 + q];")) << o;
+  EXPECT_TRUE(has(o, "if (r_vec >= 1022) break;")) << o;
+  // Longer rows than 128 bytes per lane stay in memory.
+  Kernel long_row = row_kernel(2048);
+  choose_vectors(long_row, 32);
+  EXPECT_TRUE(long_row.schedule.held.empty());
+}
+
 TEST(CudaEmitter, ModuleHasNoIncludesAndOneSignaturePerKernel) {
   std::string m = emit_cuda_module(all_kernels());
   EXPECT_FALSE(has(m, "#include")) << m;
@@ -406,7 +445,10 @@ TEST(CppEmitter, ObeysLoopMapsAndRefusesGpuKernels) {
 TEST(CudaEmitter, ModulesCompileWithNvrtc) {
   runtime::cuda::NvrtcOptions o;
   o.use_cache = false;
-  std::string m = emit_cuda_module(all_kernels());
+  std::vector<Kernel> kernels = all_kernels();
+  kernels.push_back(held_row_kernel(1024));
+  kernels.push_back(held_row_kernel(1022));
+  std::string m = emit_cuda_module(kernels);
   for (const char* arch : {"sm_80", "sm_90"}) {
     o.arch = arch;
     runtime::cuda::NvrtcOutput out;
@@ -415,7 +457,7 @@ TEST(CudaEmitter, ModulesCompileWithNvrtc) {
     EXPECT_FALSE(has(out.log, "warning")) << arch << ":\n" << out.log;
   }
   // One kernel alone with the prelude (how the backend compiles them, one program each).
-  for (const Kernel& k : all_kernels())
+  for (const Kernel& k : kernels)
     EXPECT_NO_THROW(runtime::cuda::compile_cuda(std::string(cuda_prelude()) + "\n" + emit_cuda_kernel(k), k.name, o)) << k.name;
 }
 
