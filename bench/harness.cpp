@@ -141,6 +141,15 @@ std::vector<Workload> comparison_workloads(int64_t divisor) {
   w.push_back({"cross_entropy", fmt::format("cross_entropy fwd+bwd [{},32000]", ce_rows), true, 10, [=](bool s) {
                  return plain(joint_of(cross_entropy_loss(s ? small_rows(ce_rows, 4) : ce_rows, 32000), {"logits"}));
                }});
+  // Issue 28's shapes a new user tries: a transposed read, bf16 rows, a large odd vocabulary.
+  w.push_back({"pointwise_transposed", fmt::format("pointwise over xT [{},4096]", ln_rows), true, 10,
+               [=](bool s) { return plain(gelu_bias_sigmoid_transposed(s ? small_rows(ln_rows, 4) : ln_rows, 4096)); }});
+  w.push_back({"softmax_bf16", fmt::format("softmax bf16 [{},1024]", sm_rows), true, 10,
+               [=](bool s) { return plain(row_softmax(s ? small_rows(sm_rows, 16) : sm_rows, 1024, DType::BF16)); }});
+  w.push_back({"layer_norm_fwd_bf16", fmt::format("layer_norm fwd bf16 [{},4096]", ln_rows), true, 50,
+               [=](bool s) { return plain(layer_norm_forward(s ? small_rows(ln_rows, 4) : ln_rows, 4096, DType::BF16)); }});
+  w.push_back({"softmax_vocab", fmt::format("softmax [{},50257]", ce_rows), true, 10,
+               [=](bool s) { return plain(row_softmax(s ? small_rows(ce_rows, 4) : ce_rows, 50257)); }});
   w.push_back({"mlp_train_step", fmt::format("MLP 64-256-600 train step AdamW, batch {}", batch), false, 100, [=](bool s) {
                  auto ts = std::make_shared<TrainStepWorkload>(relu_mlp_train_step(64, 256, 600, s ? 1024 : batch));
                  return train_step_case(ts, 600, {{"model", "relu_mlp"}});

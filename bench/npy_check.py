@@ -34,6 +34,9 @@ from kiln_models import Block, MiniGPT, ReluMLP  # noqa: E402
 
 RTOL, ATOL = 1.3e-6, 1e-5
 SLACK = {"pointwise": 10, "softmax": 10, "layer_norm_fwd": 50, "layer_norm_bwd": 50, "cross_entropy": 10,
+         "pointwise_transposed": 10, "softmax_vocab": 10,
+         # bf16 outputs (written widened to f32): two bf16 roundings apart at most, 2 * 2^-8
+         "softmax_bf16": 6000, "layer_norm_fwd_bf16": 6000,
          # bf16 autocast: kiln and PyTorch round to bf16 at other points (a fused kernel keeps f32
          # between its ops); bf16's rtol is 1.6e-2 against f32's 1.3e-6
          "gpt2_block_train_step_bf16": 1000}
@@ -127,8 +130,17 @@ def compute(wid, m, ins, dev):
     if wid == "pointwise":
         x, w, b = ins
         return [F.gelu(x * w + b) * torch.sigmoid(x)]
-    if wid == "softmax":
+    if wid in ("softmax", "softmax_vocab"):
         return [torch.softmax(ins[0], -1)]
+    if wid == "pointwise_transposed":
+        xs, w, b = ins
+        x = xs.t()
+        return [F.gelu(x * w + b) * torch.sigmoid(x)]
+    if wid == "softmax_bf16":
+        return [torch.softmax(ins[0].bfloat16(), -1).float()]
+    if wid == "layer_norm_fwd_bf16":
+        x, w, b = (t.bfloat16() for t in ins)
+        return [F.layer_norm(x, (x.shape[-1],), w, b, 1e-5).float()]
     if wid == "layer_norm_fwd":
         x, w, b = ins
         return [F.layer_norm(x, (x.shape[-1],), w, b, 1e-5)]

@@ -73,6 +73,7 @@ DEV = ARGS.device
 CPU = DEV == "cpu"
 DIV = 8 if CPU else 1  # the CPU rows: the first dimension divided by 8
 F32 = 4
+BF16 = 2
 if CPU and ARGS.threads > 0:
     torch.set_num_threads(ARGS.threads)
 
@@ -233,6 +234,51 @@ def wl_cross_entropy(mode):
     return run
 
 
+def wl_pointwise_transposed(mode):
+    xs, w, b = uniform(4096, 16384 // DIV), uniform(4096), uniform(4096)
+
+    def f(xs, w, b):
+        x = xs.t()
+        return F.gelu(x * w + b) * torch.sigmoid(x)
+
+    g = compile_fn(f) if mode == "compile" else f
+    nxt = rotated(xs, w, b)
+    return with_copies(lambda: g(*nxt()), nxt)
+
+
+def wl_softmax_bf16(mode):
+    x = uniform(65536 // DIV, 1024).bfloat16()
+
+    def f(x):
+        return torch.softmax(x, dim=-1)
+
+    g = compile_fn(f) if mode == "compile" else f
+    nxt = rotated(x)
+    return with_copies(lambda: g(*nxt()), nxt)
+
+
+def wl_layer_norm_fwd_bf16(mode):
+    x, w, b = uniform(16384 // DIV, 4096).bfloat16(), uniform(4096).bfloat16(), uniform(4096).bfloat16()
+
+    def ln(x, w, b):  # its own function: torch.compile caches per code object
+        return F.layer_norm(x, (x.shape[-1],), w, b, 1e-5)
+
+    g = compile_fn(ln) if mode == "compile" else ln
+    nxt = rotated(x, w, b)
+    return with_copies(lambda: g(*nxt()), nxt)
+
+
+def wl_softmax_vocab(mode):
+    x = uniform(4096 // DIV, 50257)
+
+    def f(x):
+        return torch.softmax(x, dim=-1)
+
+    g = compile_fn(f) if mode == "compile" else f
+    nxt = rotated(x)
+    return with_copies(lambda: g(*nxt()), nxt)
+
+
 def train_step_runner(model, loss_fn, args, mode):
     """One AdamW training step per call (zero_grad, forward, backward, step), as the MLP row;
     under torch.compile the loss and the optimizer step are each compiled."""
@@ -324,6 +370,10 @@ WORKLOADS = [
     ("layer_norm_bwd", f"layer_norm bwd [{R},4096]", wl_layer_norm_bwd, (3 * R * C + 3 * C + 2 * R) * F32),
     # reads logits, targets; writes loss, dlogits
     ("cross_entropy", f"cross_entropy fwd+bwd [{CE},32000]", wl_cross_entropy, 2 * CE * 32000 * F32 + CE * 8 + F32),
+    ("pointwise_transposed", f"pointwise over xT [{R},4096]", wl_pointwise_transposed, (2 * R * C + 2 * C) * F32),
+    ("softmax_bf16", f"softmax bf16 [{SM},1024]", wl_softmax_bf16, 2 * SM * 1024 * BF16),
+    ("layer_norm_fwd_bf16", f"layer_norm fwd bf16 [{R},4096]", wl_layer_norm_fwd_bf16, (2 * R * C + 2 * C) * BF16),
+    ("softmax_vocab", f"softmax [{CE},50257]", wl_softmax_vocab, 2 * CE * 50257 * F32),
     ("mlp_train_step", f"MLP 64-256-600 train step AdamW, batch {MB}", wl_mlp_train_step, None),
     ("gpt2_block", f"GPT-2 block inference, batch {BB}, seq 1024", wl_gpt2_block, None),
     ("gpt2_block_train_step", f"GPT-2 block train step AdamW, batch {BB}, seq 1024", wl_gpt2_block_train_step, None),

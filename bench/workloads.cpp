@@ -45,20 +45,33 @@ graph gelu_bias_sigmoid(%x: f32[{0},{1}], %w: f32[{1}], %b: f32[{1}]) {{
 }})", rows, cols));
 }
 
-Graph row_softmax(int64_t rows, int64_t cols) {
+Graph gelu_bias_sigmoid_transposed(int64_t rows, int64_t cols) {
   return parse_graph(fmt::format(R"(
-graph softmax(%x: f32[{0},{1}]) {{
-  %y = softmax(%x, dim=-1) : f32[{0},{1}]
+graph pointwise_transposed(%x: f32[{1},{0}], %w: f32[{1}], %b: f32[{1}]) {{
+  %xt = transpose(%x, dim0=0, dim1=1) : f32[{0},{1}]
+  %xw = mul(%xt, %w) : f32[{0},{1}]
+  %h = add(%xw, %b) : f32[{0},{1}]
+  %g = gelu(%h) : f32[{0},{1}]
+  %s = sigmoid(%xt) : f32[{0},{1}]
+  %y = mul(%g, %s) : f32[{0},{1}]
   return (%y)
 }})", rows, cols));
 }
 
-Graph layer_norm_forward(int64_t rows, int64_t cols) {
+Graph row_softmax(int64_t rows, int64_t cols, DType dt) {
   return parse_graph(fmt::format(R"(
-graph layer_norm(%x: f32[{0},{1}], %w: f32[{1}], %b: f32[{1}]) {{
-  %y = layer_norm(%x, %w, %b, normalized_shape=[{1}]) : f32[{0},{1}]
+graph softmax(%x: {2}[{0},{1}]) {{
+  %y = softmax(%x, dim=-1) : {2}[{0},{1}]
   return (%y)
-}})", rows, cols));
+}})", rows, cols, dtype_name(dt)));
+}
+
+Graph layer_norm_forward(int64_t rows, int64_t cols, DType dt) {
+  return parse_graph(fmt::format(R"(
+graph layer_norm(%x: {2}[{0},{1}], %w: {2}[{1}], %b: {2}[{1}]) {{
+  %y = layer_norm(%x, %w, %b, normalized_shape=[{1}]) : {2}[{0},{1}]
+  return (%y)
+}})", rows, cols, dtype_name(dt)));
 }
 
 Graph cross_entropy_loss(int64_t rows, int64_t classes) {

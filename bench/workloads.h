@@ -18,10 +18,12 @@ namespace kiln::bench {
 Graph pointwise_chain(int64_t n);
 // gelu(x*w + b) * sigmoid(x), x f32[rows,cols], w and b f32[cols] (exact, erf-based gelu).
 Graph gelu_bias_sigmoid(int64_t rows, int64_t cols);
-// softmax over the last dim of f32[rows,cols].
-Graph row_softmax(int64_t rows, int64_t cols);
-// layer_norm over the last dim of f32[rows,cols], with weight and bias f32[cols], eps 1e-5.
-Graph layer_norm_forward(int64_t rows, int64_t cols);
+// The same over x read through a transposed view: x f32[cols,rows], used as xᵀ [rows,cols].
+Graph gelu_bias_sigmoid_transposed(int64_t rows, int64_t cols);
+// softmax over the last dim of dt[rows,cols] (f32 or bf16).
+Graph row_softmax(int64_t rows, int64_t cols, DType dt = DType::F32);
+// layer_norm over the last dim of dt[rows,cols], with weight and bias dt[cols], eps 1e-5.
+Graph layer_norm_forward(int64_t rows, int64_t cols, DType dt = DType::F32);
 // The mean cross_entropy of logits f32[rows,classes] against i64 targets [rows]: f32[].
 Graph cross_entropy_loss(int64_t rows, int64_t classes);
 
