@@ -55,7 +55,8 @@ std::string step_label(const codegen::LoweredGraph& lg, const Step& step) {
     case Step::Kind::Matmul: return "GEMM " + step.matmul.label;
     case Step::Kind::Kernel: {
       const codegen::Kernel& k = lg.kernels[static_cast<size_t>(step.kernel)];
-      return fmt::format("{} grid {} x {}  # {}", k.name, k.launch.grid, k.launch.block, k.comment);
+      if (k.schedule.mapping.empty()) return fmt::format("{} grid {} x {}  # {}", k.name, k.launch.grid, k.launch.block, k.comment);
+      return fmt::format("{} grid {} x {} ({})  # {}", k.name, k.launch.grid, k.launch.block, codegen::print_schedule(k.schedule, k.launch), k.comment);
     }
   }
   return "?";
@@ -68,7 +69,7 @@ void log_step_times(const ExecutableState& s, const std::vector<double>& marks) 
   for (size_t i = 0; i < lg.steps.size(); ++i) {
     const double ms = marks[i + 1] - marks[i];
     total += ms;
-    table += fmt::format("  {:3} {:9.3f} ms  {}\n", i, ms, step_label(lg, lg.steps[i]).substr(0, 150));
+    table += fmt::format("  {:3} {:9.3f} ms  {}\n", i, ms, step_label(lg, lg.steps[i]).substr(0, 240));
   }
   table += fmt::format("  total {:.3f} ms", total);
   log_line("perf", table);

@@ -74,7 +74,13 @@ Explanation explain(const Graph& input, const CompileOptions& options) {
   for (size_t i = 0; i < lg.steps.size(); ++i) {
     const codegen::Step& s = lg.steps[i];
     switch (s.kind) {
-      case codegen::Step::Kind::Kernel: out += fmt::format("  {:3} kernel {}: {}\n", i, lg.kernels[s.kernel].name, lg.kernels[s.kernel].comment); break;
+      case codegen::Step::Kind::Kernel: {
+        const codegen::Kernel& k = lg.kernels[s.kernel];
+        out += fmt::format("  {:3} kernel {}: {}\n", i, k.name, k.comment);
+        // How it maps to the machine and why (the CUDA schedule's record; the CPU's is empty).
+        if (!k.schedule.mapping.empty()) out += fmt::format("        schedule: {}\n", codegen::print_schedule(k.schedule, k.launch));
+        break;
+      }
       case codegen::Step::Kind::Matmul: out += fmt::format("  {:3} {}: {}\n", i, c.report.device == "cpu" ? "BLAS" : "cuBLASLt", s.matmul.label); break;
       case codegen::Step::Kind::Opaque: out += fmt::format("  {:3} custom op {}: {}\n", i, op_name(s.opaque.op), s.opaque.label); break;
       case codegen::Step::Kind::Collective: out += fmt::format("  {:3} collective {}: {}\n", i, op_name(s.opaque.op), s.opaque.label); break;

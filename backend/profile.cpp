@@ -43,10 +43,12 @@ std::string Profile::table() const {
                                 device.rfind("cuda", 0) == 0 ? " (host copies in and out included)" : "", total);
   out += fmt::format("{:>5} {:>10} {:>6} {:>8} {:>10}  {:<9} {:<24} {}\n", "step", "ms", "%", "GB/s", "MB", "kind", "name",
                      "computes");
-  for (const StepProfile* s : order)
+  for (const StepProfile* s : order) {
     out += fmt::format("{:>5} {:>10.4f} {:>5.1f}% {:>8.1f} {:>10.2f}  {:<9} {:<24} {}\n", s->step, s->ms,
                        total > 0 ? 100 * s->ms / total : 0, s->gbps(), s->bytes / 1e6, s->kind, s->name,
                        s->computes.substr(0, 120));
+    if (!s->schedule.empty()) out += fmt::format("{:>55}schedule: {}\n", "", s->schedule);
+  }
   return out;
 }
 
@@ -62,7 +64,7 @@ std::string Profile::chrome_trace() const {
                       {"tid", 1},
                       {"ts", s.start_ms * 1e3},
                       {"dur", s.ms * 1e3},
-                      {"args", {{"step", s.step}, {"computes", s.computes}, {"bytes", s.bytes}, {"GB/s", s.gbps()}}}});
+                      {"args", {{"step", s.step}, {"computes", s.computes}, {"schedule", s.schedule}, {"bytes", s.bytes}, {"GB/s", s.gbps()}}}});
   return nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump(1) + "\n";
 }
 
@@ -128,6 +130,7 @@ Profile profile(const Executable& exe, std::span<const HostTensor> inputs, int r
       sp.kind = "kernel";
       sp.name = k.name;
       sp.computes = k.comment;
+      if (!k.schedule.mapping.empty()) sp.schedule = codegen::print_schedule(k.schedule, k.launch);
       for (int b : step.args) sp.bytes += lg.buffers[b].nbytes();
     }
     p.steps.push_back(std::move(sp));

@@ -41,6 +41,7 @@ struct StepProfile {
   std::string kind;      // "kernel", "BLAS" (CPU) or "cuBLASLt" (CUDA)
   std::string name;      // the kernel's name or the GEMM's label
   std::string computes;  // the graph nodes it computes
+  std::string schedule;  // a GPU kernel: how the schedule mapped it and why (codegen::print_schedule)
   int64_t bytes = 0;     // every buffer it reads or writes, once
   double ms = 0;         // median over the runs
   double start_ms = 0;   // in the median run

@@ -77,6 +77,63 @@ TEST(Schedule, RowReductionsMapByRowLength) {
   EXPECT_TRUE(has(c, "@cpu_threads") && has(c, "reduction for r in 0..5000 @serial")) << c;
 }
 
+// out[row, r] = in[row, r] - max over r of in[row, r]: two passes over one input row, as a
+// softmax or a layer norm reads it.
+Kernel two_pass(int64_t rows, int64_t len) {
+  Kernel k;
+  k.name = "k0";
+  k.buffers = {buf("b0", rows * len, BufferRole::Output), buf("b1", rows * len, BufferRole::Input)};
+  ExprPtr row = var("row", 0, rows - 1), r = var("r", 0, len - 1), at = add(mul(row, imm(len)), r);
+  k.body = block({for_loop("row", rows, LoopKind::Parallel,
+                           {decl_acc("m", DType::F32, CombineOp::Max),
+                            for_loop("r", len, LoopKind::Reduction, {accumulate("m", CombineOp::Max, load("b1", DType::F32, at))}),
+                            for_loop("r", len, LoopKind::Parallel,
+                                     {store("b0", at, call("sub", DType::F32, {load("b1", DType::F32, at), value_var("m", DType::F32)}))})})});
+  return k;
+}
+
+// The schedule record says how each kernel maps and why; a row read twice is held in
+// registers where 32 of its f32 values per thread hold it (a block per row grows to 1024
+// threads for it), and stays in memory where they do not.
+TEST(Schedule, RecordsItsMappingAndHoldsRowsThatFitInRegisters) {
+  Kernel pw = pointwise(1 << 20);
+  schedule(pw, cuda_target());
+  EXPECT_EQ(pw.schedule.mapping, "grid-stride");
+  EXPECT_EQ(pw.schedule.vector, 4);
+  EXPECT_TRUE(has(print_kernel(pw), "# schedule: grid-stride, block 256, 4-element vectors")) << print_kernel(pw);
+
+  Kernel warp = two_pass(64, 1024);
+  schedule(warp, cuda_target());
+  EXPECT_EQ(warp.schedule.mapping, "warp per row");
+  EXPECT_EQ(warp.schedule.rows_per_block, 8);
+  EXPECT_EQ(warp.schedule.held, std::vector<std::string>{"b1"});
+  EXPECT_EQ(warp.schedule.held_elements, 32);
+  EXPECT_TRUE(has(print_kernel(warp), "@gpu_warps hold(b1: 8 vectors per thread)")) << print_kernel(warp);
+  EXPECT_TRUE(has(print_kernel(warp), "row of b1 held in registers (32 elements per thread)")) << print_kernel(warp);
+
+  Kernel block = two_pass(64, 4096);
+  schedule(block, cuda_target());
+  EXPECT_EQ(block.schedule.mapping, "block per row");
+  EXPECT_EQ(block.launch.block, 512);
+  EXPECT_EQ(block.schedule.held_elements, 8);
+
+  Kernel grown = two_pass(64, 32000);
+  schedule(grown, cuda_target());
+  EXPECT_EQ(grown.launch.block, 1024) << "32000 / 512 threads is 63 values a thread; at 1024, 32";
+  EXPECT_EQ(grown.schedule.threads_per_row, 1024);
+  EXPECT_EQ(grown.schedule.held_elements, 32);
+
+  Kernel odd = two_pass(64, 50257);  // 50 a thread at 1024 threads: too many registers
+  schedule(odd, cuda_target());
+  EXPECT_TRUE(odd.schedule.held.empty());
+  EXPECT_EQ(odd.launch.block, 512);
+  EXPECT_EQ(odd.schedule.vector, 0);
+
+  Kernel cpu = two_pass(64, 1024);
+  schedule(cpu, cpu_target());
+  EXPECT_TRUE(cpu.schedule.held.empty());
+}
+
 TEST(Schedule, HugeTensorsKeep64BitIndices) {
   Kernel k = pointwise(int64_t(3) << 30);
   schedule(k, cuda_target());

@@ -312,6 +312,7 @@ TEST_F(CliCompile, CudaCompileWithoutAGpuWritesSourcePtxAndCubin) {
   EXPECT_GE(kernels, 2);
   std::string kir = kiln::testing::read_text(path("out/kernels.txt"));
   EXPECT_TRUE(has(kir, "@gpu_") && has(kir, "launch grid")) << kir;
+  EXPECT_TRUE(has(kir, "# schedule: ")) << "every GPU kernel shows its schedule record\n" << kir;
   EXPECT_FALSE(has(kir, "@cpu_")) << kir;
   r = kiln("compile mlp.kir --device cuda --arch compute_90");
   EXPECT_EQ(r.rc, 1);
@@ -436,6 +437,23 @@ graph plug(%x: f32[8,16], %b: f32[16]) {
   EXPECT_NE(bad.rc, 0);
   EXPECT_TRUE(has(bad.err, "--load ./nope.so")) << bad.err;
 }
+
+#if KILN_HAVE_CUDA
+// kiln explain --device cuda shows each kernel's schedule record: a softmax row of 1024 is a
+// warp's, held in registers.
+TEST_F(CliExplain, CudaKernelsShowTheirScheduleRecord) {
+  write("sm.kir", R"(
+graph sm(%x: f32[64,1024]) {
+  %y = softmax(%x, dim=-1) : f32[64,1024]
+  return (%y)
+})");
+  CliResult r = kiln("explain sm.kir --device cuda");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "schedule: warp per row, 8 per block, 32 threads per row, block 256, 4-element vectors, row of b1 held in "
+                         "registers (32 elements per thread)"))
+      << r.out;
+}
+#endif
 
 TEST_F(CliExplain, OnePageAndTheFusedGraphAsSvg) {
   if (!runtime::cpu::jit_available()) GTEST_SKIP() << "kiln was built without the CPU JIT";
