@@ -18,6 +18,10 @@ namespace kiln::fusion {
 // the inputs again costs no more than reading the materialized value, the producer may not
 // have to write it, and n's group does not wait on a kernel for it (which could keep a
 // consumer of n's group out of that kernel: cross-entropy's non-ignored count).
+// The cone may also start at small values of other groups (at most 1/16 of its size: a row's
+// mean and rstd): a layer norm's backward then recomputes x̂ = (x - mean) * rstd in each pass
+// that needs it from x and the two row statistics, instead of writing x̂ (and dy * x̂) as
+// full tensors in one kernel to read them back in the next two.
 void Surgery::recompute_cheap_inputs(Node* n, int d) {
   if (!opt_.vertical || !opt_.recompute || is_alias_view(*n)) return;
   for (size_t i = 0; i < n->inputs().size(); ++i) {
@@ -25,7 +29,13 @@ void Surgery::recompute_cheap_inputs(Node* n, int d) {
     int p = drafts_.group(v.node), mine = drafts_.find(d);
     if (p < 0 || p == mine || drafts_.is_alias(p) || drafts_.has_extern(p)) continue;
     std::vector<Node*> cone;
-    if (!cheap_input_cone(v.node, cone)) continue;
+    // A small value may be read from a reduction group, whose outputs include values of its
+    // reduced rows (a mean, an rstd); a pointwise group writes only its own space.
+    auto readable_small = [&](Value u) {
+      int q = drafts_.group(u.node);
+      return q >= 0 && !is_alias_view(*u.node) && !drafts_.reductions(drafts_.find(q)).empty();
+    };
+    if (!cheap_input_cone(v.node, cone, readable_small)) continue;
     if (drafts_.nodes(mine).size() + cone.size() > static_cast<size_t>(opt_.max_group_nodes)) continue;
     // The copies must live in n's loops: in a reduction, in its rows; in a pointwise loop,
     // in its space (a broadcast copy there would keep a later reduction from absorbing
@@ -47,7 +57,7 @@ void Surgery::recompute_cheap_inputs(Node* n, int d) {
       drafts_.add_copy(mine, copy, c);
     }
     n->set_input(static_cast<int>(i), Value{copy_of.at(v.node), v.index});
-    note(mine, fmt::format("{} recomputes %{} from the graph's inputs ({}) instead of reading it from {}, which it "
+    note(mine, fmt::format("{} recomputes %{} from the graph's inputs and small values ({}) instead of reading it from {}, which it "
                            "did not join",
                            node_str(n), v.name(), op_list(copies), ref(p)),
          n);
@@ -63,22 +73,37 @@ void Surgery::recompute_cheap_inputs(Node* n, int d) {
   }
 }
 
-// The nodes between the graph's inputs (and creation ops) and `root`, producers first, when
-// they are few cheap pointwise ops or views; false otherwise.
-bool Surgery::cheap_input_cone(Node* root, std::vector<Node*>& cone) {
+// The nodes between `root` and the graph's inputs, creation ops and small values (at most
+// 1/kSmallFraction of root's elements, computed elsewhere, where `readable_small` says they
+// can be read), producers first, when they are
+// few cheap pointwise ops or views, reading at most two tensors of root's size; false
+// otherwise.
+bool Surgery::cheap_input_cone(Node* root, std::vector<Node*>& cone, const std::function<bool(Value)>& readable_small) {
   constexpr size_t kMaxRecomputed = 4;
+  constexpr int64_t kSmallFraction = 16;
+  constexpr int kMaxLargeLeaves = 2;
+  const int64_t size = root->meta(0).numel();
+  // Small leaves only under a pointwise root of some size (an empty tensor has no small part,
+  // and a view of a statistic is that statistic's broadcast: nothing to save).
+  const bool small_leaves = size > 0 && root->category() == OpCategory::Pointwise;
   std::unordered_set<const Node*> seen;
-  std::function<bool(Node*)> visit = [&](Node* m) {
-    if (m->is_input() || is_creation(*m)) return true;
+  std::unordered_set<Value> large_leaves;
+  std::function<bool(Value)> visit = [&](Value u) {
+    Node* m = u.node;
+    if (m->is_input() || is_creation(*m)) {
+      if (u.meta().numel() * kSmallFraction > size) large_leaves.insert(u);
+      return true;
+    }
+    if (small_leaves && m != root && u.meta().numel() * kSmallFraction <= size && readable_small(u)) return true;  // a row statistic
     if (!seen.insert(m).second) return true;
     if (m->category() != OpCategory::Pointwise && !is_alias_view(*m)) return false;
     if (seen.size() > kMaxRecomputed) return false;
-    for (Value u : m->inputs())
-      if (!visit(u.node)) return false;
+    for (Value w : m->inputs())
+      if (!visit(w)) return false;
     cone.push_back(m);
     return true;
   };
-  return visit(root);
+  return visit(root->result(0)) && static_cast<int>(large_leaves.size()) <= kMaxLargeLeaves;
 }
 
 // A creation op goes into the group that reads it; every further reading group gets its

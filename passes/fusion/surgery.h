@@ -5,6 +5,7 @@
 // - A creation op (full, arange) goes into the group that reads it, and every further reading
 //   group gets a copy of its own (place_creation).
 // Each change is written to the decision log.
+#include <functional>
 #include <vector>
 
 #include "ir/graph.h"
@@ -27,7 +28,7 @@ class Surgery {
 
  private:
   void note(int draft, std::string text, const Node* subject = nullptr) { notes_.push_back({draft, std::move(text), subject}); }
-  static bool cheap_input_cone(Node* root, std::vector<Node*>& cone);
+  static bool cheap_input_cone(Node* root, std::vector<Node*>& cone, const std::function<bool(Value)>& readable_small);
 
   Graph& g_;
   Drafts& drafts_;
