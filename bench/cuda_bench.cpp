@@ -28,7 +28,8 @@
 //   --npy DIR    per workload, DIR/ID: its full-size inputs and kiln's outputs as .npy with a
 //                manifest, for bench/torch_bench.py --check-npy (bench/compare_torch.py)
 //   --only       run only these workload ids (pointwise, softmax, layer_norm_fwd,
-//                layer_norm_bwd, cross_entropy, mlp_train_step, gpt2_block,
+//                layer_norm_bwd, cross_entropy, pointwise_transposed, softmax_bf16,
+//                layer_norm_fwd_bf16, softmax_vocab, mlp_train_step, gpt2_block,
 //                gpt2_block_train_step, gpt2_block_train_step_bf16, minigpt_train_step)
 //   --no-block   skip the GPT-2 block rows
 //   --no-check   no comparison with the reference interpreter (timings only: before/after runs)

@@ -49,6 +49,10 @@
 //   GpuThreads     for (v = threadIdx.x; v < E; v += blockDim.x)
 //   GpuLanes       for (v = threadIdx.x % 32; v < E; v += 32)
 //   Serial         for (v = 0; v < E; ++v)
+// A share loop with Stmt::vector = W takes W consecutive elements per iteration (one access
+// per buffer). A row loop with Stmt::held first loads each held row into `<b>_held[h]`
+// (vector tid + h*T of the row, T the threads per row), and its share loops that read those
+// rows walk h = 0..held_vectors-1 fully unrolled, reading the registers instead of memory.
 // Every thread of a block (lane of a warp) runs the same iterations of a GpuBlocks (GpuWarps)
 // loop, so the combines inside are reached uniformly. Statements there outside any thread or
 // lane loop run redundantly in every thread (they are pure) except stores and atomic adds,
