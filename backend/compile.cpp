@@ -110,6 +110,7 @@ PassReport run_compile_passes(Graph& g, const CompileOptions& options, const std
 fusion::FusionOptions compile_fusion_options(const CompileOptions& options, const codegen::Target& target) {
   fusion::FusionOptions fo = options.fusion;
   fo.matmul_epilogues = target.matmul_epilogues;  // fusion decides the fold, as far as the target's GEMM goes
+  fo.recompute_from_statistics = fo.recompute_from_statistics || target.recompute_from_statistics;
   if (!options.fuse) {
     fo.vertical = fo.horizontal = fo.reductions = false;
     fo.max_group_nodes = 1;

@@ -13,6 +13,7 @@ Target cuda_target(const std::string& arch, int num_sms) {
   t.always_flat = true;
   t.buffer_alignment = 256;
   t.matmul_epilogues = true;
+  t.recompute_from_statistics = true;
   t.online_softmax = true;
   t.welford = true;
   // One thread per column of a tile: a tile is a block of threads reading consecutive

@@ -36,6 +36,12 @@ struct Target {
   // GEMM itself (cuBLASLt) instead of a kernel of their own. OpenBLAS has none.
   bool matmul_epilogues = false;
 
+  // Fusion recomputes a cheap pointwise cone from a reduction's small results (a row's mean
+  // and rstd) in each group that reads it, instead of materializing the cone's full-size
+  // value (a layer norm backward's x̂). Measured (bench/NOTES.md, stop 27): the H100's layer
+  // norm backward 1.134 -> 0.500 ms; this 2-core CPU's 25.0-27.9 -> 28.0-29.8 ms, so off there.
+  bool recompute_from_statistics = false;
+
   // Online softmax: a softmax's max and sum of exp in one pass over the row. Welford: a mean
   // and the sum of squared deviations from it (a layer norm's statistics) in one pass. Both
   // trade a pass over the row for more arithmetic per element, which pays only where the row

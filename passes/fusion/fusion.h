@@ -85,6 +85,10 @@ struct FusionOptions {
   // Recompute a few cheap ops of the graph's inputs in a group that reads them from another
   // (instead of waiting on that group for a materialized value).
   bool recompute = true;
+  // ... also cones that start at small values of reduction groups (a row's mean and rstd),
+  // so a layer norm's backward recomputes x̂ instead of writing it. The target decides
+  // (Target::recompute_from_statistics): it pays on a GPU, not on the CPU (bench/NOTES.md).
+  bool recompute_from_statistics = false;
   // Caps how many nodes one group may hold (a guard against huge kernels).
   int max_group_nodes = 128;
   // The target's GEMM adds a bias and applies a ReLU or tanh GELU to its output (cuBLASLt):

@@ -33,7 +33,7 @@ void Surgery::recompute_cheap_inputs(Node* n, int d) {
     // reduced rows (a mean, an rstd); a pointwise group writes only its own space.
     auto readable_small = [&](Value u) {
       int q = drafts_.group(u.node);
-      return q >= 0 && !is_alias_view(*u.node) && !drafts_.reductions(drafts_.find(q)).empty();
+      return opt_.recompute_from_statistics && q >= 0 && !is_alias_view(*u.node) && !drafts_.reductions(drafts_.find(q)).empty();
     };
     if (!cheap_input_cone(v.node, cone, readable_small)) continue;
     if (drafts_.nodes(mine).size() + cone.size() > static_cast<size_t>(opt_.max_group_nodes)) continue;

@@ -384,6 +384,52 @@ graph ln_bwd(%x: f32[8,64], %g: f32[8,64], %w: f32[64], %mean: f32[8,1], %rstd: 
   EXPECT_EQ(f.of("dw").reduce_dims, (std::vector<int64_t>{0}));
 }
 
+// The backward as kiln's decomposition writes it: the row statistics recomputed from x. With
+// recompute_from_statistics (a GPU target's choice), the column kernel and the dx pass
+// recompute x̂ = (x - mean) * rstd from x and the two [8,1] statistics: the row kernel writes
+// only small values. Without it, the row kernel writes x̂ as a full tensor for the others.
+TEST(Fusion, RecomputeFromStatisticsKeepsFullTensorsOutOfMemory) {
+  const char* text = R"(
+graph ln_bwd(%x: f32[8,64], %g: f32[8,64], %w: f32[64]) {
+  %n = full(size=[], fill_value=64.0) : f32[]
+  %s = sum(%x, dim=[1], keepdim=true) : f32[8,1]
+  %mean = div(%s, %n) : f32[8,1]
+  %xc = sub(%x, %mean) : f32[8,64]
+  %sq = mul(%xc, %xc) : f32[8,64]
+  %ss = sum(%sq, dim=[1], keepdim=true) : f32[8,1]
+  %var = div(%ss, %n) : f32[8,1]
+  %eps = full(size=[], fill_value=0.00001) : f32[]
+  %ve = add(%var, %eps) : f32[8,1]
+  %rstd = rsqrt(%ve) : f32[8,1]
+  %xhat = mul(%xc, %rstd) : f32[8,64]
+  %gw = mul(%g, %w) : f32[8,64]
+  %gwx = mul(%gw, %xhat) : f32[8,64]
+  %s2 = sum(%gwx, dim=[1], keepdim=true) : f32[8,1]
+  %m2 = div(%s2, %n) : f32[8,1]
+  %t2 = mul(%xhat, %m2) : f32[8,64]
+  %dx = mul(%t2, %rstd) : f32[8,64]
+  %gx = mul(%g, %xhat) : f32[8,64]
+  %dw = sum(%gx, dim=[0]) : f32[64]
+  return (%dx, %dw)
+})";
+  auto full_outputs = [](const Fused& f) {
+    int n = 0;
+    for (const auto& grp : f.plan.groups)
+      for (Value v : grp.outputs) n += v.meta().numel() == 8 * 64 && v.name() != "dx";
+    return n;
+  };
+  fusion::FusionOptions on;
+  on.recompute_from_statistics = true;
+  Fused f = fuse_text(text, on);
+  EXPECT_EQ(full_outputs(f), 0) << f.dump();
+  std::string log;
+  for (const auto& grp : f.plan.groups)
+    for (const std::string& r : grp.reasons) log += r + "\n";
+  EXPECT_TRUE(has(log, "from the graph's inputs and small values")) << log;
+  Fused off = fuse_text(text);
+  EXPECT_GE(full_outputs(off), 1) << "without it a full-size x̂ (or a product of it) is written\n" << off.dump();
+}
+
 const char* kCrossEntropy = R"(
 graph ce(%z: f32[8,10], %t: i64[8,1], %gl: f32[]) {
   %m = amax(%z, dim=[1], keepdim=true) : f32[8,1]

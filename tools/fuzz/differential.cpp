@@ -34,6 +34,9 @@ std::vector<CompileConfig> default_configs() {
   c[1].options.fuse = false;
   c[2].name = "unoptimized";
   c[2].options.optimize = false;
+  // The GPU's fusion choices on every device (the CPU does not recompute from row statistics
+  // by default): the rule is checked wherever kiln fuzz runs.
+  c[2].options.fusion.recompute_from_statistics = true;
   return c;
 }
 
