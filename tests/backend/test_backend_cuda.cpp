@@ -264,6 +264,35 @@ TEST(BackendCuda, RunsAreDeterministic) {
   expect_matches(first, interpret(g, in), 5);
 }
 
+// Rows held in registers (codegen/schedule.cpp): a warp's row (1024), a block's row grown to
+// 1024 threads (32000: cross-entropy's width), an odd row held one element per access with a
+// cut last iteration (1022), bf16 rows and log_softmax's two readers of one row. Each kernel's
+// record says it holds the row; runs are bit-identical and match the interpreter.
+TEST(BackendCuda, HeldRowsAreDeterministicAndMatchTheInterpreter) {
+  struct Shape2 {
+    int64_t rows, len;
+    DType dt;
+  };
+  for (Shape2 s : {Shape2{37, 1024, DType::F32}, Shape2{9, 32000, DType::F32}, Shape2{13, 1022, DType::F32},
+                   Shape2{21, 1024, DType::BF16}, Shape2{5, 4096, DType::BF16}}) {
+    SCOPED_TRACE(fmt::format("[{},{}] {}", s.rows, s.len, dtype_name(s.dt)));
+    Graph g("held");
+    Builder b(g);
+    Var x = input(b, "x", TensorMeta(s.dt, {s.rows, s.len}));
+    g.set_outputs({b.op(Op::Softmax, {x}, {{"dim", int64_t(-1)}}), b.op(Op::LogSoftmax, {x}, {{"dim", int64_t(-1)}})});
+    backend::CompiledGraph cg = compile_cuda(g);
+    bool held = false;
+    for (const codegen::Kernel& k : cg.executable.lowered().kernels) held = held || !k.schedule.held.empty();
+    EXPECT_TRUE(held) << "a row read twice is held";
+    if (!backend::cuda_device_present()) continue;
+    std::vector<HostTensor> in = inputs_for(g, 3);
+    std::vector<HostTensor> first = cg.run(in), second = cg.run(in);
+    expect_bit_identical(first, second);
+    expect_matches(first, interpret(g, in), 5);
+  }
+  KILN_REQUIRE_CUDA_DEVICE();
+}
+
 TEST(BackendCuda, CudaGraphsRefillTheirStaticInputs) {
   Graph g = reductions_graph();
   backend::CompileOptions o;
