@@ -399,7 +399,8 @@ std::string print_schedule(const ScheduleRecord& r, const LaunchConfig& launch) 
   if (r.rows_per_block > 0) out += fmt::format(", {} per block", r.rows_per_block);
   if (r.threads_per_row > 1) out += fmt::format(", {} threads per row", r.threads_per_row);
   if (launch.block > 1 || launch.grid > 1) out += fmt::format(", block {}", launch.block);
-  out += r.vector > 0 ? fmt::format(", {}-element vectors", r.vector) : ", scalar accesses";
+  if (r.vector > 0) out += fmt::format(", {}-element vectors", r.vector);
+  else if (launch.block > 1) out += ", scalar accesses";  // (the CPU's vectors are clang's)
   if (!r.held.empty()) out += fmt::format(", row of {} held in registers ({} elements per thread)", fmt::join(r.held, ", "), r.held_elements);
   if (!r.why.empty()) out += " (" + r.why + ")";
   return out;

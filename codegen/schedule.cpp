@@ -83,7 +83,14 @@ void schedule_cpu(Kernel& k, const Target& t) {
       }
     }
     body.push_back(with_map(inner, m, grain));
+    if (m == LoopMap::CpuThreads && s->extent > grain && k.schedule.mapping.empty())
+      k.schedule = {"thread pool", 0, 0, 0, {}, 0,
+                    fmt::format("{} iterations of {} element-iterations each, in chunks of at least {} (Target::parallel_work {}); "
+                                "inner loops left to clang's vectorizer",
+                                s->extent, work, grain, t.parallel_work)};
   }
+  if (k.schedule.mapping.empty())
+    k.schedule = {"calling thread", 0, 0, 0, {}, 0, fmt::format("less work than one chunk of Target::parallel_work ({} element-iterations)", t.parallel_work)};
   top->body = std::move(body);
   if (k.body->kind != StmtKind::Block) top = std::const_pointer_cast<Stmt>(block(top->body));
   k.body = top;

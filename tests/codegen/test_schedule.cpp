@@ -129,9 +129,16 @@ TEST(Schedule, RecordsItsMappingAndHoldsRowsThatFitInRegisters) {
   EXPECT_EQ(odd.launch.block, 512);
   EXPECT_EQ(odd.schedule.vector, 0);
 
+  // The CPU's record: its rows to the pool in chunks, or a small kernel on the calling thread.
   Kernel cpu = two_pass(64, 1024);
   schedule(cpu, cpu_target());
   EXPECT_TRUE(cpu.schedule.held.empty());
+  EXPECT_EQ(cpu.schedule.mapping, "thread pool");
+  EXPECT_TRUE(has(cpu.schedule.why, "64 iterations of 2049 element-iterations each, in chunks of at least 15")) << cpu.schedule.why;
+  Kernel small = pointwise(100);
+  schedule(small, cpu_target());
+  EXPECT_EQ(small.schedule.mapping, "calling thread");
+  EXPECT_TRUE(has(print_kernel(small), "# schedule: calling thread (")) << print_kernel(small);
 }
 
 TEST(Schedule, HugeTensorsKeep64BitIndices) {
