@@ -249,7 +249,8 @@ def wl_pointwise_transposed(mode):
 def wl_softmax_bf16(mode):
     x = uniform(65536 // DIV, 1024).bfloat16()
 
-    def f(x):
+    def f(x):  # its own function (as each row's): a second shape or dtype on one code object
+        # would recompile it, and Dynamo then marks the dims dynamic
         return torch.softmax(x, dim=-1)
 
     g = compile_fn(f) if mode == "compile" else f
@@ -271,7 +272,7 @@ def wl_layer_norm_fwd_bf16(mode):
 def wl_softmax_vocab(mode):
     x = uniform(4096 // DIV, 50257)
 
-    def f(x):
+    def f(x):  # its own function (see wl_softmax_bf16)
         return torch.softmax(x, dim=-1)
 
     g = compile_fn(f) if mode == "compile" else f

@@ -246,10 +246,11 @@ StmtPtr set_vectors(const Kernel& k, const StmtPtr& body, const Held& held) {
     if (l.map == LoopMap::GpuGridStride) {
       l.vector = sole && sole->name == l.name ? grid_stride_vector_width(k, self) : 0;
     } else if (is_share(l)) {
-      l.vector = row_vector_width(k, self, bases, !held_set.empty());
-      for (auto& [b, base] : bases)
-        if (held_set.count(b)) l.vector = held.width;
-      if (l.vector == 1 && !std::any_of(bases.begin(), bases.end(), [&](auto& b) { return held_set.count(b.first) > 0; })) l.vector = 0;
+      // A loop reading a held row walks it at the held width; any other keeps 16-byte vectors
+      // where its row allows them (width 1, one element per access, only serves a held row).
+      int width = row_vector_width(k, self, bases, /*scalar_ok=*/true);
+      bool reads_held = std::any_of(bases.begin(), bases.end(), [&](auto& b) { return held_set.count(b.first) > 0; });
+      l.vector = reads_held ? held.width : width > 1 ? width : 0;
     } else if (l.map == LoopMap::GpuWarps || l.map == LoopMap::GpuBlocks) {
       l.held = held.buffers;
       l.held_vectors = held.buffers.empty() ? 0 : held.vectors;
