@@ -253,7 +253,8 @@ class GpuSteps final : public DeviceSteps {
       argp_[j] = &args_[j];
     }
     cu::launch(L_.functions[static_cast<size_t>(step.kernel)], cu::Dim3{static_cast<unsigned>(k.launch.grid)},
-               cu::Dim3{static_cast<unsigned>(k.launch.block)}, 0, *L_.stream, argp_.data(), k.name);
+               cu::Dim3{static_cast<unsigned>(k.launch.block)}, static_cast<unsigned>(k.launch.dynamic_shared_bytes), *L_.stream,
+               argp_.data(), k.name);
   }
   void gemm(const MatmulCall& mm, const std::vector<void*>& ptr) override {
     if (!is_floating(mm.dtype)) fail("graph {}: {} matmul on CUDA: cuBLASLt multiplies floats only ({})", s_.graph_name, dtype_name(mm.dtype), mm.label);
@@ -463,16 +464,20 @@ class CudaBackend final : public Backend {
   codegen::Target target(const CompileOptions& options) const override {
     std::string arch = options.arch;
     int sms = 132;
+    int64_t optin = 0;
     std::string why;
     if (cu::driver_available(&why) && options.device.index < cu::device_count()) {
       const cu::DeviceInfo& info = cu::device_info(options.device.index);
       if (arch.empty()) arch = cu::arch_name(info);
       sms = info.num_sms;
+      optin = info.shared_memory_per_block_optin;
     }
     if (arch.empty()) arch = "sm_90";
     if (arch.rfind("sm_", 0) != 0 || arch.size() < 5 || arch.find_first_not_of("0123456789a", 3) != std::string::npos)
       fail("--arch '{}': expected a GPU architecture such as sm_80 or sm_90", arch);
-    return codegen::cuda_target(arch, sms);
+    codegen::Target t = codegen::cuda_target(arch, sms);
+    if (optin > 0) t.shared_memory_optin = optin;
+    return t;
   }
 
   std::string_view prelude() const override { return codegen::cuda_prelude(); }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "codegen/attention.h"
 #include "codegen/c_family.h"
 #include "ir/error.h"
 
@@ -71,7 +72,42 @@ class CppEmitter : public CEmitter {
 
 }  // namespace
 
+namespace {
+
+// An attention kernel: a call of the prelude's routine over the pool (codegen/attention.h).
+std::string emit_attention_kernel(const Kernel& k) {
+  const AttentionKernel& a = *k.attention;
+  CppEmitter em;
+  if (!k.comment.empty()) em.line(0, "// " + k.comment);
+  em.line(0, fmt::format("extern \"C\" void {}(void* const* buffers, const int64_t* scalars) {{", k.name));
+  em.line(1, "(void)scalars;");
+  std::string args;
+  for (size_t i = 0; i < k.buffers.size(); ++i) {
+    const Buffer& b = k.buffers[i];
+    bool in = b.role == BufferRole::Input;
+    em.line(1, fmt::format("{}{}* {} = ({}{}*)buffers[{}];  // {} {}", in ? "const " : "", c_storage_type(b.dtype), b.name, in ? "const " : "",
+                           c_storage_type(b.dtype), i, buffer_role_name(b.role), b.what));
+    args += b.name + ", ";
+  }
+  const std::string types = fmt::format("{}, {}", attention_dtype_code(a.dtype), a.causal ? "true" : "false");
+  const std::string sizes = fmt::format("{}, {}, {}, {}, {}, {}, {}", a.batch, a.L, a.S, a.E, a.Ev, float_literal(a.scale, DType::F64, cpp_dialect()), a.grain);
+  switch (a.pass) {
+    case AttentionKernel::Pass::Forward: em.line(1, fmt::format("kiln_attn_fwd_cpu<{}>({}{});", types, args, sizes)); break;
+    case AttentionKernel::Pass::BackwardKV:  // dout, q, k, v, lse, delta, dk, dv
+      em.line(1, fmt::format("kiln_attn_bwd_cpu<{}>(b0, b1, b2, b3, b4, b5, 0, b6, b7, {});", types, sizes));
+      break;
+    case AttentionKernel::Pass::BackwardQ:  // dout, q, k, v, lse, delta, dq
+      em.line(1, fmt::format("kiln_attn_bwd_cpu<{}>(b0, b1, b2, b3, b4, b5, b6, 0, 0, {});", types, sizes));
+      break;
+  }
+  em.line(0, "}");
+  return em.out;
+}
+
+}  // namespace
+
 std::string emit_cpp_kernel(const Kernel& k) {
+  if (k.attention) return emit_attention_kernel(k);
   CppEmitter em;
   if (!k.comment.empty()) em.line(0, "// " + k.comment);
   em.line(0, fmt::format("extern \"C\" void {}(void* const* buffers, const int64_t* scalars) {{", k.name));

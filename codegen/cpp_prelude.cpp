@@ -12,6 +12,7 @@
 // what lets clang vectorize them.
 #include <string>
 
+#include "codegen/attention.h"
 #include "codegen/cpp_emitter.h"
 #include "codegen/prelude_math.h"
 
@@ -110,13 +111,13 @@ KILN_FN int64_t kiln_order_key(double x) { int64_t i = __builtin_bit_cast(int64_
 KILN_FN float kiln_from_order_key(int32_t k) { return __builtin_bit_cast(float, k < 0 ? k ^ 0x7fffffff : k); }
 KILN_FN double kiln_from_order_key(int64_t k) { return __builtin_bit_cast(double, k < 0 ? k ^ (int64_t)0x7fffffffffffffff : k); }
 
-// ---- end of prelude
 )PRELUDE";
 
 }  // namespace
 
 std::string_view cpp_prelude() {
-  static const std::string text = std::string(kAbi) + std::string(prelude_math()) + std::string(kCpuTail);
+  static const std::string text = std::string(kAbi) + std::string(prelude_math()) + std::string(kCpuTail) +
+                                 std::string(cpp_attention_prelude()) + "\n// ---- end of prelude\n";
   return text;
 }
 

@@ -1,5 +1,7 @@
 #include "codegen/cuda_emitter.h"
 
+#include "codegen/attention.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -431,7 +433,38 @@ int64_t cuda_shared_bytes(const Kernel& k) {
   return bytes;
 }
 
+namespace {
+
+// An attention kernel: a call of the prelude's routine with the schedule's tiles; blocks past
+// the grid's tiles (an empty call still launches one) return at once.
+std::string emit_attention_kernel(const Kernel& k) {
+  const AttentionKernel& a = *k.attention;
+  std::string params, args;
+  for (const Buffer& b : k.buffers) {
+    bool in = b.role == BufferRole::Input;
+    params += fmt::format("{}{}{}* __restrict__ {}", params.empty() ? "" : ", ", in ? "const " : "", c_storage_type(b.dtype), b.name);
+    args += fmt::format("{}, ", b.name);
+  }
+  const char* routine = a.pass == AttentionKernel::Pass::Forward      ? "kiln_attn_fwd"
+                        : a.pass == AttentionKernel::Pass::BackwardKV ? "kiln_attn_bwd_kv"
+                                                                      : "kiln_attn_bwd_q";
+  const int64_t tiles = a.batch * (a.pass == AttentionKernel::Pass::BackwardKV ? (a.S + a.block_n - 1) / a.block_n
+                                                                               : (a.L + a.block_m - 1) / a.block_m);
+  std::string out;
+  if (!k.comment.empty()) out += "// " + k.comment + "\n";
+  out += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", k.launch.block, k.name, params);
+  for (const Buffer& b : k.buffers) out += fmt::format("  // {}: {} {}\n", b.name, buffer_role_name(b.role), b.what);
+  out += fmt::format("  if (blockIdx.x >= {}) return;\n", tiles);
+  out += fmt::format("  {}<{}, {}, {}, {}, {}>({}{}, {}, {}, {}, {});\n", routine, attention_dtype_code(a.dtype), a.block_m, a.block_n,
+                     a.head, a.causal ? "true" : "false", args, a.L, a.S, a.E, a.Ev, float_literal(a.scale, DType::F64, cuda_dialect(64)));
+  out += "}\n";
+  return out;
+}
+
+}  // namespace
+
 std::string emit_cuda_kernel(const Kernel& k) {
+  if (k.attention) return emit_attention_kernel(k);
   const CDialect d = cuda_dialect(k.index_bits);
   CudaEmitter em(k);
   if (!k.comment.empty()) em.line(0, "// " + k.comment);

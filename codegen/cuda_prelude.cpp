@@ -6,6 +6,7 @@
 // CUDA 11.8 and 13 alike.
 #include <string>
 
+#include "codegen/attention.h"
 #include "codegen/cuda_emitter.h"
 #include "codegen/prelude_math.h"
 
@@ -246,13 +247,13 @@ struct kiln_argmax_merge_op {
 struct kiln_sumexp_merge_op {
   template <class T> __device__ void operator()(T& s, T& m, T s2, T m2) const { kiln_sumexp_merge(s, m, s2, m2); }
 };
-// ---- end of prelude
 )PRELUDE";
 
 }  // namespace
 
 std::string_view cuda_prelude() {
-  static const std::string text = std::string(kAbi) + std::string(prelude_math()) + std::string(kGpuTail);
+  static const std::string text = std::string(kAbi) + std::string(prelude_math()) + std::string(kGpuTail) +
+                                 std::string(cuda_attention_prelude()) + "\n// ---- end of prelude\n";
   return text;
 }
 

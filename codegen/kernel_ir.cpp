@@ -402,8 +402,18 @@ std::string print_schedule(const ScheduleRecord& r, const LaunchConfig& launch) 
   if (r.vector > 0) out += fmt::format(", {}-element vectors", r.vector);
   else if (launch.block > 1) out += ", scalar accesses";  // (the CPU's vectors are clang's)
   if (!r.held.empty()) out += fmt::format(", row of {} held in registers ({} elements per thread)", fmt::join(r.held, ", "), r.held_elements);
+  if (!r.tiles.empty()) out += ", " + r.tiles;
   if (!r.why.empty()) out += " (" + r.why + ")";
   return out;
+}
+
+std::string_view attention_pass_name(AttentionKernel::Pass p) {
+  switch (p) {
+    case AttentionKernel::Pass::Forward: return "forward";
+    case AttentionKernel::Pass::BackwardKV: return "backward dK dV";
+    case AttentionKernel::Pass::BackwardQ: return "backward dQ";
+  }
+  return "?";
 }
 
 std::string print_kernel(const Kernel& k) {
@@ -417,9 +427,15 @@ std::string print_kernel(const Kernel& k) {
   for (const Buffer& c : k.constants) out += fmt::format(" {}: {}[{}] constant", c.name, dtype_name(c.dtype), c.numel);
   if (!k.comment.empty()) out += "  # " + k.comment;
   if (k.launch.block > 1 || k.launch.grid > 1)
-    out += fmt::format("\n  # launch grid {} x block {}, {} B shared, i{} indices", k.launch.grid, k.launch.block, k.launch.shared_bytes,
-                       k.index_bits);
+    out += fmt::format("\n  # launch grid {} x block {}, {} B shared, i{} indices", k.launch.grid, k.launch.block,
+                       k.launch.shared_bytes + k.launch.dynamic_shared_bytes, k.index_bits);
   if (!k.schedule.mapping.empty()) out += "\n  # schedule: " + print_schedule(k.schedule, k.launch);
+  if (k.attention) {
+    const AttentionKernel& a = *k.attention;
+    return out + fmt::format(" {{\n  attention {} {}: batch {}, {} queries x {} keys, head {} -> {}{}, scale {}\n}}\n",
+                             attention_pass_name(a.pass), dtype_name(a.dtype), a.batch, a.L, a.S, a.E, a.Ev,
+                             a.causal ? ", causal" : "", a.scale);
+  }
   out += " {\n" + print_stmt(k.body, 1) + "}\n";
   return out;
 }

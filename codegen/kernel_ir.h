@@ -27,6 +27,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -220,6 +221,7 @@ struct LaunchConfig {
   int64_t grid = 1;
   int64_t block = 1;
   int64_t shared_bytes = 0;  // static shared memory the kernel's CombineAcross uses
+  int64_t dynamic_shared_bytes = 0;  // shared memory given at launch (attention's tiles)
 };
 
 // How the schedule step mapped a kernel, in words a user reads (kernels.txt, kiln explain,
@@ -233,8 +235,27 @@ struct ScheduleRecord {
   std::vector<std::string> held;  // buffers whose row is read once and held in registers
   int64_t held_elements = 0;      // elements of each held row one thread holds
   std::string why;                // the rule that chose it
+  std::string tiles;              // tiled kernels (attention): the tile shapes and shared memory
 };
 std::string print_schedule(const ScheduleRecord& r, const LaunchConfig& launch);
+
+// A kernel that is one of the targets' tiled attention routines (codegen/attention.h), not a
+// loop nest: FlashAttention's forward, or one of its backward passes. The lowering says which
+// and on what sizes (batch dims flattened); the schedule step picks the tiles; the emitters
+// print a call of the prelude's routine. Its buffers, in order: forward q, k, v, out, lse;
+// backward (dK/dV) dout, q, k, v, lse, delta, dk, dv; backward (dQ) dout, q, k, v, lse, delta, dq.
+struct AttentionKernel {
+  enum class Pass : uint8_t { Forward, BackwardKV, BackwardQ };
+  Pass pass = Pass::Forward;
+  DType dtype = DType::F32;
+  int64_t batch = 1, L = 0, S = 0, E = 0, Ev = 0;
+  bool causal = false;
+  double scale = 1.0;
+  // The schedule's choice: query rows and key rows per tile, the head dims padded (CUDA: to
+  // 16, a thread's column stride), the grain of the CPU's tasks.
+  int64_t block_m = 0, block_n = 0, head = 0, grain = 1;
+};
+std::string_view attention_pass_name(AttentionKernel::Pass p);
 
 struct Kernel {
   std::string name;             // k0, k1, ... (the extern "C" symbol)
@@ -247,6 +268,7 @@ struct Kernel {
   int index_bits = 64;
   LaunchConfig launch;
   ScheduleRecord schedule;
+  std::optional<AttentionKernel> attention;  // set: the body is empty, the routine is the kernel
   const Buffer* find_buffer(const std::string& name) const;
 };
 

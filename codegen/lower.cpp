@@ -271,6 +271,11 @@ void GraphLowering::lower_matmul(const FusionGroup& grp) {
   out_.steps.push_back(s);
 }
 
+int GraphLowering::contiguous_buffer(Value v, const std::string& why) {
+  const bool own = v.node->is_input() ? v.meta().is_contiguous() : plan_.groups[plan_.group_of.at(v.node)].kind != KernelKind::Alias;
+  return own ? buffer_of(v) : lower_copy(v, v.meta().shape, [](const Index& i) { return i; }, why);
+}
+
 // A custom op's own kernel, or a collective (a call of the process group's engine): a call on
 // contiguous buffers, its inputs copied where they are views.
 void GraphLowering::lower_call(const FusionGroup& grp, Step::Kind kind) {
@@ -285,11 +290,7 @@ void GraphLowering::lower_call(const FusionGroup& grp, Step::Kind kind) {
   c.attrs = n->attrs();
   std::string args;
   for (Value v : n->inputs()) {
-    const bool own = v.node->is_input() ? v.meta().is_contiguous()
-                                        : plan_.groups[plan_.group_of.at(v.node)].kind != KernelKind::Alias;
-    c.inputs.push_back(own ? buffer_of(v)
-                           : lower_copy(v, v.meta().shape, [](const Index& i) { return i; },
-                                        fmt::format("input of %{} ({})", n->name(), op_name(n->op()))));
+    c.inputs.push_back(contiguous_buffer(v, fmt::format("input of %{} ({})", n->name(), op_name(n->op()))));
     c.input_metas.push_back(TensorMeta(v.meta().dtype, v.meta().shape, v.meta().device));
     args += fmt::format("{}%{}", args.empty() ? "" : ", ", v.name());
   }
@@ -390,6 +391,7 @@ LoweredGraph GraphLowering::run() {
       case KernelKind::Matmul: lower_matmul(grp); break;
       case KernelKind::Opaque: lower_call(grp, Step::Kind::Opaque); break;
       case KernelKind::Collective: lower_call(grp, Step::Kind::Collective); break;
+      case KernelKind::Attention: lower_attention(grp); break;
       case KernelKind::Alias: break;
     }
   }

@@ -263,14 +263,16 @@ class GraphLowering {
     out_.index_checks.push_back(n->origin().empty() ? self : fmt::format("{} (its {})", n->origin(), self));
     return static_cast<int>(out_.index_checks.size()) - 1;
   }
-  void add_kernel_step(KernelBuilder& kb, Kernel k, int group) {
+  void add_kernel_step(KernelBuilder& kb, Kernel k, int group) { add_kernel_step(std::move(k), kb.args(), group); }
+  // `args`: the graph buffer bound to each kernel buffer, in order.
+  void add_kernel_step(Kernel k, std::vector<int> args, int group) {
     verify(k);
     Step s;
     s.kind = Step::Kind::Kernel;
     s.kernel = static_cast<int>(out_.kernels.size());
     // The checks made since the last kernel are this kernel's (kernels are built one at a time).
     out_.index_check_kernel.resize(out_.index_checks.size(), s.kernel);
-    s.args = kb.args();
+    s.args = std::move(args);
     s.group = group;
     out_.kernels.push_back(std::move(k));
     touch(s.args);
@@ -290,6 +292,10 @@ class GraphLowering {
   void lower_scatter(const FusionGroup& grp);
   void lower_matmul(const FusionGroup& grp);
   void lower_call(const FusionGroup& grp, Step::Kind kind);  // opaque ops and collectives
+  void lower_attention(const FusionGroup& grp);               // codegen/lower_attention.cpp
+  // The buffer of `v` laid out contiguously: its own, or a copy where it is a view or a
+  // strided graph input (`why` names the copy in kernels.txt).
+  int contiguous_buffer(Value v, const std::string& why);
   // The epilogue a GEMM can apply for `next` (the group after a matmul group), or None.
   void lower_int_matmul(const FusionGroup& grp, const Node* n, const Shape& batch, const MatmulCall& mm);
   // A reduction group's outputs as kernel buffers: those over the full space S (written in

@@ -1,6 +1,8 @@
 // The schedule step (see schedule.h): the CPU and CUDA mappings of loops.
 #include "codegen/schedule.h"
 
+#include "codegen/attention.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -87,10 +89,10 @@ void schedule_cpu(Kernel& k, const Target& t) {
       k.schedule = {"thread pool", 0, 0, 0, {}, 0,
                     fmt::format("{} iterations of {} element-iterations each, in chunks of at least {} (Target::parallel_work {}); "
                                 "inner loops left to clang's vectorizer",
-                                s->extent, work, grain, t.parallel_work)};
+                                s->extent, work, grain, t.parallel_work), {}};
   }
   if (k.schedule.mapping.empty())
-    k.schedule = {"calling thread", 0, 0, 0, {}, 0, fmt::format("less work than one chunk of Target::parallel_work ({} element-iterations)", t.parallel_work)};
+    k.schedule = {"calling thread", 0, 0, 0, {}, 0, fmt::format("less work than one chunk of Target::parallel_work ({} element-iterations)", t.parallel_work), {}};
   top->body = std::move(body);
   if (k.body->kind != StmtKind::Block) top = std::const_pointer_cast<Stmt>(block(top->body));
   k.body = top;
@@ -263,7 +265,7 @@ void schedule_cuda(Kernel& k, const Target& t) {
   auto types = acc_types(k.body);
   std::vector<StmtPtr> out;
   int grid_loops = 0;
-  ScheduleRecord rec{"one thread", 0, 0, 0, {}, 0, "no parallel loop"};
+  ScheduleRecord rec{"one thread", 0, 0, 0, {}, 0, "no parallel loop", {}};
   int64_t row_max_threads = 0;  // the most threads a reduction row's block may grow to
   LaunchConfig launch{1, 1, 0};
   auto grid_of = [&](int64_t items_per_block, int64_t extent) {
@@ -294,7 +296,7 @@ void schedule_cuda(Kernel& k, const Target& t) {
       launch.block = std::min<int64_t>(t.pointwise_block, std::max<int64_t>(32, round_up(s->extent, 32)));
       launch.grid = grid_of(launch.block, s->extent);
       out.push_back(with_map(s, LoopMap::GpuGridStride));
-      rec = {"grid-stride", 0, 1, 0, {}, 0, "a flat loop: one element per thread per iteration"};
+      rec = {"grid-stride", 0, 1, 0, {}, 0, "a flat loop: one element per thread per iteration", {}};
       continue;
     }
     if (!lv.reduction && !lv.parallel) {
@@ -302,7 +304,7 @@ void schedule_cuda(Kernel& k, const Target& t) {
       launch.block = std::min<int64_t>(t.pointwise_block, std::max<int64_t>(32, round_up(s->extent, 32)));
       launch.grid = grid_of(launch.block, s->extent);
       out.push_back(serial_inside(s, LoopMap::GpuGridStride));
-      rec = {"thread per row", launch.block, 1, 0, {}, 0, "ordered work inside: each thread runs its own in order"};
+      rec = {"thread per row", launch.block, 1, 0, {}, 0, "ordered work inside: each thread runs its own in order", {}};
       continue;
     }
     if (lv.longest <= t.thread_row_max) {
@@ -310,7 +312,7 @@ void schedule_cuda(Kernel& k, const Target& t) {
       launch.block = std::min<int64_t>(t.pointwise_block, std::max<int64_t>(32, round_up(s->extent, 32)));
       launch.grid = grid_of(launch.block, s->extent);
       out.push_back(serial_inside(s, LoopMap::GpuGridStride));
-      rec = {"thread per row", launch.block, 1, 0, {}, 0, fmt::format("rows of at most {} elements (Target::thread_row_max)", t.thread_row_max)};
+      rec = {"thread per row", launch.block, 1, 0, {}, 0, fmt::format("rows of at most {} elements (Target::thread_row_max)", t.thread_row_max), {}};
       continue;
     }
     bool warp = lv.reduction && lv.longest <= t.warp_row_max;
@@ -330,14 +332,14 @@ void schedule_cuda(Kernel& k, const Target& t) {
       launch.block = int64_t(t.warp_rows_per_block) * t.warp_size;
       launch.grid = grid_of(t.warp_rows_per_block, s->extent);
       rec = {"warp per row", t.warp_rows_per_block, t.warp_size, 0, {}, 0,
-             fmt::format("reduction rows of {} to {} elements (Target::warp_row_max)", t.thread_row_max + 1, t.warp_row_max)};
+             fmt::format("reduction rows of {} to {} elements (Target::warp_row_max)", t.thread_row_max + 1, t.warp_row_max), {}};
       row_max_threads = t.warp_size;
     } else {
       int64_t cap = lv.reduction ? t.reduction_block : t.max_threads_per_block;
       launch.block = std::min<int64_t>(cap, std::max<int64_t>(32, round_up(lv.longest, 32)));
       launch.grid = grid_of(1, s->extent);
-      rec = lv.reduction ? ScheduleRecord{"block per row", 1, launch.block, 0, {}, 0, fmt::format("reduction rows longer than {} elements", t.warp_row_max)}
-                         : ScheduleRecord{"block per tile", 1, launch.block, 0, {}, 0, "independent inner loops: a block per outer iteration"};
+      rec = lv.reduction ? ScheduleRecord{"block per row", 1, launch.block, 0, {}, 0, fmt::format("reduction rows longer than {} elements", t.warp_row_max), {}}
+                         : ScheduleRecord{"block per tile", 1, launch.block, 0, {}, 0, "independent inner loops: a block per outer iteration", {}};
       if (lv.reduction) row_max_threads = launch.block == cap ? t.max_threads_per_block : launch.block;
     }
   }
@@ -380,7 +382,8 @@ void choose_vectors(Kernel& k, int64_t max_row_threads) {
 }
 
 void schedule(Kernel& k, const Target& target) {
-  if (target.is_gpu()) schedule_cuda(k, target);
+  if (k.attention) schedule_attention(k, target);
+  else if (target.is_gpu()) schedule_cuda(k, target);
   else schedule_cpu(k, target);
   verify(k);
 }

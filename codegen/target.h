@@ -63,6 +63,7 @@ struct Target {
   int warp_size = 32;
   int max_threads_per_block = 1024;
   int64_t shared_memory_per_block = 48 * 1024;
+  int64_t shared_memory_optin = 227 * 1024;  // with cuFuncSetAttribute (attention's tiles); read off the device
   int pointwise_block = 256;      // threads per block of a grid-stride loop
   int reduction_block = 512;      // threads per block of a block-per-row reduction
   int warp_rows_per_block = 8;    // warps (rows) per block of a warp-per-row reduction

@@ -25,6 +25,7 @@ std::string_view category_name(OpCategory c) {
     case OpCategory::Scatter: return "scatter";
     case OpCategory::Opaque: return "opaque";
     case OpCategory::Collective: return "collective";
+    case OpCategory::Attention: return "attention";
   }
   return "?";
 }
@@ -74,8 +75,21 @@ Schema parse_schema(std::string_view text) {
   std::string body(text);
   if (auto arrow = body.find("->"); arrow != std::string::npos) {
     std::string ret = trim(body.substr(arrow + 2));
-    if (ret == "Tensor[]") s.variadic_results = true;
-    else if (ret != "Tensor") fail("schema '{}': unsupported result type '{}'", text, ret);
+    if (ret == "Tensor[]") {
+      s.variadic_results = true;
+    } else if (ret.size() > 2 && ret.front() == '(' && ret.back() == ')') {
+      // `(Tensor, Tensor)`: each item must be a Tensor.
+      s.num_results = 0;
+      for (size_t start = 1; start < ret.size();) {
+        size_t comma = ret.find(',', start);
+        if (comma == std::string::npos) comma = ret.size() - 1;
+        if (trim(ret.substr(start, comma - start)) != "Tensor") fail("schema '{}': unsupported result type '{}'", text, ret);
+        ++s.num_results;
+        start = comma + 1;
+      }
+    } else if (ret != "Tensor") {
+      fail("schema '{}': unsupported result type '{}'", text, ret);
+    }
     body = body.substr(0, arrow);
   }
   size_t start = 0;
@@ -140,6 +154,11 @@ std::string Schema::str() const {
   for (auto& a : tensors) add(a);
   for (auto& a : attrs) add(a);
   if (variadic_results) out += " -> Tensor[]";
+  if (num_results > 1) {
+    out += " -> (";
+    for (int i = 0; i < num_results; ++i) out += i ? ", Tensor" : "Tensor";
+    out += ")";
+  }
   return out;
 }
 

@@ -25,7 +25,7 @@ enum class Op : uint16_t {
 // Gather: reads another tensor through an index tensor (fusable like pointwise).
 // Scatter: accumulates into its result through an index tensor (a kernel of its own).
 // Opaque: a custom op with kernels of its own (frontend/custom_op.h): a call, never fused.
-enum class OpCategory { Placeholder, Pointwise, Reduction, View, Matmul, Composite, Creation, Gather, Scatter, Opaque, Collective };
+enum class OpCategory { Placeholder, Pointwise, Reduction, View, Matmul, Composite, Creation, Gather, Scatter, Opaque, Collective, Attention };
 std::string_view category_name(OpCategory c);
 
 enum class ArgType { Tensor, TensorList, Int, Float, Scalar, Bool, Str, DType, IntList, FloatList };
@@ -46,6 +46,7 @@ struct Schema {
   std::vector<ArgSpec> tensors;  // positional inputs
   std::vector<ArgSpec> attrs;    // named attributes
   bool variadic_results = false; // `-> Tensor[]`
+  int num_results = 1;            // `-> (Tensor, Tensor)`: a fixed number of results
   const ArgSpec* find_attr(std::string_view name) const;
   int min_inputs() const;  // inputs that must be present
   int max_inputs() const;  // -1: any number (Tensor[])

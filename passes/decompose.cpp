@@ -1,5 +1,7 @@
 #include "passes/decompose.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include <mutex>
@@ -33,6 +35,7 @@ std::unordered_map<Op, DecompositionFn>& installed_table() {
     decompositions::install_masks();
     decompositions::install_activations();
     decompositions::install_nonfinite();
+    decompositions::install_attention();
     installing = false;
   });
   return table();
@@ -49,10 +52,12 @@ class Decomposer {
     for (Node* n : g.nodes()) seen_.insert(n);
   }
 
-  // One sweep over the nodes as they are now; returns whether it replaced any.
-  bool round() {
+  // One sweep over the nodes as they are now; returns whether it replaced any. `only`: the ops
+  // to decompose (empty: every op with a decomposition, and a composite without one fails).
+  bool round(std::span<const Op> only = {}) {
     bool changed = false;
     for (Node* n : g_.nodes()) {
+      if (!only.empty() && std::find(only.begin(), only.end(), n->op()) == only.end()) continue;
       if (const DecompositionFn* fn = find_decomposition(n->op())) {
         expand(n, *fn);
         changed = true;
@@ -154,6 +159,14 @@ void check_primitive(const Graph& g) {
     if (!is_primitive(n->op()))
       fail("graph '{}': %{} = {}(...) is not a primitive op (run the decompose pass first)", g.name(), n->name(),
            op_name(n->op()));
+}
+
+bool decompose_ops(Graph& g, std::span<const Op> ops) {
+  Decomposer d(g);
+  bool changed = false;
+  while (d.round(ops)) changed = true;  // a decomposition never rebuilds its own op (run_decompose checks)
+  if (changed) g.reinfer_types();
+  return changed;
 }
 
 bool run_decompose(Graph& g) {

@@ -8,6 +8,7 @@
 // that have decompositions (cross_entropy builds log_softmax and nll_loss): the pass repeats
 // until none is left. Rules live in passes/decompose/*.cpp, one small function per op.
 #include <functional>
+#include <span>
 #include <vector>
 
 #include "ir/builder.h"
@@ -43,5 +44,8 @@ void check_primitive(const Graph& g);
 // the graph ends with primitive ops only; a composite op without a decomposition is a
 // kiln::Error naming the node. Returns whether it changed the graph.
 bool run_decompose(Graph& g);
+// Decomposes the nodes of `ops` only (and what their decompositions make of those ops); other
+// composites stay. build_joint runs it on the ops that are differentiated through their parts.
+bool decompose_ops(Graph& g, std::span<const Op> ops);
 
 }  // namespace kiln

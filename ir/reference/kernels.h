@@ -15,5 +15,6 @@ void install_creation(const Setter& set);    // creation.cpp
 void install_linalg(const Setter& set);      // linalg.cpp
 void install_composites(const Setter& set);  // composites.cpp
 void install_collectives(const Setter& set); // collectives.cpp (group semantics: group.h)
+void install_attention(const Setter& set);    // attention.cpp
 
 }  // namespace kiln::reference

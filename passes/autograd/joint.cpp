@@ -1,4 +1,5 @@
 #include "passes/autograd/joint.h"
+#include "passes/decompose.h"
 
 #include <algorithm>
 #include <unordered_map>
@@ -110,6 +111,7 @@ JointGraph build_joint(const Graph& forward, const JointOptions& options) {
   JointGraph joint;
   joint.graph = forward.clone();
   Graph& g = joint.graph;
+  decompose_ops(g, decomposed_before_differentiation());
   std::vector<Node*> wrt = wrt_inputs(g, options.wrt);
   for (Node* in : wrt) joint.wrt.push_back(in->name());
   joint.num_primals = static_cast<int>(g.inputs().size());

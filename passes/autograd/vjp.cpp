@@ -28,6 +28,7 @@ std::unordered_map<Op, VjpRule>& installed_table() {
     install_linalg_vjps();
     install_composite_vjps();
     install_activation_vjps();
+    install_attention_vjps();
     install_collective_vjps();
     installing = false;
   });
@@ -45,6 +46,11 @@ const VjpRule* find_vjp(Op op) {
   auto& rules = installed_table();
   auto it = rules.find(op);
   return it == rules.end() ? nullptr : &it->second;
+}
+
+std::span<const Op> decomposed_before_differentiation() {
+  static constexpr Op ops[] = {Op::ScaledDotProductAttention};
+  return ops;
 }
 
 bool is_differentiable(Op op) {

@@ -37,6 +37,12 @@ inline Var num(VjpContext& c, double v, const Var& like) { return c.b.scalar(v, 
 void register_vjp(Op op, VjpRule rule);
 const VjpRule* find_vjp(Op op);  // nullptr: the op has no rule
 
+// Ops build_joint decomposes before differentiating, so their derivative is their parts' (as
+// AOTAutograd traces through CompositeImplicit ops): scaled_dot_product_attention, whose
+// decomposition picks flash_attention (the forward then saves its out and log-sum-exp) or the
+// written-out form. They are differentiable and have no rule of their own.
+std::span<const Op> decomposed_before_differentiation();
+
 // Whether gradients flow through the op at all (false for comparisons, argmax, creation...);
 // ops that are differentiable must have a rule.
 bool is_differentiable(Op op);

@@ -14,6 +14,7 @@ void install_losses();      // nll_loss, cross_entropy
 void install_masks();       // tril, triu, dropout
 void install_activations(); // hardsigmoid, hardswish, leaky_relu, elu, selu, softplus, mish
 void install_nonfinite();   // isnan, isinf, nan_to_num
+void install_attention();   // scaled_dot_product_attention
 
 // The dtype a decomposition computes in: f16 and bf16 go through f32 and are rounded once at
 // the end (the reference kernels compute in double and round once); others compute in place.

@@ -24,6 +24,7 @@ KernelKind kind_of(const std::vector<Node*>& nodes) {
     if (n->category() == OpCategory::Scatter) return KernelKind::Scatter;
     if (n->category() == OpCategory::Opaque) return KernelKind::Opaque;
     if (n->category() == OpCategory::Collective) return KernelKind::Collective;
+    if (n->category() == OpCategory::Attention) return KernelKind::Attention;
     reduction |= n->category() == OpCategory::Reduction;
     all_creation &= is_creation(*n);
     all_alias &= is_alias_view(*n);

@@ -19,6 +19,7 @@ std::string_view kernel_kind_name(KernelKind k) {
     case KernelKind::Constant: return "constant";
     case KernelKind::Opaque: return "opaque";
     case KernelKind::Collective: return "collective";
+    case KernelKind::Attention: return "attention";
   }
   return "?";
 }

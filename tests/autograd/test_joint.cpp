@@ -345,6 +345,11 @@ TEST(Joint, EveryDifferentiableOpHasARule) {
   for (size_t i = 0; i < static_cast<size_t>(Op::NumBuiltin); ++i) {
     Op op = static_cast<Op>(i);
     if (!autograd::is_differentiable(op)) continue;
+    auto first = autograd::decomposed_before_differentiation();
+    if (std::find(first.begin(), first.end(), op) != first.end()) {
+      EXPECT_EQ(autograd::find_vjp(op), nullptr) << op_name(op) << " is decomposed before differentiation: a rule would never run";
+      continue;
+    }
     EXPECT_NE(autograd::find_vjp(op), nullptr) << op_name(op) << " has no derivative rule";
   }
 }

@@ -1,0 +1,84 @@
+#include "codegen/attention.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "ir/error.h"
+
+namespace kiln::codegen {
+
+namespace {
+
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+int64_t ceil_div(int64_t x, int64_t m) { return (x + m - 1) / m; }
+
+// Shared memory of a CUDA routine's tiles (codegen/attention_prelude.cpp lays them out): the
+// forward holds q, k, v and the weights; a backward pass q, dO, k, v, P and dS, lse and delta.
+int64_t cuda_shared_bytes(AttentionKernel::Pass pass, int64_t bm, int64_t bn, int64_t head, int64_t elem) {
+  if (pass == AttentionKernel::Pass::Forward) return ((bm + 2 * bn) * (head + 1) + bm * (bn + 1)) * elem;
+  return ((2 * bm + 2 * bn) * (head + 1) + 2 * bm * (bn + 1) + 2 * bm) * elem;
+}
+
+}  // namespace
+
+int attention_dtype_code(DType dt) {
+  switch (dt) {
+    case DType::F32: return 0;
+    case DType::F64: return 1;
+    case DType::F16: return 2;
+    case DType::BF16: return 3;
+    default: fail("attention has no kernel for {}", dtype_name(dt));
+  }
+}
+
+void schedule_attention(Kernel& k, const Target& t) {
+  KILN_INTERNAL_ASSERT(k.attention.has_value(), "schedule_attention is given an attention kernel");
+  AttentionKernel& a = *k.attention;
+  const bool kv = a.pass == AttentionKernel::Pass::BackwardKV;
+  const int64_t rows = kv ? a.S : a.L;  // what the tiles of the grid (or the pool's tasks) split
+  ScheduleRecord rec;
+  rec.mapping = "block per tile";
+  if (!t.is_gpu()) {
+    a.block_m = a.block_n = 32;
+    a.head = std::max(a.E, a.Ev);
+    int64_t tasks = a.batch * ceil_div(rows, 32);
+    int64_t work = a.batch * a.L * a.S * std::max<int64_t>(a.E + a.Ev, 1);
+    a.grain = work < t.parallel_work * 64 ? std::max<int64_t>(tasks, 1) : 1;
+    rec.mapping = a.grain >= tasks ? "serial" : "thread pool";
+    rec.rows_per_block = 32;
+    rec.tiles = fmt::format("tiles of 32 {} x 32 {}", kv ? "keys" : "queries", kv ? "queries" : "keys");
+    rec.why = a.grain >= tasks ? "a small call: on the calling thread" : fmt::format("{} tasks, one per (batch, tile)", tasks);
+    k.schedule = rec;
+    k.index_bits = 64;
+    return;
+  }
+  const int64_t elem = a.dtype == DType::F64 ? 8 : 4;
+  a.head = round_up(std::max<int64_t>({a.E, a.Ev, 1}), 16);
+  // Wide heads take smaller tiles: a thread's accumulators grow with the head (rows/8 x head/16).
+  int64_t bm = a.head > 128 ? 32 : 64, bn = 64;
+  while (bm > 16 && cuda_shared_bytes(a.pass, bm, bn, a.head, elem) > t.shared_memory_optin) {
+    bm /= 2;
+    bn = std::max<int64_t>(bm, 16);
+  }
+  int64_t bytes = cuda_shared_bytes(a.pass, bm, bn, a.head, elem);
+  if (bytes > t.shared_memory_optin)
+    fail("attention {} of head {} in {} needs {} bytes of shared memory at its smallest tiles; this GPU gives {}", attention_pass_name(a.pass),
+         a.head, dtype_name(a.dtype), bytes, t.shared_memory_optin);
+  a.block_m = bm;
+  a.block_n = bn;
+  k.launch.block = 128;
+  k.launch.grid = std::max<int64_t>(1, a.batch * ceil_div(rows, kv ? bn : bm));  // an empty call: one block that returns
+  k.launch.shared_bytes = 0;
+  k.launch.dynamic_shared_bytes = bytes;
+  k.index_bits = 64;
+  rec.rows_per_block = kv ? bn : bm;
+  rec.threads_per_row = 16;
+  rec.tiles = fmt::format("tiles of {} {} x {} {}, head padded to {}, {:.1f} KB shared", kv ? bn : bm, kv ? "keys" : "queries",
+                          kv ? bm : bn, kv ? "queries" : "keys", a.head, static_cast<double>(bytes) / 1024);
+  rec.why = fmt::format("{} FFMA tiles, 128 threads as 8 row groups x 16 columns; the largest tiles whose shared memory fits {} KB",
+                        a.dtype == DType::F64 ? "f64" : "f32", t.shared_memory_optin / 1024);
+  k.schedule = rec;
+}
+
+}  // namespace kiln::codegen

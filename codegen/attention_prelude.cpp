@@ -1,0 +1,510 @@
+// The attention routines of the preludes (codegen/attention.h): FlashAttention's forward and
+// its two backward passes, written once per target as templates that an attention kernel
+// calls with the sizes and tiles its schedule chose. The algorithm (Dao et al., FlashAttention-2)
+// never holds a query's [S] weights in memory: a tile of queries walks the key tiles keeping a
+// running max m, a running sum l of exp(s - m) and an output rescaled whenever m grows; the
+// forward saves lse = m + log(l) per query, and the backward recomputes each weight as
+// exp(s - lse). Every output element is computed by one thread (one task on the CPU) in a fixed
+// order: results are deterministic, and nothing is accumulated with atomics (dQ has a pass of
+// its own instead of FlashAttention-2's atomic adds).
+//
+// A query that attends to no key (S = 0) has l = 0: its output is 0 and its lse -inf.
+#include "codegen/attention.h"
+
+namespace kiln::codegen {
+
+namespace {
+
+// Storage and compute types by kiln's dtype code (AttentionKernel::dtype_code): f32, f64,
+// f16, bf16; 16-bit floats are computed in f32.
+constexpr std::string_view kCommon = R"PRELUDE(
+// ---- attention (codegen/attention_prelude.cpp)
+template <int DT> struct kiln_attn_type;
+template <> struct kiln_attn_type<0> {
+  typedef float S; typedef float A;
+  KILN_ATTN_MEMBER A ld(const S* p, int64_t i) { return p[i]; }
+  KILN_ATTN_MEMBER void st(S* p, int64_t i, A v) { p[i] = v; }
+};
+template <> struct kiln_attn_type<1> {
+  typedef double S; typedef double A;
+  KILN_ATTN_MEMBER A ld(const S* p, int64_t i) { return p[i]; }
+  KILN_ATTN_MEMBER void st(S* p, int64_t i, A v) { p[i] = v; }
+};
+template <> struct kiln_attn_type<2> {
+  typedef uint16_t S; typedef float A;
+  KILN_ATTN_MEMBER A ld(const S* p, int64_t i) { return kiln_h2f(p[i]); }
+  KILN_ATTN_MEMBER void st(S* p, int64_t i, A v) { p[i] = kiln_f2h(v); }
+};
+template <> struct kiln_attn_type<3> {
+  typedef uint16_t S; typedef float A;
+  KILN_ATTN_MEMBER A ld(const S* p, int64_t i) { return kiln_bf2f(p[i]); }
+  KILN_ATTN_MEMBER void st(S* p, int64_t i, A v) { p[i] = kiln_f2bf(v); }
+};
+)PRELUDE";
+
+// CUDA: a block of 128 threads (16 x 8) per tile. Tiles of q, k, v (and dO) sit in dynamic
+// shared memory in the compute type, rows padded by one element so that the 16 threads of a
+// row group read 16 different banks; each thread computes an (rows x 16-strided columns)
+// micro-tile of a score tile with FFMA, and a row's max and sum combine over its 16 threads by
+// shuffles (a fixed tree: the same bits every run).
+constexpr std::string_view kCuda = R"PRELUDE(
+extern __shared__ __align__(16) unsigned char kiln_attn_smem[];
+#define KILN_ATTN_THREADS 128
+
+// rows [r0, r0 + R) of a [n, cols] matrix into T[R][D + 1] (zero past n rows or cols columns).
+template <int DT, int R, int D>
+__device__ __forceinline__ void kiln_attn_tile(typename kiln_attn_type<DT>::A* t, const typename kiln_attn_type<DT>::S* m,
+                                               int64_t r0, int64_t n, int64_t cols) {
+  typedef kiln_attn_type<DT> T;
+  for (int i = threadIdx.x; i < R * D; i += KILN_ATTN_THREADS) {
+    int r = i / D, c = i % D;
+    t[r * (D + 1) + c] = (r0 + r < n && c < cols) ? T::ld(m, (r0 + r) * cols + c) : (typename T::A)0;
+  }
+}
+
+// acc[i][j] = sum_e X[ty * RM + i][e] * Y[tx + 16 j][e] over the tiles' padded rows.
+template <class A, int RM, int CN, int D>
+__device__ __forceinline__ void kiln_attn_dots(A (&acc)[RM][CN], const A* X, const A* Y) {
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+#pragma unroll
+  for (int i = 0; i < RM; ++i)
+#pragma unroll
+    for (int j = 0; j < CN; ++j) acc[i][j] = 0;
+#pragma unroll 4
+  for (int e = 0; e < D; ++e) {
+    A x[RM], y[CN];
+#pragma unroll
+    for (int i = 0; i < RM; ++i) x[i] = X[(ty * RM + i) * (D + 1) + e];
+#pragma unroll
+    for (int j = 0; j < CN; ++j) y[j] = Y[(tx + 16 * j) * (D + 1) + e];
+#pragma unroll
+    for (int i = 0; i < RM; ++i)
+#pragma unroll
+      for (int j = 0; j < CN; ++j) acc[i][j] += x[i] * y[j];
+  }
+}
+
+// Over the 16 threads of a row group (consecutive lanes), in a fixed tree.
+template <class A> __device__ __forceinline__ A kiln_attn_row_max(A v) {
+  for (int o = 8; o > 0; o >>= 1) v = kiln_max_step(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+template <class A> __device__ __forceinline__ A kiln_attn_row_sum(A v) {
+  for (int o = 8; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Forward: block (b, query tile) of BM rows; D: the head dims E and Ev padded to 16.
+template <int DT, int BM, int BN, int D, bool CAUSAL>
+__device__ __forceinline__ void kiln_attn_fwd(const typename kiln_attn_type<DT>::S* __restrict__ q,
+                                              const typename kiln_attn_type<DT>::S* __restrict__ k,
+                                              const typename kiln_attn_type<DT>::S* __restrict__ v,
+                                              typename kiln_attn_type<DT>::S* __restrict__ out, typename kiln_attn_type<DT>::A* __restrict__ lse,
+                                              int64_t L, int64_t S, int64_t E, int64_t Ev, double scale_) {
+  typedef kiln_attn_type<DT> T;
+  typedef typename T::A A;
+  constexpr int RM = BM / 8, CN = BN / 16, DN = D / 16;
+  const A scale = (A)scale_;
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  const int64_t tiles = (L + BM - 1) / BM, b = blockIdx.x / tiles, q0 = (blockIdx.x % tiles) * BM;
+  A* Qs = (A*)kiln_attn_smem;
+  A* Ks = Qs + BM * (D + 1);
+  A* Vs = Ks + BN * (D + 1);
+  A* Ps = Vs + BN * (D + 1);  // [BM][BN + 1]
+  kiln_attn_tile<DT, BM, D>(Qs, q + b * L * E, q0, L, E);
+  A o[RM][DN], m[RM], l[RM];
+#pragma unroll
+  for (int i = 0; i < RM; ++i) {
+    m[i] = -(A)KILN_INF;
+    l[i] = 0;
+#pragma unroll
+    for (int d = 0; d < DN; ++d) o[i][d] = 0;
+  }
+  // Causal: key tiles past the tile's last query hold only masked keys.
+  const int64_t key_end = CAUSAL ? (q0 + BM < S ? q0 + BM : S) : S;
+  for (int64_t k0 = 0; k0 < key_end; k0 += BN) {
+    __syncthreads();  // the previous tile's readers are done
+    kiln_attn_tile<DT, BN, D>(Ks, k + b * S * E, k0, S, E);
+    kiln_attn_tile<DT, BN, D>(Vs, v + b * S * Ev, k0, S, Ev);
+    __syncthreads();
+    A s[RM][CN];
+    kiln_attn_dots<A, RM, CN, D>(s, Qs, Ks);
+#pragma unroll
+    for (int i = 0; i < RM; ++i) {
+      const int64_t qi = q0 + ty * RM + i;
+      A mx = m[i];
+#pragma unroll
+      for (int j = 0; j < CN; ++j) {
+        const int64_t kj = k0 + tx + 16 * j;
+        s[i][j] = (kj >= S || (CAUSAL && kj > qi)) ? -(A)KILN_INF : s[i][j] * scale;
+        mx = kiln_max_step(mx, s[i][j]);
+      }
+      mx = kiln_attn_row_max(mx);
+      // Nothing attended yet (mx = -inf): weights 0 and no rescale.
+      const A base = mx == -(A)KILN_INF ? (A)0 : mx;
+      const A corr = kiln_exp(m[i] - base);
+      A sum = 0;
+#pragma unroll
+      for (int j = 0; j < CN; ++j) {
+        A p = kiln_exp(s[i][j] - base);
+        sum += p;
+        Ps[(ty * RM + i) * (BN + 1) + tx + 16 * j] = p;
+      }
+      l[i] = l[i] * corr + kiln_attn_row_sum(sum);
+      m[i] = mx;
+#pragma unroll
+      for (int d = 0; d < DN; ++d) o[i][d] *= corr;
+    }
+    __syncthreads();
+#pragma unroll 2
+    for (int j = 0; j < BN; ++j) {
+      A vv[DN];
+#pragma unroll
+      for (int d = 0; d < DN; ++d) vv[d] = Vs[j * (D + 1) + tx + 16 * d];
+#pragma unroll
+      for (int i = 0; i < RM; ++i) {
+        const A p = Ps[(ty * RM + i) * (BN + 1) + j];
+#pragma unroll
+        for (int d = 0; d < DN; ++d) o[i][d] += p * vv[d];
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < RM; ++i) {
+    const int64_t qi = q0 + ty * RM + i;
+    if (qi >= L) continue;
+    const A inv = l[i] > 0 ? (A)1 / l[i] : (A)0;
+#pragma unroll
+    for (int d = 0; d < DN; ++d)
+      if (tx + 16 * d < Ev) T::st(out, (b * L + qi) * Ev + tx + 16 * d, o[i][d] * inv);
+    if (tx == 0) lse[b * L + qi] = l[i] > 0 ? m[i] + kiln_log(l[i]) : -(A)KILN_INF;
+  }
+}
+
+// The weights and their gradient for a (query tile, key tile) pair, into P (as dS) in shared
+// memory: P = exp(s * scale - lse), dS = P * (dO vᵀ - delta), 0 where masked.
+template <class A, int BM, int BN, int D, bool CAUSAL>
+__device__ __forceinline__ void kiln_attn_ds(A* Ps, const A* Qs, const A* Ks, const A* Vs, const A* dOs, const A* Ls, const A* Ds,
+                                             int64_t q0, int64_t k0, int64_t L, int64_t S, A scale) {
+  constexpr int RM = BM / 8, CN = BN / 16;
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  A s[RM][CN], dp[RM][CN];
+  kiln_attn_dots<A, RM, CN, D>(s, Qs, Ks);
+  kiln_attn_dots<A, RM, CN, D>(dp, dOs, Vs);
+#pragma unroll
+  for (int i = 0; i < RM; ++i) {
+    const int r = ty * RM + i;
+    const int64_t qi = q0 + r;
+#pragma unroll
+    for (int j = 0; j < CN; ++j) {
+      const int64_t kj = k0 + tx + 16 * j;
+      const bool live = qi < L && kj < S && !(CAUSAL && kj > qi) && Ls[r] != -(A)KILN_INF;
+      const A p = live ? kiln_exp(s[i][j] * scale - Ls[r]) : (A)0;
+      Ps[r * (BN + 1) + tx + 16 * j] = p;
+      Ps[BM * (BN + 1) + r * (BN + 1) + tx + 16 * j] = p * (dp[i][j] - Ds[r]);
+    }
+  }
+}
+
+// The rows of lse and delta of query tile q0 into Ls, Ds.
+template <class A, int BM>
+__device__ __forceinline__ void kiln_attn_rows(A* Ls, A* Ds, const A* lse, const A* delta, int64_t base, int64_t q0, int64_t L) {
+  for (int r = threadIdx.x; r < BM; r += KILN_ATTN_THREADS) {
+    Ls[r] = q0 + r < L ? lse[base + q0 + r] : -(A)KILN_INF;
+    Ds[r] = q0 + r < L ? delta[base + q0 + r] : (A)0;
+  }
+}
+
+// Backward, dK and dV: block (b, key tile) of BN keys walks the query tiles.
+template <int DT, int BM, int BN, int D, bool CAUSAL>
+__device__ __forceinline__ void kiln_attn_bwd_kv(const typename kiln_attn_type<DT>::S* __restrict__ dout,
+                                                 const typename kiln_attn_type<DT>::S* __restrict__ q,
+                                                 const typename kiln_attn_type<DT>::S* __restrict__ k,
+                                                 const typename kiln_attn_type<DT>::S* __restrict__ v,
+                                                 const typename kiln_attn_type<DT>::A* __restrict__ lse, const typename kiln_attn_type<DT>::A* __restrict__ delta,
+                                                 typename kiln_attn_type<DT>::S* __restrict__ dk,
+                                                 typename kiln_attn_type<DT>::S* __restrict__ dv, int64_t L, int64_t S, int64_t E,
+                                                 int64_t Ev, double scale_) {
+  typedef kiln_attn_type<DT> T;
+  typedef typename T::A A;
+  constexpr int KN = BN / 8, DN = D / 16;
+  const A scale = (A)scale_;
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  const int64_t tiles = (S + BN - 1) / BN, b = blockIdx.x / tiles, k0 = (blockIdx.x % tiles) * BN;
+  A* Ks = (A*)kiln_attn_smem;
+  A* Vs = Ks + BN * (D + 1);
+  A* Qs = Vs + BN * (D + 1);
+  A* dOs = Qs + BM * (D + 1);
+  A* Ps = dOs + BM * (D + 1);  // P, then dS: [2][BM][BN + 1]
+  A* Ls = Ps + 2 * BM * (BN + 1);
+  A* Ds = Ls + BM;
+  kiln_attn_tile<DT, BN, D>(Ks, k + b * S * E, k0, S, E);
+  kiln_attn_tile<DT, BN, D>(Vs, v + b * S * Ev, k0, S, Ev);
+  A gk[KN][DN], gv[KN][DN];
+#pragma unroll
+  for (int i = 0; i < KN; ++i)
+#pragma unroll
+    for (int d = 0; d < DN; ++d) gk[i][d] = gv[i][d] = 0;
+  // Causal: query tiles before the first key of this tile see none of its keys.
+  const int64_t first = CAUSAL ? k0 / BM * BM : 0;
+  for (int64_t q0 = first; q0 < L; q0 += BM) {
+    __syncthreads();
+    kiln_attn_tile<DT, BM, D>(Qs, q + b * L * E, q0, L, E);
+    kiln_attn_tile<DT, BM, D>(dOs, dout + b * L * Ev, q0, L, Ev);
+    kiln_attn_rows<A, BM>(Ls, Ds, lse, delta, b * L, q0, L);
+    __syncthreads();
+    kiln_attn_ds<A, BM, BN, D, CAUSAL>(Ps, Qs, Ks, Vs, dOs, Ls, Ds, q0, k0, L, S, scale);
+    __syncthreads();
+    // dV[key][d] += P[r][key] dO[r][d]; dK[key][d] += dS[r][key] q[r][d].
+    const A* dSs = Ps + BM * (BN + 1);
+#pragma unroll 2
+    for (int r = 0; r < BM; ++r) {
+      A go[DN], qq[DN];
+#pragma unroll
+      for (int d = 0; d < DN; ++d) {
+        go[d] = dOs[r * (D + 1) + tx + 16 * d];
+        qq[d] = Qs[r * (D + 1) + tx + 16 * d];
+      }
+#pragma unroll
+      for (int i = 0; i < KN; ++i) {
+        const A p = Ps[r * (BN + 1) + ty * KN + i], ds = dSs[r * (BN + 1) + ty * KN + i];
+#pragma unroll
+        for (int d = 0; d < DN; ++d) {
+          gv[i][d] += p * go[d];
+          gk[i][d] += ds * qq[d];
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < KN; ++i) {
+    const int64_t kj = k0 + ty * KN + i;
+    if (kj >= S) continue;
+#pragma unroll
+    for (int d = 0; d < DN; ++d) {
+      const int c = tx + 16 * d;
+      if (c < E) T::st(dk, (b * S + kj) * E + c, gk[i][d] * scale);
+      if (c < Ev) T::st(dv, (b * S + kj) * Ev + c, gv[i][d]);
+    }
+  }
+}
+
+// Backward, dQ: block (b, query tile) of BM rows walks the key tiles.
+template <int DT, int BM, int BN, int D, bool CAUSAL>
+__device__ __forceinline__ void kiln_attn_bwd_q(const typename kiln_attn_type<DT>::S* __restrict__ dout,
+                                                const typename kiln_attn_type<DT>::S* __restrict__ q,
+                                                const typename kiln_attn_type<DT>::S* __restrict__ k,
+                                                const typename kiln_attn_type<DT>::S* __restrict__ v,
+                                                const typename kiln_attn_type<DT>::A* __restrict__ lse, const typename kiln_attn_type<DT>::A* __restrict__ delta,
+                                                typename kiln_attn_type<DT>::S* __restrict__ dq, int64_t L, int64_t S, int64_t E,
+                                                int64_t Ev, double scale_) {
+  typedef kiln_attn_type<DT> T;
+  typedef typename T::A A;
+  constexpr int RM = BM / 8, DN = D / 16;
+  const A scale = (A)scale_;
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  const int64_t tiles = (L + BM - 1) / BM, b = blockIdx.x / tiles, q0 = (blockIdx.x % tiles) * BM;
+  A* Qs = (A*)kiln_attn_smem;
+  A* dOs = Qs + BM * (D + 1);
+  A* Ks = dOs + BM * (D + 1);
+  A* Vs = Ks + BN * (D + 1);
+  A* Ps = Vs + BN * (D + 1);
+  A* Ls = Ps + 2 * BM * (BN + 1);
+  A* Ds = Ls + BM;
+  kiln_attn_tile<DT, BM, D>(Qs, q + b * L * E, q0, L, E);
+  kiln_attn_tile<DT, BM, D>(dOs, dout + b * L * Ev, q0, L, Ev);
+  kiln_attn_rows<A, BM>(Ls, Ds, lse, delta, b * L, q0, L);
+  A g[RM][DN];
+#pragma unroll
+  for (int i = 0; i < RM; ++i)
+#pragma unroll
+    for (int d = 0; d < DN; ++d) g[i][d] = 0;
+  const int64_t key_end = CAUSAL ? (q0 + BM < S ? q0 + BM : S) : S;
+  for (int64_t k0 = 0; k0 < key_end; k0 += BN) {
+    __syncthreads();
+    kiln_attn_tile<DT, BN, D>(Ks, k + b * S * E, k0, S, E);
+    kiln_attn_tile<DT, BN, D>(Vs, v + b * S * Ev, k0, S, Ev);
+    __syncthreads();
+    kiln_attn_ds<A, BM, BN, D, CAUSAL>(Ps, Qs, Ks, Vs, dOs, Ls, Ds, q0, k0, L, S, scale);
+    __syncthreads();
+    const A* dSs = Ps + BM * (BN + 1);
+#pragma unroll 2
+    for (int j = 0; j < BN; ++j) {
+      A kk[DN];
+#pragma unroll
+      for (int d = 0; d < DN; ++d) kk[d] = Ks[j * (D + 1) + tx + 16 * d];
+#pragma unroll
+      for (int i = 0; i < RM; ++i) {
+        const A ds = dSs[(ty * RM + i) * (BN + 1) + j];
+#pragma unroll
+        for (int d = 0; d < DN; ++d) g[i][d] += ds * kk[d];
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < RM; ++i) {
+    const int64_t qi = q0 + ty * RM + i;
+    if (qi >= L) continue;
+#pragma unroll
+    for (int d = 0; d < DN; ++d)
+      if (tx + 16 * d < E) T::st(dq, (b * L + qi) * E + tx + 16 * d, g[i][d] * scale);
+  }
+}
+)PRELUDE";
+
+// CPU: one task of the pool per (batch, tile); a task works in buffers on its stack, in the
+// compute type, and its loops are plain ones for clang's vectorizer. BM = BN = 32 and heads of
+// at most 256 (codegen/attention.h).
+constexpr std::string_view kCpu = R"PRELUDE(
+#define KILN_ATTN_T 32
+#define KILN_ATTN_HEAD 256
+
+template <int DT>
+static void kiln_attn_tile_cpu(typename kiln_attn_type<DT>::A* t, const typename kiln_attn_type<DT>::S* m, int64_t r0, int64_t n,
+                               int64_t cols) {
+  for (int64_t r = 0; r < KILN_ATTN_T; ++r)
+    for (int64_t c = 0; c < cols; ++c) t[r * KILN_ATTN_HEAD + c] = r0 + r < n ? kiln_attn_type<DT>::ld(m, (r0 + r) * cols + c) : 0;
+}
+
+template <class A>
+static inline A kiln_attn_dot_cpu(const A* x, const A* y, int64_t n) {
+#pragma clang fp reassociate(on)
+  A s = 0;
+  for (int64_t e = 0; e < n; ++e) s += x[e] * y[e];
+  return s;
+}
+
+template <int DT, bool CAUSAL>
+static void kiln_attn_fwd_cpu(const typename kiln_attn_type<DT>::S* q, const typename kiln_attn_type<DT>::S* k,
+                              const typename kiln_attn_type<DT>::S* v, typename kiln_attn_type<DT>::S* out, typename kiln_attn_type<DT>::A* lse, int64_t batch,
+                              int64_t L, int64_t S, int64_t E, int64_t Ev, double scale_, int64_t grain) {
+  typedef typename kiln_attn_type<DT>::A A;
+  const int64_t tiles = (L + KILN_ATTN_T - 1) / KILN_ATTN_T;
+  kiln_parallel(batch * tiles, grain, [&](int64_t begin, int64_t end) {
+    A Qs[KILN_ATTN_T * KILN_ATTN_HEAD], Ks[KILN_ATTN_T * KILN_ATTN_HEAD], Vs[KILN_ATTN_T * KILN_ATTN_HEAD];
+    A o[KILN_ATTN_T * KILN_ATTN_HEAD], m[KILN_ATTN_T], l[KILN_ATTN_T], s[KILN_ATTN_T];
+    const A scale = (A)scale_;
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t b = task / tiles, q0 = task % tiles * KILN_ATTN_T;
+      kiln_attn_tile_cpu<DT>(Qs, q + b * L * E, q0, L, E);
+      for (int64_t i = 0; i < KILN_ATTN_T; ++i) {
+        m[i] = -(A)KILN_INF;
+        l[i] = 0;
+        for (int64_t d = 0; d < Ev; ++d) o[i * KILN_ATTN_HEAD + d] = 0;
+      }
+      const int64_t key_end = CAUSAL ? (q0 + KILN_ATTN_T < S ? q0 + KILN_ATTN_T : S) : S;
+      for (int64_t k0 = 0; k0 < key_end; k0 += KILN_ATTN_T) {
+        kiln_attn_tile_cpu<DT>(Ks, k + b * S * E, k0, S, E);
+        kiln_attn_tile_cpu<DT>(Vs, v + b * S * Ev, k0, S, Ev);
+        for (int64_t i = 0; i < KILN_ATTN_T && q0 + i < L; ++i) {
+          A mx = m[i];
+          for (int64_t j = 0; j < KILN_ATTN_T; ++j) {
+            const int64_t kj = k0 + j;
+            s[j] = (kj >= S || (CAUSAL && kj > q0 + i)) ? -(A)KILN_INF
+                                                         : kiln_attn_dot_cpu(Qs + i * KILN_ATTN_HEAD, Ks + j * KILN_ATTN_HEAD, E) * scale;
+            mx = kiln_max_step(mx, s[j]);
+          }
+          const A base = mx == -(A)KILN_INF ? (A)0 : mx;
+          const A corr = kiln_exp(m[i] - base);
+          A sum = 0;
+          A* oi = o + i * KILN_ATTN_HEAD;
+          for (int64_t d = 0; d < Ev; ++d) oi[d] *= corr;
+          for (int64_t j = 0; j < KILN_ATTN_T; ++j) {
+            const A p = kiln_exp(s[j] - base);
+            sum += p;
+            if (p != 0)
+              for (int64_t d = 0; d < Ev; ++d) oi[d] += p * Vs[j * KILN_ATTN_HEAD + d];
+          }
+          l[i] = l[i] * corr + sum;
+          m[i] = mx;
+        }
+      }
+      for (int64_t i = 0; i < KILN_ATTN_T && q0 + i < L; ++i) {
+        const A inv = l[i] > 0 ? (A)1 / l[i] : (A)0;
+        for (int64_t d = 0; d < Ev; ++d) kiln_attn_type<DT>::st(out, (b * L + q0 + i) * Ev + d, o[i * KILN_ATTN_HEAD + d] * inv);
+        lse[b * L + q0 + i] = l[i] > 0 ? m[i] + kiln_log(l[i]) : -(A)KILN_INF;
+      }
+    }
+  });
+}
+
+// Backward. KV (dk, dv non-null): a task per (batch, key tile) walks the queries; Q (dq
+// non-null): a task per (batch, query tile) walks the keys. Both recompute P and dS.
+template <int DT, bool CAUSAL>
+static void kiln_attn_bwd_cpu(const typename kiln_attn_type<DT>::S* dout, const typename kiln_attn_type<DT>::S* q,
+                              const typename kiln_attn_type<DT>::S* k, const typename kiln_attn_type<DT>::S* v,
+                              const typename kiln_attn_type<DT>::A* lse, const typename kiln_attn_type<DT>::A* delta, typename kiln_attn_type<DT>::S* dq, typename kiln_attn_type<DT>::S* dk,
+                              typename kiln_attn_type<DT>::S* dv, int64_t batch, int64_t L, int64_t S, int64_t E, int64_t Ev,
+                              double scale_, int64_t grain) {
+  typedef typename kiln_attn_type<DT>::A A;
+  const bool kv = dk != 0;
+  const int64_t tiles = ((kv ? S : L) + KILN_ATTN_T - 1) / KILN_ATTN_T;
+  kiln_parallel(batch * tiles, grain, [&](int64_t begin, int64_t end) {
+    A Qs[KILN_ATTN_T * KILN_ATTN_HEAD], dOs[KILN_ATTN_T * KILN_ATTN_HEAD], Ks[KILN_ATTN_T * KILN_ATTN_HEAD], Vs[KILN_ATTN_T * KILN_ATTN_HEAD];
+    A g1[KILN_ATTN_T * KILN_ATTN_HEAD], g2[KILN_ATTN_T * KILN_ATTN_HEAD];
+    const A scale = (A)scale_;
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t b = task / tiles, t0 = task % tiles * KILN_ATTN_T;
+      for (int64_t x = 0; x < KILN_ATTN_T * KILN_ATTN_HEAD; ++x) g1[x] = g2[x] = 0;
+      // The other side's tiles: all queries (causal: from the tile's first key) or all keys
+      // (causal: up to the tile's last query).
+      const int64_t o0 = kv && CAUSAL ? t0 : 0;
+      const int64_t o_end = kv ? L : (CAUSAL ? (t0 + KILN_ATTN_T < S ? t0 + KILN_ATTN_T : S) : S);
+      if (kv) {
+        kiln_attn_tile_cpu<DT>(Ks, k + b * S * E, t0, S, E);
+        kiln_attn_tile_cpu<DT>(Vs, v + b * S * Ev, t0, S, Ev);
+      } else {
+        kiln_attn_tile_cpu<DT>(Qs, q + b * L * E, t0, L, E);
+        kiln_attn_tile_cpu<DT>(dOs, dout + b * L * Ev, t0, L, Ev);
+      }
+      for (int64_t u0 = o0; u0 < o_end; u0 += KILN_ATTN_T) {
+        if (kv) {
+          kiln_attn_tile_cpu<DT>(Qs, q + b * L * E, u0, L, E);
+          kiln_attn_tile_cpu<DT>(dOs, dout + b * L * Ev, u0, L, Ev);
+        } else {
+          kiln_attn_tile_cpu<DT>(Ks, k + b * S * E, u0, S, E);
+          kiln_attn_tile_cpu<DT>(Vs, v + b * S * Ev, u0, S, Ev);
+        }
+        const int64_t qb = kv ? u0 : t0, kb = kv ? t0 : u0;
+        for (int64_t i = 0; i < KILN_ATTN_T && qb + i < L; ++i) {
+          const A li = lse[b * L + qb + i], di = delta[b * L + qb + i];
+          if (li == -(A)KILN_INF) continue;
+          for (int64_t j = 0; j < KILN_ATTN_T && kb + j < S; ++j) {
+            if (CAUSAL && kb + j > qb + i) continue;
+            const A p = kiln_exp(kiln_attn_dot_cpu(Qs + i * KILN_ATTN_HEAD, Ks + j * KILN_ATTN_HEAD, E) * scale - li);
+            const A ds = p * (kiln_attn_dot_cpu(dOs + i * KILN_ATTN_HEAD, Vs + j * KILN_ATTN_HEAD, Ev) - di);
+            if (kv) {
+              for (int64_t d = 0; d < Ev; ++d) g2[j * KILN_ATTN_HEAD + d] += p * dOs[i * KILN_ATTN_HEAD + d];
+              for (int64_t e = 0; e < E; ++e) g1[j * KILN_ATTN_HEAD + e] += ds * Qs[i * KILN_ATTN_HEAD + e];
+            } else {
+              for (int64_t e = 0; e < E; ++e) g1[i * KILN_ATTN_HEAD + e] += ds * Ks[j * KILN_ATTN_HEAD + e];
+            }
+          }
+        }
+      }
+      const int64_t n = kv ? S : L;
+      for (int64_t r = 0; r < KILN_ATTN_T && t0 + r < n; ++r) {
+        for (int64_t e = 0; e < E; ++e)
+          kiln_attn_type<DT>::st(kv ? dk : dq, (b * n + t0 + r) * E + e, g1[r * KILN_ATTN_HEAD + e] * scale);
+        if (kv)
+          for (int64_t d = 0; d < Ev; ++d) kiln_attn_type<DT>::st(dv, (b * S + t0 + r) * Ev + d, g2[r * KILN_ATTN_HEAD + d]);
+      }
+    }
+  });
+}
+)PRELUDE";
+
+}  // namespace
+
+std::string_view cuda_attention_prelude() {
+  static const std::string text =
+      "\n#define KILN_ATTN_MEMBER static __device__ __forceinline__" + std::string(kCommon) + std::string(kCuda);
+  return text;
+}
+
+std::string_view cpp_attention_prelude() {
+  static const std::string text = "\n#define KILN_ATTN_MEMBER static inline" + std::string(kCommon) + std::string(kCpu);
+  return text;
+}
+
+}  // namespace kiln::codegen
