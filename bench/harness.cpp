@@ -150,6 +150,20 @@ std::vector<Workload> comparison_workloads(int64_t divisor) {
                [=](bool s) { return plain(layer_norm_forward(s ? small_rows(ln_rows, 4) : ln_rows, 4096, DType::BF16)); }});
   w.push_back({"softmax_vocab", fmt::format("softmax [{},50257]", ce_rows), true, 10,
                [=](bool s) { return plain(row_softmax(s ? small_rows(ce_rows, 4) : ce_rows, 50257)); }});
+  // Attention alone (issue 28): causal, 12 heads, seq 1024, head dim 64 and 128, f32 and bf16,
+  // forward and forward+backward; beside PyTorch's scaled_dot_product_attention.
+  const int64_t attn_batch = std::max<int64_t>(8 / d, 1);
+  for (DType dt : {DType::F32, DType::BF16})
+    for (int64_t hd : {64, 128})
+      for (bool bwd : {false, true}) {
+        std::string id = fmt::format("attention{}_d{}{}", bwd ? "_fwd_bwd" : "", hd, dt == DType::BF16 ? "_bf16" : "");
+        std::string name = fmt::format("attention {}causal [{},12,1024,{}]{}", bwd ? "fwd+bwd " : "", attn_batch, hd,
+                                       dt == DType::BF16 ? " bf16" : "");
+        w.push_back({id, name, false, dt == DType::BF16 ? 6000.0 : 50.0, [=](bool s) {
+                       Graph g = causal_attention(s ? 1 : attn_batch, s ? 2 : 12, s ? 64 : 1024, hd, dt);
+                       return plain(bwd ? joint_of(g, {"q", "k", "v"}) : std::move(g));
+                     }});
+      }
   w.push_back({"mlp_train_step", fmt::format("MLP 64-256-600 train step AdamW, batch {}", batch), false, 100, [=](bool s) {
                  auto ts = std::make_shared<TrainStepWorkload>(relu_mlp_train_step(64, 256, 600, s ? 1024 : batch));
                  return train_step_case(ts, 600, {{"model", "relu_mlp"}});

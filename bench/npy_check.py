@@ -37,10 +37,24 @@ SLACK = {"pointwise": 10, "softmax": 10, "layer_norm_fwd": 50, "layer_norm_bwd":
          "pointwise_transposed": 10, "softmax_vocab": 10,
          # bf16 outputs (written widened to f32): two bf16 roundings apart at most, 2 * 2^-8
          "softmax_bf16": 6000, "layer_norm_fwd_bf16": 6000,
+         # attention: sums over 1024 keys and 64-128 dims in another order than PyTorch's kernels
+         "attention_d64": 50, "attention_d128": 50, "attention_fwd_bwd_d64": 50, "attention_fwd_bwd_d128": 50,
+         "attention_d64_bf16": 6000, "attention_d128_bf16": 6000, "attention_fwd_bwd_d64_bf16": 6000,
+         "attention_fwd_bwd_d128_bf16": 6000,
          # bf16 autocast: kiln and PyTorch round to bf16 at other points (a fused kernel keeps f32
          # between its ops); bf16's rtol is 1.6e-2 against f32's 1.3e-6
          "gpt2_block_train_step_bf16": 1000}
 TRAIN_SLACK = 100  # the block, the training steps
+
+
+def causal_sdpa(q, k, v):
+    """PyTorch's scaled_dot_product_attention (2.0 and later), or the same written out (1.13)."""
+    if hasattr(F, "scaled_dot_product_attention"):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    T, S = q.shape[-2], k.shape[-2]
+    s = (q @ k.transpose(-2, -1)) * (1.0 / (q.shape[-1] ** 0.5))
+    keep = torch.ones(T, S, dtype=torch.bool, device=q.device).tril()
+    return torch.softmax(s.masked_fill(~keep, float("-inf")), dim=-1) @ v
 
 
 def load(d, entries, dev):
@@ -155,6 +169,16 @@ def compute(wid, m, ins, dev):
         loss = F.cross_entropy(logits, targets)
         (g,) = torch.autograd.grad(loss, logits, tangent)
         return [loss.detach(), g]
+    if wid.startswith("attention"):
+        # q, k, v (bf16 rows widened to f32 in the files), and the tangent of fwd+bwd
+        bf16 = wid.endswith("_bf16")
+        q, k, v = (t.bfloat16() if bf16 else t for t in by_role(m["inputs"], ins, "input")[:3])
+        if "_fwd_bwd" not in wid:
+            return [causal_sdpa(q, k, v).float()]
+        q, k, v = (t.clone().requires_grad_(True) for t in (q, k, v))
+        tangent = ins[3].bfloat16() if bf16 else ins[3]
+        y = causal_sdpa(q, k, v)
+        return [t.float() for t in (y,) + torch.autograd.grad(y, (q, k, v), tangent)]
     if wid == "gpt2_block":
         params = {e["path"]: t for e, t in zip(m["inputs"], ins) if e["role"] == "param"}
         block = Block(params["ln1.weight"].shape[0], m["config"]["heads"]).to(dev)

@@ -24,10 +24,21 @@ Usage: python3 bench/torch_bench.py [--device cuda|cpu] [--threads N] [--quick] 
 import argparse
 import json
 import os
+import math
 import statistics
 import sys
 import tempfile
 import time
+
+
+def causal_sdpa(q, k, v):
+    """PyTorch's scaled_dot_product_attention (2.0 and later), or the same written out (1.13)."""
+    if hasattr(F, "scaled_dot_product_attention"):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    T, S = q.shape[-2], k.shape[-2]
+    s = (q @ k.transpose(-2, -1)) * (1.0 / (q.shape[-1] ** 0.5))
+    keep = torch.ones(T, S, dtype=torch.bool, device=q.device).tril()
+    return torch.softmax(s.masked_fill(~keep, float("-inf")), dim=-1) @ v
 
 
 def parse_args():
@@ -280,6 +291,38 @@ def wl_softmax_vocab(mode):
     return with_copies(lambda: g(*nxt()), nxt)
 
 
+def attention_workload(head_dim, dtype, backward):
+    """Causal attention over [B, 12, 1024, head_dim]: eager is PyTorch's
+    scaled_dot_product_attention (its flash or memory-efficient backend); compile is
+    torch.compile of the attention written out (matmul, scale, causal mask, softmax, matmul),
+    as a model writes it (Inductor may rewrite it to sdpa itself)."""
+    def wl(mode):
+        B = max(8 // DIV, 1)
+        q, k, v = (uniform(B, 12, 1024, head_dim).to(dtype).requires_grad_(backward) for _ in range(3))
+        tangent = uniform(B, 12, 1024, head_dim).to(dtype)
+
+        def written_out(q, k, v):
+            s = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
+            T = q.shape[-2]
+            keep = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
+            return torch.softmax(s.masked_fill(~keep, float("-inf")), dim=-1) @ v
+
+        def sdpa(q, k, v):
+            return causal_sdpa(q, k, v)
+
+        g = compile_fn(written_out) if mode == "compile" else sdpa
+        if not backward:
+            return lambda: g(q, k, v)
+
+        def run():
+            y = g(q, k, v)
+            return (y,) + torch.autograd.grad(y, (q, k, v), tangent)
+
+        return run
+
+    return wl
+
+
 def train_step_runner(model, loss_fn, args, mode):
     """One AdamW training step per call (zero_grad, forward, backward, step), as the MLP row;
     under torch.compile the loss and the optimizer step are each compiled."""
@@ -375,6 +418,12 @@ WORKLOADS = [
     ("softmax_bf16", f"softmax bf16 [{SM},1024]", wl_softmax_bf16, 2 * SM * 1024 * BF16),
     ("layer_norm_fwd_bf16", f"layer_norm fwd bf16 [{R},4096]", wl_layer_norm_fwd_bf16, (2 * R * C + 2 * C) * BF16),
     ("softmax_vocab", f"softmax [{CE},50257]", wl_softmax_vocab, 2 * CE * 50257 * F32),
+] + [
+    (f"attention{'_fwd_bwd' if bwd else ''}_d{hd}{'_bf16' if dt == torch.bfloat16 else ''}",
+     f"attention {'fwd+bwd ' if bwd else ''}causal [{BB},12,1024,{hd}]{' bf16' if dt == torch.bfloat16 else ''}",
+     attention_workload(hd, dt, bwd), None)
+    for dt in (torch.float32, torch.bfloat16) for hd in (64, 128) for bwd in (False, True)
+] + [
     ("mlp_train_step", f"MLP 64-256-600 train step AdamW, batch {MB}", wl_mlp_train_step, None),
     ("gpt2_block", f"GPT-2 block inference, batch {BB}, seq 1024", wl_gpt2_block, None),
     ("gpt2_block_train_step", f"GPT-2 block train step AdamW, batch {BB}, seq 1024", wl_gpt2_block_train_step, None),

@@ -66,6 +66,14 @@ graph softmax(%x: {2}[{0},{1}]) {{
 }})", rows, cols, dtype_name(dt)));
 }
 
+Graph causal_attention(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim, DType dt) {
+  return parse_graph(fmt::format(R"(
+graph attention(%q: {4}[{0},{1},{2},{3}], %k: {4}[{0},{1},{2},{3}], %v: {4}[{0},{1},{2},{3}]) {{
+  %y = scaled_dot_product_attention(%q, %k, %v, is_causal=true) : {4}[{0},{1},{2},{3}]
+  return (%y)
+}})", batch, heads, seq, head_dim, dtype_name(dt)));
+}
+
 Graph layer_norm_forward(int64_t rows, int64_t cols, DType dt) {
   return parse_graph(fmt::format(R"(
 graph layer_norm(%x: {2}[{0},{1}], %w: {2}[{1}], %b: {2}[{1}]) {{

@@ -24,6 +24,8 @@ Graph gelu_bias_sigmoid_transposed(int64_t rows, int64_t cols);
 Graph row_softmax(int64_t rows, int64_t cols, DType dt = DType::F32);
 // layer_norm over the last dim of dt[rows,cols], with weight and bias dt[cols], eps 1e-5.
 Graph layer_norm_forward(int64_t rows, int64_t cols, DType dt = DType::F32);
+// Causal attention over q, k, v dt[batch,heads,seq,head_dim]: scaled_dot_product_attention.
+Graph causal_attention(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim, DType dt = DType::F32);
 // The mean cross_entropy of logits f32[rows,classes] against i64 targets [rows]: f32[].
 Graph cross_entropy_loss(int64_t rows, int64_t classes);
 

@@ -249,6 +249,15 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, int64_t ignore_index,
 Tensor dropout(const Tensor& input, double p, bool train, int64_t seed) {
   return call1(Op::Dropout, {input}, attrs({{"p", p}, {"train", train}, {"seed", seed}}));
 }
+Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                                    const std::optional<Tensor>& attn_mask, double dropout_p, bool is_causal,
+                                    std::optional<double> scale, int64_t seed) {
+  std::vector<Tensor> in{query, key, value};
+  if (attn_mask) in.push_back(*attn_mask);
+  Attrs a = attrs({{"dropout_p", dropout_p}, {"is_causal", is_causal}, {"seed", seed}});
+  if (scale) a.set("scale", *scale);
+  return call1(Op::ScaledDotProductAttention, in, a);
+}
 
 // ---- operators
 #define KILN_DEFINE_BINARY_OPERATOR(sym, fn)                                   \

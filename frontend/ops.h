@@ -168,6 +168,12 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, int64_t ignore_index 
                 const std::string& reduction = "mean");
 // The mask is counter-based random (ir/random.h): the same seed drops the same elements.
 Tensor dropout(const Tensor& input, double p = 0.5, bool train = true, int64_t seed = 0);
+// torch.nn.functional.scaled_dot_product_attention: softmax(q kᵀ·scale + mask) v over the last
+// two dims (attn_mask: bool, true = attend, or added; scale: 1/sqrt(E) when absent). Without a
+// mask or dropout it runs as the flash kernels, and its gradient never stores the [L, S] weights.
+Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                                    const std::optional<Tensor>& attn_mask = std::nullopt, double dropout_p = 0.0,
+                                    bool is_causal = false, std::optional<double> scale = std::nullopt, int64_t seed = 0);
 
 // ---- operators (Tensor with Tensor, Tensor with number, number with Tensor)
 #define KILN_DECLARE_BINARY_OPERATOR(sym)                 \

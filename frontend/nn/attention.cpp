@@ -1,8 +1,5 @@
 #include "frontend/nn/attention.h"
 
-#include <cmath>
-#include <limits>
-
 #include "frontend/ops.h"
 #include "ir/error.h"
 
@@ -26,12 +23,8 @@ Tensor CausalSelfAttention::forward(const Tensor& x) const {
   auto heads = [&](const Tensor& t) { return t.reshape({B, T, H, Dh}).transpose(1, 2); };  // [B,H,T,Dh]
   Tensor q = heads(parts[0]), k = heads(parts[1]), v = heads(parts[2]);
 
-  Tensor att = q.matmul(k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(Dh)));  // [B,H,T,T]
-  // Position t may only see positions <= t: everything above the diagonal is masked out.
-  Tensor causal = tril({T, T}, 0, DType::Bool);
-  att = att.masked_fill(logical_not(causal), -std::numeric_limits<double>::infinity());
-  att = att.softmax(-1);
-  Tensor y = att.matmul(v).transpose(1, 2).reshape({B, T, C});
+  // Position t sees positions <= t (is_causal); run as the flash kernels (passes/attention_math.h).
+  Tensor y = scaled_dot_product_attention(q, k, v, std::nullopt, 0.0, /*is_causal=*/true).transpose(1, 2).reshape({B, T, C});
   return proj->forward(y);
 }
 

@@ -1,5 +1,6 @@
 #include "passes/autograd/joint.h"
 #include "passes/decompose.h"
+#include "passes/fuse_attention.h"
 
 #include <algorithm>
 #include <unordered_map>
@@ -111,6 +112,7 @@ JointGraph build_joint(const Graph& forward, const JointOptions& options) {
   JointGraph joint;
   joint.graph = forward.clone();
   Graph& g = joint.graph;
+  if (options.fuse_attention) run_fuse_attention(g);
   decompose_ops(g, decomposed_before_differentiation());
   std::vector<Node*> wrt = wrt_inputs(g, options.wrt);
   for (Node* in : wrt) joint.wrt.push_back(in->name());

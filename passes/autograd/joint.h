@@ -21,6 +21,9 @@ namespace kiln::autograd {
 struct JointOptions {
   // Inputs to differentiate with respect to, by name; empty = every floating-point input.
   std::vector<std::string> wrt;
+  // Rewrite attention written out into scaled_dot_product_attention first
+  // (passes/fuse_attention.h), so that its derivative is the flash backward.
+  bool fuse_attention = true;
 };
 
 struct JointGraph {
