@@ -201,11 +201,16 @@ class AttentionFuser {
     const std::string name = old.name();
     g_.replace_all_uses(old, y);
     std::vector<Node*> dead{c.out};
+    const size_t erased_before = erased_nodes_.size();
     if (c.dropout) dead.push_back(c.dropout);
     dead.push_back(c.softmax);
     dead.insert(dead.end(), c.chain.begin(), c.chain.end());
     dead.push_back(c.scores);
-    // What fed only the chain: kᵀ, the mask's complement and the triangle it was made from.
+    // What fed only the chain: kᵀ, the scale's and the fill's constants, the mask's complement
+    // and the triangle it was made from.
+    for (Node* n : c.chain)
+      for (const Value& in : n->inputs())
+        if (is_constant(in)) dead.push_back(in.node);
     for (Value m : {kt, c.fill_mask, c.keep})
       if (m) {
         dead.push_back(m.node);
@@ -214,10 +219,10 @@ class AttentionFuser {
     sweep(dead);
     g_.rename(y, name);
     if (log_)
-      log_line("fuse_attention", fmt::format("%{} = scaled_dot_product_attention(%{}, %{}, %{}{}, is_causal={}, scale={}{}): was {} nodes",
+      log_line("fuse_attention", fmt::format("%{} = scaled_dot_product_attention(%{}, %{}, %{}{}, is_causal={}, scale={}{}), replacing {} nodes",
                                              name, q.name(), k.name(), v.name(), ins.size() > 3 ? ", %" + ins[3].name() : "",
                                              causal, c.scale, c.dropout ? fmt::format(", dropout_p={}", c.dropout->attrs().get_float("p")) : "",
-                                             dead.size()));
+                                             erased_nodes_.size() - erased_before));
   }
 
   // Erases the nodes of `nodes` (in order) that nothing reads any more.
