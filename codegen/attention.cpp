@@ -55,6 +55,26 @@ void schedule_attention(Kernel& k, const Target& t) {
   }
   const int64_t elem = a.dtype == DType::F64 ? 8 : 4;
   a.head = round_up(std::max<int64_t>({a.E, a.Ev, 1}), 16);
+  // f16 and bf16 forwards on tensor cores (mma.sync m16n8k16: sm_80 and later), heads up to 128
+  // (the output's accumulators: head/8 x 4 floats per thread).
+  const int cc = std::stoi(t.arch.substr(3, 2));
+  if (a.pass == AttentionKernel::Pass::Forward && (a.dtype == DType::F16 || a.dtype == DType::BF16) && a.head <= 128 && cc >= 80) {
+    a.tensor_cores = true;
+    a.block_m = a.block_n = 64;
+    const int64_t bytes = 2 * a.block_n * (a.head + 8) * 2;
+    k.launch.block = 128;
+    k.launch.grid = std::max<int64_t>(1, a.batch * ceil_div(a.L, a.block_m));
+    k.launch.shared_bytes = 0;
+    k.launch.dynamic_shared_bytes = bytes;
+    k.index_bits = 64;
+    rec.rows_per_block = 64;
+    rec.threads_per_row = 4;
+    rec.tiles = fmt::format("tiles of 64 queries x 64 keys, head padded to {}, {:.1f} KB shared", a.head, static_cast<double>(bytes) / 1024);
+    rec.why = fmt::format("{} on tensor cores: mma.sync m16n8k16 with f32 accumulators, 4 warps of 16 query rows, q in registers",
+                          dtype_name(a.dtype));
+    k.schedule = rec;
+    return;
+  }
   // Wide heads take smaller tiles: a thread's accumulators grow with the head (rows/8 x head/16).
   int64_t bm = a.head > 128 ? 32 : 64, bn = 64;
   while (bm > 16 && cuda_shared_bytes(a.pass, bm, bn, a.head, elem) > t.shared_memory_optin) {

@@ -181,6 +181,158 @@ __device__ __forceinline__ void kiln_attn_fwd(const typename kiln_attn_type<DT>:
   }
 }
 
+// ---- tensor cores (f16, bf16; sm_80 and later): mma.sync m16n8k16 with f32 accumulators.
+// Fragment layouts (PTX ISA, "Matrix Fragments for mma.m16n8k16"): lane = 4 g + t holds A's
+// rows g and g + 8 at columns 2t, 2t + 1 (and + 8), B's column g at rows 2t, 2t + 1 (and + 8),
+// and C's rows g and g + 8 at columns 2t, 2t + 1.
+template <int DT> __device__ __forceinline__ void kiln_mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if (DT == 3)
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <int DT> __device__ __forceinline__ uint32_t kiln_pack2(float lo, float hi) {
+  const uint16_t a = DT == 3 ? kiln_f2bf(lo) : kiln_f2h(lo), b = DT == 3 ? kiln_f2bf(hi) : kiln_f2h(hi);
+  return (uint32_t)a | ((uint32_t)b << 16);
+}
+__device__ __forceinline__ uint32_t kiln_u16x2(uint16_t lo, uint16_t hi) { return (uint32_t)lo | ((uint32_t)hi << 16); }
+
+// rows [r0, r0 + R) of a [n, cols] u16 matrix into T[R][D + 8] (zero past n rows or cols
+// columns); 16-byte accesses when the rows are (cols a multiple of 8).
+template <int R, int D>
+__device__ __forceinline__ void kiln_attn_tile16(uint16_t* t, const uint16_t* m, int64_t r0, int64_t n, int64_t cols) {
+  if (cols % 8 == 0) {
+    for (int i = threadIdx.x; i < R * D / 8; i += KILN_ATTN_THREADS) {
+      const int r = i / (D / 8), c = i % (D / 8) * 8;
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (r0 + r < n && c < cols) v = *(const uint4*)(m + (r0 + r) * cols + c);
+      *(uint4*)(t + r * (D + 8) + c) = v;
+    }
+    return;
+  }
+  for (int i = threadIdx.x; i < R * D; i += KILN_ATTN_THREADS) {
+    const int r = i / D, c = i % D;
+    t[r * (D + 8) + c] = (r0 + r < n && c < cols) ? m[(r0 + r) * cols + c] : (uint16_t)0;
+  }
+}
+
+// Forward on tensor cores: block (b, tile of 64 queries), 4 warps of 16 query rows; tiles of
+// 64 keys and values in shared memory; q's fragments in registers for the whole walk.
+template <int DT, int D, bool CAUSAL>
+__device__ __forceinline__ void kiln_attn_fwd_mma(const uint16_t* __restrict__ q, const uint16_t* __restrict__ k,
+                                                  const uint16_t* __restrict__ v, uint16_t* __restrict__ out, float* __restrict__ lse,
+                                                  int64_t L, int64_t S, int64_t E, int64_t Ev, double scale_) {
+  constexpr int BM = 64, BN = 64, KC = D / 16, NT = BN / 8, DT8 = D / 8;
+  const float scale = (float)scale_;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int64_t tiles = (L + BM - 1) / BM, b = blockIdx.x / tiles, q0 = (blockIdx.x % tiles) * BM;
+  uint16_t* Ks = (uint16_t*)kiln_attn_smem;
+  uint16_t* Vs = Ks + BN * (D + 8);
+  const uint16_t* qb = q + b * L * E;
+  // q's A fragments: rows r and r + 8 of this warp's 16, columns by k-chunk.
+  const int64_t r_lo = q0 + warp * 16 + g, r_hi = r_lo + 8;
+  uint32_t qa[KC][4];
+#pragma unroll
+  for (int kc = 0; kc < KC; ++kc) {
+    const int c = kc * 16 + 2 * t;
+    auto at = [&](int64_t r, int col) -> uint16_t { return r < L && col < E ? qb[r * E + col] : (uint16_t)0; };
+    qa[kc][0] = kiln_u16x2(at(r_lo, c), at(r_lo, c + 1));
+    qa[kc][1] = kiln_u16x2(at(r_hi, c), at(r_hi, c + 1));
+    qa[kc][2] = kiln_u16x2(at(r_lo, c + 8), at(r_lo, c + 9));
+    qa[kc][3] = kiln_u16x2(at(r_hi, c + 8), at(r_hi, c + 9));
+  }
+  float o[DT8][4], m[2] = {-KILN_INFF, -KILN_INFF}, l[2] = {0.f, 0.f};
+#pragma unroll
+  for (int d = 0; d < DT8; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f;
+  const int64_t key_end = CAUSAL ? (q0 + BM < S ? q0 + BM : S) : S;
+  for (int64_t k0 = 0; k0 < key_end; k0 += BN) {
+    __syncthreads();
+    kiln_attn_tile16<BN, D>(Ks, k + b * S * E, k0, S, E);
+    kiln_attn_tile16<BN, D>(Vs, v + b * S * Ev, k0, S, Ev);
+    __syncthreads();
+    float s[NT][4];
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+#pragma unroll
+      for (int kc = 0; kc < KC; ++kc) {
+        const uint16_t* kr = Ks + (j * 8 + g) * (D + 8) + kc * 16 + 2 * t;
+        kiln_mma16816<DT>(s[j], qa[kc], *(const uint32_t*)kr, *(const uint32_t*)(kr + 8));
+      }
+    }
+    // Scale and mask; the rows' running max over the 4 lanes of a row.
+    float mx[2] = {m[0], m[1]};
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int64_t kj = k0 + j * 8 + 2 * t + (e & 1), qi = e < 2 ? r_lo : r_hi;
+        s[j][e] = (kj >= S || (CAUSAL && kj > qi)) ? -KILN_INFF : s[j][e] * scale;
+        mx[e >> 1] = kiln_max_step(mx[e >> 1], s[j][e]);
+      }
+    float base[2], corr[2], sum[2] = {0.f, 0.f};
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      mx[h] = kiln_max_step(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+      mx[h] = kiln_max_step(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+      base[h] = mx[h] == -KILN_INFF ? 0.f : mx[h];
+      corr[h] = kiln_exp(m[h] - base[h]);
+      m[h] = mx[h];
+    }
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s[j][e] = kiln_exp(s[j][e] - base[e >> 1]);
+        sum[e >> 1] += s[j][e];
+      }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
+      sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
+      l[h] = l[h] * corr[h] + sum[h];
+    }
+#pragma unroll
+    for (int d = 0; d < DT8; ++d) {
+      o[d][0] *= corr[0];
+      o[d][1] *= corr[0];
+      o[d][2] *= corr[1];
+      o[d][3] *= corr[1];
+    }
+    // O += P V: P's C fragments are A fragments of 16 keys; V's B fragments from shared memory.
+#pragma unroll
+    for (int kc = 0; kc < BN / 16; ++kc) {
+      uint32_t pa[4] = {kiln_pack2<DT>(s[2 * kc][0], s[2 * kc][1]), kiln_pack2<DT>(s[2 * kc][2], s[2 * kc][3]),
+                        kiln_pack2<DT>(s[2 * kc + 1][0], s[2 * kc + 1][1]), kiln_pack2<DT>(s[2 * kc + 1][2], s[2 * kc + 1][3])};
+      const uint16_t* vr = Vs + (kc * 16 + 2 * t) * (D + 8) + g;
+#pragma unroll
+      for (int d = 0; d < DT8; ++d) {
+        const uint16_t* vd = vr + d * 8;
+        kiln_mma16816<DT>(o[d], pa, kiln_u16x2(vd[0], vd[D + 8]), kiln_u16x2(vd[8 * (D + 8)], vd[9 * (D + 8)]));
+      }
+    }
+  }
+  uint16_t* ob = out + b * L * Ev;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int64_t qi = h ? r_hi : r_lo;
+    if (qi >= L) continue;
+    const float inv = l[h] > 0.f ? 1.f / l[h] : 0.f;
+#pragma unroll
+    for (int d = 0; d < DT8; ++d)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int c = d * 8 + 2 * t + e;
+        if (c < Ev) ob[qi * Ev + c] = DT == 3 ? kiln_f2bf(o[d][2 * h + e] * inv) : kiln_f2h(o[d][2 * h + e] * inv);
+      }
+    if (t == 0) lse[b * L + qi] = l[h] > 0.f ? m[h] + kiln_log(l[h]) : -KILN_INFF;
+  }
+}
+
 // The weights and their gradient for a (query tile, key tile) pair, into P (as dS) in shared
 // memory: P = exp(s * scale - lse), dS = P * (dO vᵀ - delta), 0 where masked.
 template <class A, int BM, int BN, int D, bool CAUSAL>

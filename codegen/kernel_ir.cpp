@@ -400,7 +400,7 @@ std::string print_schedule(const ScheduleRecord& r, const LaunchConfig& launch) 
   if (r.threads_per_row > 1) out += fmt::format(", {} threads per row", r.threads_per_row);
   if (launch.block > 1 || launch.grid > 1) out += fmt::format(", block {}", launch.block);
   if (r.vector > 0) out += fmt::format(", {}-element vectors", r.vector);
-  else if (launch.block > 1) out += ", scalar accesses";  // (the CPU's vectors are clang's)
+  else if (launch.block > 1 && r.tiles.empty()) out += ", scalar accesses";  // (the CPU's vectors are clang's)
   if (!r.held.empty()) out += fmt::format(", row of {} held in registers ({} elements per thread)", fmt::join(r.held, ", "), r.held_elements);
   if (!r.tiles.empty()) out += ", " + r.tiles;
   if (!r.why.empty()) out += " (" + r.why + ")";

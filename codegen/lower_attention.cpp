@@ -37,7 +37,7 @@ void GraphLowering::lower_attention(const FusionGroup& grp) {
   auto add = [&](AttentionKernel::Pass pass, std::vector<int> args, size_t num_inputs, const std::string& what) {
     Kernel k;
     k.name = kernel_name(&grp);
-    k.comment = fmt::format("{} attention: %{} = {} ({})", fusion::kernel_kind_name(grp.kind), n->name(), op_name(n->op()), what);
+    k.comment = fmt::format("attention: %{} = {} ({})", n->name(), op_name(n->op()), what);
     for (size_t i = 0; i < args.size(); ++i) {
       const GraphBuffer& gb = out_.buffers[static_cast<size_t>(args[i])];
       Buffer b;

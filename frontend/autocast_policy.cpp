@@ -14,6 +14,9 @@ constexpr std::array kRows = {
     std::pair{Op::Bmm, AutocastPolicy::LowerPrecision},
     std::pair{Op::Linear, AutocastPolicy::LowerPrecision},
     std::pair{Op::Addmm, AutocastPolicy::LowerPrecision},
+    // Attention: 16-bit q, k and v on tensor cores, its softmax in f32 inside the kernel
+    // (PyTorch's autocast lists scaled_dot_product_attention among its lower-precision ops too).
+    std::pair{Op::ScaledDotProductAttention, AutocastPolicy::LowerPrecision},
     // Reductions and what overflows or loses digits in 16 bits: f32.
     std::pair{Op::Sum, AutocastPolicy::Float32},
     std::pair{Op::Mean, AutocastPolicy::Float32},

@@ -62,7 +62,7 @@ class Fuser {
       note(d, fmt::format("{} is {}: a kernel of its own", node_str(n),
                           n->category() == OpCategory::Opaque       ? "a custom op with kernels of its own"
                           : n->category() == OpCategory::Collective ? "a collective, a call of the process group's engine"
-                          : n->category() == OpCategory::Attention  ? "attention, tiled kernels of its own"
+                          : n->category() == OpCategory::Attention  ? "attention (codegen/attention.h)"
                                                                     : "an extern call (BLAS/scatter)"));
       return;
     }

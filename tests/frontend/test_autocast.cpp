@@ -25,7 +25,8 @@ using kiln::testing::TraceLines;
 bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
 
 TEST(Autocast, OneTableDecides) {
-  for (Op op : {Op::Matmul, Op::Bmm, Op::Linear, Op::Addmm}) EXPECT_EQ(autocast_policy(op), AutocastPolicy::LowerPrecision) << op_name(op);
+  for (Op op : {Op::Matmul, Op::Bmm, Op::Linear, Op::Addmm, Op::ScaledDotProductAttention})
+    EXPECT_EQ(autocast_policy(op), AutocastPolicy::LowerPrecision) << op_name(op);
   for (Op op : {Op::Sum, Op::Mean, Op::Var, Op::Softmax, Op::LogSoftmax, Op::LayerNorm, Op::CrossEntropy, Op::NllLoss, Op::Exp,
                 Op::Log, Op::Pow})
     EXPECT_EQ(autocast_policy(op), AutocastPolicy::Float32) << op_name(op);
