@@ -37,7 +37,7 @@ double underflow(DType t) {
   }
 }
 
-enum class Rule { Exact, Linear, Summation, Lipschitz, MatmulRule, Sign, Probe };
+enum class Rule { Exact, Linear, Summation, Lipschitz, MatmulRule, AttentionRule, Sign, Probe };
 
 Rule rule_of(const Node& n) {
   switch (n.info().category) {
@@ -46,6 +46,7 @@ Rule rule_of(const Node& n) {
     case OpCategory::Creation:
     case OpCategory::Placeholder: return Rule::Exact;
     case OpCategory::Matmul: return Rule::MatmulRule;
+    case OpCategory::Attention: return n.op() == Op::FlashAttention ? Rule::AttentionRule : Rule::Probe;
     default: break;
   }
   switch (n.op()) {
@@ -315,6 +316,19 @@ class Tracker {
         const double gamma = compute_roundoff(results[0].dtype()) * std::sqrt(k);
         for (size_t i = 0; i < b.size(); ++i) b[i] += gamma * magnitude[i];
         e[0] = b;
+        break;
+      }
+      case Rule::AttentionRule: {
+        // The inputs' errors as Probe finds them, then the kernels' own rounding of the output:
+        // the weights reach the matmul with v rounded to the inputs' 16-bit dtype on tensor
+        // cores (FlashAttention's P), and every sum runs over S keys and E features in f32 (f64):
+        // (u16 + u * sqrt(S + E)) * sum_j p_ij |v_jd|, the output computed with |v|.
+        e = propagate(n, Rule::Probe, args, results, bounds_in, any_bound);
+        const DType dt = args[0].dtype();
+        const double S = static_cast<double>(args[1].shape()[args[1].rank() - 2]), E = static_cast<double>(args[0].shape().back());
+        const double u = narrow_ulp(dt) + compute_roundoff(dt) * std::sqrt(S + E);
+        std::vector<double> magnitude = doubles(run(n, with(args, bounds_in, {Arg::Value, Arg::Value, Arg::Absolute}), n.attrs())[0]);
+        for (size_t i = 0; i < magnitude.size() && i < e[0].size(); ++i) e[0][i] += u * magnitude[i];
         break;
       }
       case Rule::Lipschitz: {
