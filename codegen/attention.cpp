@@ -58,20 +58,23 @@ void schedule_attention(Kernel& k, const Target& t) {
   // f16 and bf16 forwards on tensor cores (mma.sync m16n8k16: sm_80 and later), heads up to 128
   // (the output's accumulators: head/8 x 4 floats per thread).
   const int cc = std::stoi(t.arch.substr(3, 2));
-  if (a.pass == AttentionKernel::Pass::Forward && (a.dtype == DType::F16 || a.dtype == DType::BF16) && a.head <= 128 && cc >= 80) {
+  if ((a.dtype == DType::F16 || a.dtype == DType::BF16) && a.head <= 128 && cc >= 80) {
     a.tensor_cores = true;
     a.block_m = a.block_n = 64;
-    const int64_t bytes = 2 * a.block_n * (a.head + 8) * 2;
+    // The forward holds k and v tiles; a backward pass q, dO, k and v tiles (and dK/dV's lse
+    // and delta rows), 16-bit with rows padded by 8 elements.
+    const int64_t bytes = a.pass == AttentionKernel::Pass::Forward ? 2 * 64 * (a.head + 8) * 2 : 4 * 64 * (a.head + 8) * 2 + 2 * 64 * 4;
     k.launch.block = 128;
-    k.launch.grid = std::max<int64_t>(1, a.batch * ceil_div(a.L, a.block_m));
+    k.launch.grid = std::max<int64_t>(1, a.batch * ceil_div(rows, 64));
     k.launch.shared_bytes = 0;
     k.launch.dynamic_shared_bytes = bytes;
     k.index_bits = 64;
     rec.rows_per_block = 64;
     rec.threads_per_row = 4;
-    rec.tiles = fmt::format("tiles of 64 queries x 64 keys, head padded to {}, {:.1f} KB shared", a.head, static_cast<double>(bytes) / 1024);
-    rec.why = fmt::format("{} on tensor cores: mma.sync m16n8k16 with f32 accumulators, 4 warps of 16 query rows, q in registers",
-                          dtype_name(a.dtype));
+    rec.tiles = fmt::format("tiles of 64 {} x 64 {}, head padded to {}, {:.1f} KB shared", kv ? "keys" : "queries", kv ? "queries" : "keys",
+                            a.head, static_cast<double>(bytes) / 1024);
+    rec.why = fmt::format("{} on tensor cores: mma.sync m16n8k16 with f32 accumulators, 4 warps of 16 {} rows{}", dtype_name(a.dtype),
+                          kv ? "key" : "query", a.pass == AttentionKernel::Pass::Forward ? ", q in registers" : "");
     k.schedule = rec;
     return;
   }

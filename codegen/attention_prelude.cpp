@@ -333,6 +333,218 @@ __device__ __forceinline__ void kiln_attn_fwd_mma(const uint16_t* __restrict__ q
   }
 }
 
+// A fragment of rows [r, r + 16) of a u16 tile T[.][D + 8] at columns [c, c + 16) (c even).
+__device__ __forceinline__ void kiln_afrag(uint32_t (&a)[4], const uint16_t* t, int stride, int r, int c) {
+  const int g = (threadIdx.x % 32) / 4, q = threadIdx.x % 4;
+  const uint16_t* lo = t + (r + g) * stride + c + 2 * q;
+  const uint16_t* hi = lo + 8 * stride;
+  a[0] = *(const uint32_t*)lo;
+  a[1] = *(const uint32_t*)hi;
+  a[2] = *(const uint32_t*)(lo + 8);
+  a[3] = *(const uint32_t*)(hi + 8);
+}
+// B fragment (k x 8) where B[k][n] = T[n0 + n][c + k]: a row of T per column (q kᵀ's k).
+__device__ __forceinline__ void kiln_bfrag_rows(uint32_t& b0, uint32_t& b1, const uint16_t* t, int stride, int n0, int c) {
+  const int g = (threadIdx.x % 32) / 4, q = threadIdx.x % 4;
+  const uint16_t* p = t + (n0 + g) * stride + c + 2 * q;
+  b0 = *(const uint32_t*)p;
+  b1 = *(const uint32_t*)(p + 8);
+}
+// B fragment (k x 8) where B[k][n] = T[k0 + k][n0 + n]: a column of T per column (P v's v).
+__device__ __forceinline__ void kiln_bfrag_cols(uint32_t& b0, uint32_t& b1, const uint16_t* t, int stride, int k0, int n0) {
+  const int g = (threadIdx.x % 32) / 4, q = threadIdx.x % 4;
+  const uint16_t* p = t + (k0 + 2 * q) * stride + n0 + g;
+  b0 = kiln_u16x2(p[0], p[stride]);
+  b1 = kiln_u16x2(p[8 * stride], p[9 * stride]);
+}
+
+// Backward on tensor cores, dK and dV: block (b, tile of 64 keys), 4 warps of 16 keys; each
+// query tile's q and dO in shared memory; per warp Pᵀ = exp(k qᵀ·scale - lse), dPᵀ = v dOᵀ,
+// dSᵀ = Pᵀ (dPᵀ - delta), then dV += Pᵀ dO and dK += dSᵀ q, the 16-bit Pᵀ and dSᵀ from the
+// accumulators (as FlashAttention-2's backward).
+template <int DT, int D, bool CAUSAL>
+__device__ __forceinline__ void kiln_attn_bwd_kv_mma(const uint16_t* __restrict__ dout, const uint16_t* __restrict__ q,
+                                                     const uint16_t* __restrict__ k, const uint16_t* __restrict__ v,
+                                                     const float* __restrict__ lse, const float* __restrict__ delta,
+                                                     uint16_t* __restrict__ dk, uint16_t* __restrict__ dv, int64_t L, int64_t S,
+                                                     int64_t E, int64_t Ev, double scale_) {
+  constexpr int BM = 64, BN = 64, KC = D / 16, NT = BM / 8, DT8 = D / 8, ST = D + 8;
+  const float scale = (float)scale_;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int64_t tiles = (S + BN - 1) / BN, b = blockIdx.x / tiles, k0 = (blockIdx.x % tiles) * BN;
+  uint16_t* Ks = (uint16_t*)kiln_attn_smem;
+  uint16_t* Vs = Ks + BN * ST;
+  uint16_t* Qs = Vs + BN * ST;
+  uint16_t* Os = Qs + BM * ST;  // dO
+  float* Ls = (float*)(Os + BM * ST);
+  float* Ds = Ls + BM;
+  kiln_attn_tile16<BN, D>(Ks, k + b * S * E, k0, S, E);
+  kiln_attn_tile16<BN, D>(Vs, v + b * S * Ev, k0, S, Ev);
+  float gk[DT8][4], gv[DT8][4];
+#pragma unroll
+  for (int d = 0; d < DT8; ++d)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) gk[d][e] = gv[d][e] = 0.f;
+  const int64_t key_lo = k0 + warp * 16 + g, key_hi = key_lo + 8;
+  const int64_t first = CAUSAL ? k0 / BM * BM : 0;
+  for (int64_t q0 = first; q0 < L; q0 += BM) {
+    __syncthreads();
+    kiln_attn_tile16<BM, D>(Qs, q + b * L * E, q0, L, E);
+    kiln_attn_tile16<BM, D>(Os, dout + b * L * Ev, q0, L, Ev);
+    for (int r = threadIdx.x; r < BM; r += KILN_ATTN_THREADS) {
+      Ls[r] = q0 + r < L ? lse[b * L + q0 + r] : -KILN_INFF;
+      Ds[r] = q0 + r < L ? delta[b * L + q0 + r] : 0.f;
+    }
+    __syncthreads();
+    float p[NT][4], dp[NT][4];
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) p[j][e] = dp[j][e] = 0.f;
+#pragma unroll
+    for (int kc = 0; kc < KC; ++kc) {
+      uint32_t ka[4], va[4];
+      kiln_afrag(ka, Ks, ST, warp * 16, kc * 16);
+      kiln_afrag(va, Vs, ST, warp * 16, kc * 16);
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        uint32_t b0, b1;
+        kiln_bfrag_rows(b0, b1, Qs, ST, j * 8, kc * 16);
+        kiln_mma16816<DT>(p[j], ka, b0, b1);
+        kiln_bfrag_rows(b0, b1, Os, ST, j * 8, kc * 16);
+        kiln_mma16816<DT>(dp[j], va, b0, b1);
+      }
+    }
+    // Pᵀ and dSᵀ: rows are keys (key_lo, key_hi), columns queries.
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int c = j * 8 + 2 * t + (e & 1);
+        const int64_t qi = q0 + c, kj = e < 2 ? key_lo : key_hi;
+        const bool live = qi < L && kj < S && !(CAUSAL && kj > qi) && Ls[c] != -KILN_INFF;
+        const float pe = live ? kiln_exp(p[j][e] * scale - Ls[c]) : 0.f;
+        p[j][e] = pe;
+        dp[j][e] = pe * (dp[j][e] - Ds[c]);
+      }
+    // dV += Pᵀ dO, dK += dSᵀ q over the tile's 64 queries.
+#pragma unroll
+    for (int kc = 0; kc < BM / 16; ++kc) {
+      uint32_t pa[4] = {kiln_pack2<DT>(p[2 * kc][0], p[2 * kc][1]), kiln_pack2<DT>(p[2 * kc][2], p[2 * kc][3]),
+                        kiln_pack2<DT>(p[2 * kc + 1][0], p[2 * kc + 1][1]), kiln_pack2<DT>(p[2 * kc + 1][2], p[2 * kc + 1][3])};
+      uint32_t sa[4] = {kiln_pack2<DT>(dp[2 * kc][0], dp[2 * kc][1]), kiln_pack2<DT>(dp[2 * kc][2], dp[2 * kc][3]),
+                        kiln_pack2<DT>(dp[2 * kc + 1][0], dp[2 * kc + 1][1]), kiln_pack2<DT>(dp[2 * kc + 1][2], dp[2 * kc + 1][3])};
+#pragma unroll
+      for (int d = 0; d < DT8; ++d) {
+        uint32_t b0, b1;
+        kiln_bfrag_cols(b0, b1, Os, ST, kc * 16, d * 8);
+        kiln_mma16816<DT>(gv[d], pa, b0, b1);
+        kiln_bfrag_cols(b0, b1, Qs, ST, kc * 16, d * 8);
+        kiln_mma16816<DT>(gk[d], sa, b0, b1);
+      }
+    }
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int64_t kj = h ? key_hi : key_lo;
+    if (kj >= S) continue;
+#pragma unroll
+    for (int d = 0; d < DT8; ++d)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int c = d * 8 + 2 * t + e;
+        if (c < E) dk[(b * S + kj) * E + c] = DT == 3 ? kiln_f2bf(gk[d][2 * h + e] * scale) : kiln_f2h(gk[d][2 * h + e] * scale);
+        if (c < Ev) dv[(b * S + kj) * Ev + c] = DT == 3 ? kiln_f2bf(gv[d][2 * h + e]) : kiln_f2h(gv[d][2 * h + e]);
+      }
+  }
+}
+
+// Backward on tensor cores, dQ: block (b, tile of 64 queries), 4 warps of 16 queries; each key
+// tile's k and v in shared memory; per warp P = exp(q kᵀ·scale - lse), dP = dO vᵀ,
+// dS = P (dP - delta), dQ += dS k.
+template <int DT, int D, bool CAUSAL>
+__device__ __forceinline__ void kiln_attn_bwd_q_mma(const uint16_t* __restrict__ dout, const uint16_t* __restrict__ q,
+                                                    const uint16_t* __restrict__ k, const uint16_t* __restrict__ v,
+                                                    const float* __restrict__ lse, const float* __restrict__ delta,
+                                                    uint16_t* __restrict__ dq, int64_t L, int64_t S, int64_t E, int64_t Ev,
+                                                    double scale_) {
+  constexpr int BM = 64, BN = 64, KC = D / 16, NT = BN / 8, DT8 = D / 8, ST = D + 8;
+  const float scale = (float)scale_;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int64_t tiles = (L + BM - 1) / BM, b = blockIdx.x / tiles, q0 = (blockIdx.x % tiles) * BM;
+  uint16_t* Ks = (uint16_t*)kiln_attn_smem;
+  uint16_t* Vs = Ks + BN * ST;
+  uint16_t* Qs = Vs + BN * ST;
+  uint16_t* Os = Qs + BM * ST;
+  kiln_attn_tile16<BM, D>(Qs, q + b * L * E, q0, L, E);
+  kiln_attn_tile16<BM, D>(Os, dout + b * L * Ev, q0, L, Ev);
+  const int64_t r_lo = q0 + warp * 16 + g, r_hi = r_lo + 8;
+  const float l_lo = r_lo < L ? lse[b * L + r_lo] : -KILN_INFF, l_hi = r_hi < L ? lse[b * L + r_hi] : -KILN_INFF;
+  const float d_lo = r_lo < L ? delta[b * L + r_lo] : 0.f, d_hi = r_hi < L ? delta[b * L + r_hi] : 0.f;
+  float gq[DT8][4];
+#pragma unroll
+  for (int d = 0; d < DT8; ++d) gq[d][0] = gq[d][1] = gq[d][2] = gq[d][3] = 0.f;
+  const int64_t key_end = CAUSAL ? (q0 + BM < S ? q0 + BM : S) : S;
+  for (int64_t k0 = 0; k0 < key_end; k0 += BN) {
+    __syncthreads();
+    kiln_attn_tile16<BN, D>(Ks, k + b * S * E, k0, S, E);
+    kiln_attn_tile16<BN, D>(Vs, v + b * S * Ev, k0, S, Ev);
+    __syncthreads();
+    float p[NT][4], dp[NT][4];
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) p[j][e] = dp[j][e] = 0.f;
+#pragma unroll
+    for (int kc = 0; kc < KC; ++kc) {
+      uint32_t qa[4], oa[4];
+      kiln_afrag(qa, Qs, ST, warp * 16, kc * 16);
+      kiln_afrag(oa, Os, ST, warp * 16, kc * 16);
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        uint32_t b0, b1;
+        kiln_bfrag_rows(b0, b1, Ks, ST, j * 8, kc * 16);
+        kiln_mma16816<DT>(p[j], qa, b0, b1);
+        kiln_bfrag_rows(b0, b1, Vs, ST, j * 8, kc * 16);
+        kiln_mma16816<DT>(dp[j], oa, b0, b1);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int64_t kj = k0 + j * 8 + 2 * t + (e & 1), qi = e < 2 ? r_lo : r_hi;
+        const float l = e < 2 ? l_lo : l_hi;
+        const bool live = qi < L && kj < S && !(CAUSAL && kj > qi) && l != -KILN_INFF;
+        const float pe = live ? kiln_exp(p[j][e] * scale - l) : 0.f;
+        dp[j][e] = pe * (dp[j][e] - (e < 2 ? d_lo : d_hi));
+      }
+#pragma unroll
+    for (int kc = 0; kc < BN / 16; ++kc) {
+      uint32_t sa[4] = {kiln_pack2<DT>(dp[2 * kc][0], dp[2 * kc][1]), kiln_pack2<DT>(dp[2 * kc][2], dp[2 * kc][3]),
+                        kiln_pack2<DT>(dp[2 * kc + 1][0], dp[2 * kc + 1][1]), kiln_pack2<DT>(dp[2 * kc + 1][2], dp[2 * kc + 1][3])};
+#pragma unroll
+      for (int d = 0; d < DT8; ++d) {
+        uint32_t b0, b1;
+        kiln_bfrag_cols(b0, b1, Ks, ST, kc * 16, d * 8);
+        kiln_mma16816<DT>(gq[d], sa, b0, b1);
+      }
+    }
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int64_t qi = h ? r_hi : r_lo;
+    if (qi >= L) continue;
+#pragma unroll
+    for (int d = 0; d < DT8; ++d)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int c = d * 8 + 2 * t + e;
+        if (c < E) dq[(b * L + qi) * E + c] = DT == 3 ? kiln_f2bf(gq[d][2 * h + e] * scale) : kiln_f2h(gq[d][2 * h + e] * scale);
+      }
+  }
+}
+
 // The weights and their gradient for a (query tile, key tile) pair, into P (as dS) in shared
 // memory: P = exp(s * scale - lse), dS = P * (dO vᵀ - delta), 0 where masked.
 template <class A, int BM, int BN, int D, bool CAUSAL>

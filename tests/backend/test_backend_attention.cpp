@@ -133,13 +133,15 @@ TEST_P(BackendAttention, ViewsOfOneProjectionAsInputs) {
 
 TEST_P(BackendAttention, RunsGiveTheSameBitsTwice) {
   KILN_REQUIRE_JIT();
-  autograd::JointGraph j = autograd::build_joint(attention_graph(DType::F32, {{2, 2}, 77, 77, 64, 64, true}, true));
-  backend::CompiledGraph cg = compile_for_test(j.graph);
-  KILN_REQUIRE_RUN();
-  std::vector<HostTensor> in = joint_inputs(j, 3);
-  std::vector<HostTensor> first = cg.run(in), second = cg.run(in);
-  ASSERT_EQ(first.size(), second.size());
-  for (size_t i = 0; i < first.size(); ++i) EXPECT_TRUE(tensors_close(first[i], second[i], 0, 0)) << "output " << i;
+  for (DType dt : {DType::F32, DType::BF16}) {  // FFMA tiles, and tensor cores on a GPU
+    autograd::JointGraph j = autograd::build_joint(attention_graph(dt, {{2, 2}, 77, 77, 64, 64, true}, true));
+    backend::CompiledGraph cg = compile_for_test(j.graph);
+    KILN_REQUIRE_RUN();
+    std::vector<HostTensor> in = joint_inputs(j, 3);
+    std::vector<HostTensor> first = cg.run(in), second = cg.run(in);
+    ASSERT_EQ(first.size(), second.size());
+    for (size_t i = 0; i < first.size(); ++i) EXPECT_TRUE(tensors_close(first[i], second[i], 0, 0)) << dtype_name(dt) << " output " << i;
+  }
 }
 
 }  // namespace
