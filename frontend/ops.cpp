@@ -258,6 +258,14 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   if (scale) a.set("scale", *scale);
   return call1(Op::ScaledDotProductAttention, in, a);
 }
+std::vector<Tensor> flash_attention(const Tensor& query, const Tensor& key, const Tensor& value, bool is_causal, double scale) {
+  return call(Op::FlashAttention, {query, key, value}, attrs({{"is_causal", is_causal}, {"scale", scale}}));
+}
+std::vector<Tensor> flash_attention_backward(const Tensor& grad_out, const Tensor& query, const Tensor& key, const Tensor& value,
+                                             const Tensor& logsumexp, const Tensor& delta, bool is_causal, double scale) {
+  return call(Op::FlashAttentionBackward, {grad_out, query, key, value, logsumexp, delta},
+              attrs({{"is_causal", is_causal}, {"scale", scale}}));
+}
 
 // ---- operators
 #define KILN_DEFINE_BINARY_OPERATOR(sym, fn)                                   \

@@ -174,6 +174,11 @@ Tensor dropout(const Tensor& input, double p = 0.5, bool train = true, int64_t s
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
                                     const std::optional<Tensor>& attn_mask = std::nullopt, double dropout_p = 0.0,
                                     bool is_causal = false, std::optional<double> scale = std::nullopt, int64_t seed = 0);
+// The primitives it runs as (ir/ops.def): {out, logsumexp}, and {dq, dk, dv} from dout, the
+// forward's inputs, its logsumexp and delta = sum(dout * out, -1).
+std::vector<Tensor> flash_attention(const Tensor& query, const Tensor& key, const Tensor& value, bool is_causal, double scale);
+std::vector<Tensor> flash_attention_backward(const Tensor& grad_out, const Tensor& query, const Tensor& key, const Tensor& value,
+                                             const Tensor& logsumexp, const Tensor& delta, bool is_causal, double scale);
 
 // ---- operators (Tensor with Tensor, Tensor with number, number with Tensor)
 #define KILN_DECLARE_BINARY_OPERATOR(sym)                 \

@@ -64,6 +64,11 @@ TEST(OpCoverage, EveryOpHasAWrapper) {
         out.push_back(isnan(x));
         out.push_back(isinf(x));
         out.push_back(nan_to_num(x, 0.0, 1.0));
+        Tensor q = x.unsqueeze(0);
+        out.push_back(scaled_dot_product_attention(q, q, q, std::nullopt, 0.0, true));
+        std::vector<Tensor> fa = flash_attention(q, q, q, false, 0.5);
+        std::vector<Tensor> fb = flash_attention_backward(fa[0], q, q, q, fa[1], fa[1], false, 0.5);
+        out.insert(out.end(), fb.begin(), fb.end());
         // A group of one: the collectives record their ops and pass the tensor through.
         out.push_back(all_reduce(x, 1));
         out.push_back(all_gather(x, 1, 1));

@@ -127,7 +127,7 @@ TEST_F(CliCompile, DumpWritesEveryStageAndTheKirFilesParseBack) {
   Result r = kiln("compile mlp.kir --device cpu --dump out");
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_TRUE(has(r.out, "wrote passes/, decomposed.kir, fused.kir, fused.dot, kernels.txt, kernels.cpp, report.txt to out")) << r.out;
-  for (const char* f : {"passes/00_input.kir", "passes/01_decompose.kir", "decomposed.kir", "fused.kir", "fused.dot", "kernels.txt",
+  for (const char* f : {"passes/00_input.kir", "passes/01_fuse_attention.kir", "passes/02_decompose.kir", "decomposed.kir", "fused.kir", "fused.dot", "kernels.txt",
                         "kernels.cpp", "report.txt"}) {
     ASSERT_TRUE(fs::exists(path("out/") + f)) << f;
     EXPECT_GT(fs::file_size(path("out/") + f), 0u) << f;
@@ -500,14 +500,15 @@ TEST_F(CliExplain, TheMlpAndBlockGraphs) {
   CliResult block = kiln("explain block.kir");
   ASSERT_EQ(block.rc, 0) << block.err;
   EXPECT_TRUE(has(block.out, "ops: layer_norm x2, linear x4")) << block.out;
-  EXPECT_TRUE(has(block.out, "k9 reduction [amax, sub, exp, sum, div]")) << block.out;  // the softmax, one kernel
-  // A refused merge, with its reason: the softmax's row reduction cannot take in the mask,
-  // computed in [8,8] (the views of the arange it reads would be only index arithmetic).
-  EXPECT_TRUE(has(block.out, "refused: %softmax_amax = amax with k8: %tril = le [8,8] is outside the rows"))
+  EXPECT_TRUE(has(block.out, "k7 attention [flash_attention]")) << block.out;  // the attention, one kernel
+  // A refused merge, with its reason: the loss's row reduction cannot take in the projection's
+  // bias add, computed in the block's [2,8,32] space.
+  EXPECT_TRUE(has(block.out, "refused: %cross_entropy_log_softmax_amax = amax with k17: %linear_3 = add [2,8,32] is outside the rows"))
       << block.out;
-  EXPECT_TRUE(has(block.out, "BLAS: %matmul = matmul(%transpose, %transpose_3)")) << block.out;
-  EXPECT_TRUE(has(block.out, "memory: 23 intermediate buffers")) << block.out;
-  EXPECT_TRUE(has(block.out, "saved %softmax: f32[2,4,8,8]")) << block.out;
+  EXPECT_TRUE(has(block.out, "BLAS: %linear_matmul = matmul(%layer_norm, %linear_transpose)")) << block.out;
+  EXPECT_TRUE(has(block.out, "memory: 21 intermediate buffers")) << block.out;
+  // Training saves the attention's output and one log-sum-exp per query (no weights).
+  EXPECT_TRUE(has(block.out, "saved %scaled_dot_product_attention_flash_attention_1: f32[2,4,8]")) << block.out;
 }
 
 // `kiln export --autocast bf16` traces under kiln::Autocast: the casts are nodes of the graph,

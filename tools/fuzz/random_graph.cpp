@@ -322,9 +322,35 @@ class Generator {
     }
   }
 
+  // scaled_dot_product_attention with a value as q: new k and v of its batch dims; causal or a
+  // mask (bool or additive), a scale, dropout now and then.
+  bool attention(Value q) {
+    const Shape& s = q.meta().shape;
+    const DType dt = q.meta().dtype;
+    const int64_t L = s[s.size() - 2], S = uniform(0, 9), Ev = uniform(1, 9);
+    Shape batch(s.begin(), s.end() - 2), ks = batch, vs = batch;
+    ks.insert(ks.end(), {S, s.back()});
+    vs.insert(vs.end(), {S, Ev});
+    std::vector<Value> in{q, new_input(TensorMeta(dt, ks)), new_input(TensorMeta(dt, vs))};
+    Attrs attrs;
+    switch (uniform(0, 3)) {
+      case 0: attrs.set("is_causal", true); break;
+      case 1: in.push_back(new_input(TensorMeta(DType::Bool, {L, S}), 2)); break;
+      case 2: in.push_back(new_input(TensorMeta(dt, {L, S}))); break;
+      default: break;
+    }
+    if (chance(0.5)) attrs.set("scale", 0.25 * static_cast<double>(uniform(1, 8)));
+    if (chance(0.15)) {
+      attrs.set("dropout_p", 0.25);
+      attrs.set("seed", uniform(0, 99));
+    }
+    return add(Op::ScaledDotProductAttention, in, attrs).has_value();
+  }
+
   bool normalization() {
     auto a = pick([](const TensorMeta& m) { return is_floating(m.dtype) && m.rank() >= 1; });
     if (!a) return false;
+    if (a->meta().rank() >= 2 && chance(0.2)) return attention(*a);
     const int64_t rank = a->meta().rank();
     if (chance(0.6))
       return add(chance(0.5) ? Op::Softmax : Op::LogSoftmax, {*a}, {{"dim", uniform(-rank, rank - 1)}}).has_value();
