@@ -46,7 +46,7 @@ Rule rule_of(const Node& n) {
     case OpCategory::Creation:
     case OpCategory::Placeholder: return Rule::Exact;
     case OpCategory::Matmul: return Rule::MatmulRule;
-    case OpCategory::Attention: return n.op() == Op::FlashAttention ? Rule::AttentionRule : Rule::Probe;
+    case OpCategory::Attention: return Rule::AttentionRule;
     default: break;
   }
   switch (n.op()) {
@@ -274,6 +274,40 @@ class Tracker {
     return d;
   }
 
+  // The backward kernels' own rounding: on tensor cores P and dS reach their matmuls in the
+  // inputs' 16-bit dtype, and every sum runs in f32 (f64) over L, S and E terms; so each
+  // gradient moves by (u16 + u * sqrt(L + S + E)) times the sum of its terms' magnitudes:
+  // dV_jd by sum_i P_ij |dO_id|, dQ_ie by scale * sum_j |dS_ij| |k_je|, dK_je by
+  // scale * sum_i |dS_ij| |q_ie|, with P and dS recomputed here as the reference does.
+  static void add_attention_backward_rounding(const Node& n, std::span<const HostTensor> args, std::vector<std::vector<double>>& e) {
+    const HostTensor &dout = args[0], &q = args[1], &k = args[2], &v = args[3], &lse = args[4], &delta = args[5];
+    const int64_t rank = q.rank(), L = q.shape()[rank - 2], E = q.shape().back(), S = k.shape()[rank - 2], Ev = v.shape().back();
+    const int64_t B = L > 0 && E > 0 ? q.numel() / (L * E) : 0;
+    if (B == 0 || S == 0) return;
+    const double scale = n.attrs().get_float("scale");
+    const bool causal = n.attrs().get_bool("is_causal");
+    const DType dt = q.dtype();
+    const double u = narrow_ulp(dt) + compute_roundoff(dt) * std::sqrt(static_cast<double>(L + S + E));
+    const std::vector<double> gd = doubles(dout), qd = doubles(q), kd = doubles(k), vd = doubles(v), ld = doubles(lse), dd = doubles(delta);
+    auto at = [](const std::vector<double>& x, int64_t i) { return x[static_cast<size_t>(i)]; };
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t i = 0; i < L; ++i) {
+        const double l = at(ld, b * L + i);
+        if (l == -kInf) continue;
+        for (int64_t j = 0; j < S && !(causal && j > i); ++j) {
+          double s = 0, dp = 0;
+          for (int64_t c = 0; c < E; ++c) s += at(qd, (b * L + i) * E + c) * at(kd, (b * S + j) * E + c);
+          for (int64_t c = 0; c < Ev; ++c) dp += at(gd, (b * L + i) * Ev + c) * at(vd, (b * S + j) * Ev + c);
+          const double p = std::exp(s * scale - l), ds = p * std::abs(dp - at(dd, b * L + i)) * scale;
+          for (int64_t c = 0; c < E; ++c) {
+            e[0][static_cast<size_t>((b * L + i) * E + c)] += u * ds * std::abs(at(kd, (b * S + j) * E + c));
+            e[1][static_cast<size_t>((b * S + j) * E + c)] += u * ds * std::abs(at(qd, (b * L + i) * E + c));
+          }
+          for (int64_t c = 0; c < Ev; ++c) e[2][static_cast<size_t>((b * S + j) * Ev + c)] += u * p * std::abs(at(gd, (b * L + i) * Ev + c));
+        }
+      }
+  }
+
   std::vector<std::vector<double>> propagate(const Node& n, Rule rule, std::span<const HostTensor> args,
                                              const std::vector<HostTensor>& results,
                                              const std::vector<HostTensor>& bounds_in, bool any_bound) const {
@@ -319,6 +353,11 @@ class Tracker {
         break;
       }
       case Rule::AttentionRule: {
+        if (n.op() == Op::FlashAttentionBackward) {
+          e = propagate(n, Rule::Probe, args, results, bounds_in, any_bound);
+          add_attention_backward_rounding(n, args, e);
+          break;
+        }
         // The inputs' errors as Probe finds them, then the kernels' own rounding of the output:
         // the weights reach the matmul with v rounded to the inputs' 16-bit dtype on tensor
         // cores (FlashAttention's P), and every sum runs over S keys and E features in f32 (f64):
