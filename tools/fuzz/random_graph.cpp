@@ -350,7 +350,7 @@ class Generator {
   bool normalization() {
     auto a = pick([](const TensorMeta& m) { return is_floating(m.dtype) && m.rank() >= 1; });
     if (!a) return false;
-    if (a->meta().rank() >= 2 && chance(0.2)) return attention(*a);
+    if (a->meta().rank() >= 2 && chance(0.5)) return attention(*a);
     const int64_t rank = a->meta().rank();
     if (chance(0.6))
       return add(chance(0.5) ? Op::Softmax : Op::LogSoftmax, {*a}, {{"dim", uniform(-rank, rank - 1)}}).has_value();
