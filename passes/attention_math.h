@@ -1,6 +1,6 @@
 #pragma once
 // What scaled_dot_product_attention means in graph ops, for its decomposition
-// (passes/decompose/attention.cpp) and the pattern pass that finds it written out:
+// (passes/decompose/attention.cpp, which build_joint also runs before differentiating):
 // whether a call can run as the FlashAttention primitives, and when it cannot (a mask,
 // dropout, broadcast batch dims, very wide heads), the attention written out as matmuls and a
 // softmax.

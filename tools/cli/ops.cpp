@@ -4,6 +4,8 @@
 // Custom ops loaded with --load are listed with the built-in ones.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "backend/opaque_kernels.h"
 #include "codegen/pointwise_exprs.h"
 #include "codegen/scalar_expr.h"
@@ -19,6 +21,8 @@ namespace {
 
 std::string derivative(Op op) {
   if (!autograd::is_differentiable(op)) return "none (not differentiable)";
+  auto first = autograd::decomposed_before_differentiation();
+  if (std::find(first.begin(), first.end(), op) != first.end()) return "its parts' (decomposed before differentiation)";
   return autograd::find_vjp(op) ? "yes" : "missing (differentiating it is an error)";
 }
 
@@ -39,6 +43,7 @@ std::string compiled_as(const OpInfo& info) {
     case OpCategory::View: return "indexing: a view needs no kernel of its own unless it copies";
     case OpCategory::Composite: return "no decomposition: it cannot be compiled";
     case OpCategory::Collective: return "not compiled yet (no NCCL or Gloo engine); the reference interpreter runs it for a simulated group";
+    case OpCategory::Attention: return "FlashAttention's tiled kernels (codegen/attention.h): CPU tiles, CUDA FFMA or tensor-core tiles";
     default: return std::string(category_name(info.category));
   }
 }
