@@ -2,7 +2,8 @@
 
 #include <fmt/format.h>
 
-#include <cmath>
+#include <algorithm>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
