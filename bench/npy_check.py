@@ -30,7 +30,7 @@ except ImportError as e:
     sys.exit(f"npy_check.py: needs numpy and PyTorch ({e})")
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "torch_check"))
-from kiln_models import Block, MiniGPT, ReluMLP  # noqa: E402
+from kiln_models import Block, MiniGPT, ReluMLP, causal_sdpa  # noqa: E402
 
 RTOL, ATOL = 1.3e-6, 1e-5
 SLACK = {"pointwise": 10, "softmax": 10, "layer_norm_fwd": 50, "layer_norm_bwd": 50, "cross_entropy": 10,
@@ -45,16 +45,6 @@ SLACK = {"pointwise": 10, "softmax": 10, "layer_norm_fwd": 50, "layer_norm_bwd":
          # between its ops); bf16's rtol is 1.6e-2 against f32's 1.3e-6
          "gpt2_block_train_step_bf16": 1000}
 TRAIN_SLACK = 100  # the block, the training steps
-
-
-def causal_sdpa(q, k, v):
-    """PyTorch's scaled_dot_product_attention (2.0 and later), or the same written out (1.13)."""
-    if hasattr(F, "scaled_dot_product_attention"):
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    T, S = q.shape[-2], k.shape[-2]
-    s = (q @ k.transpose(-2, -1)) * (1.0 / (q.shape[-1] ** 0.5))
-    keep = torch.ones(T, S, dtype=torch.bool, device=q.device).tril()
-    return torch.softmax(s.masked_fill(~keep, float("-inf")), dim=-1) @ v
 
 
 def load(d, entries, dev):

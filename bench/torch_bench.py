@@ -31,16 +31,6 @@ import tempfile
 import time
 
 
-def causal_sdpa(q, k, v):
-    """PyTorch's scaled_dot_product_attention (2.0 and later), or the same written out (1.13)."""
-    if hasattr(F, "scaled_dot_product_attention"):
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    T, S = q.shape[-2], k.shape[-2]
-    s = (q @ k.transpose(-2, -1)) * (1.0 / (q.shape[-1] ** 0.5))
-    keep = torch.ones(T, S, dtype=torch.bool, device=q.device).tril()
-    return torch.softmax(s.masked_fill(~keep, float("-inf")), dim=-1) @ v
-
-
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="where to run (default cuda)")
@@ -67,7 +57,7 @@ try:
 except ImportError as _e:
     sys.exit(f"torch_bench.py: PyTorch is not importable here ({_e})")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "torch_check"))
-from kiln_models import Block, MiniGPT, ReluMLP  # noqa: E402
+from kiln_models import Block, MiniGPT, ReluMLP, causal_sdpa  # noqa: E402
 
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False

@@ -20,6 +20,12 @@ int64_t cuda_shared_bytes(AttentionKernel::Pass pass, int64_t bm, int64_t bn, in
   return ((2 * bm + 2 * bn) * (head + 1) + 2 * bm * (bn + 1) + 2 * bm) * elem;
 }
 
+// The tensor-core routines' shared memory: the forward holds k and v tiles, a backward pass q,
+// dO, k and v tiles (and dK/dV's lse and delta rows), 16-bit with rows padded by 8 elements.
+int64_t tensor_core_shared_bytes(AttentionKernel::Pass pass, int64_t head) {
+  return pass == AttentionKernel::Pass::Forward ? 2 * 64 * (head + 8) * 2 : 4 * 64 * (head + 8) * 2 + 2 * 64 * 4;
+}
+
 }  // namespace
 
 int attention_dtype_code(DType dt) {
@@ -53,54 +59,45 @@ void schedule_attention(Kernel& k, const Target& t) {
     k.index_bits = 64;
     return;
   }
-  const int64_t elem = a.dtype == DType::F64 ? 8 : 4;
   a.head = round_up(std::max<int64_t>({a.E, a.Ev, 1}), 16);
-  // f16 and bf16 forwards on tensor cores (mma.sync m16n8k16: sm_80 and later), heads up to 128
-  // (the output's accumulators: head/8 x 4 floats per thread).
+  // f16 and bf16 on tensor cores (mma.sync m16n8k16: sm_80 and later), heads up to 128 (a
+  // thread's accumulators: head/8 x 4 floats per output); everything else on FFMA tiles.
   const int cc = std::stoi(t.arch.substr(3, 2));
-  if ((a.dtype == DType::F16 || a.dtype == DType::BF16) && a.head <= 128 && cc >= 80) {
-    a.tensor_cores = true;
+  a.tensor_cores = (a.dtype == DType::F16 || a.dtype == DType::BF16) && a.head <= 128 && cc >= 80;
+  int64_t bytes = 0;
+  if (a.tensor_cores) {
     a.block_m = a.block_n = 64;
-    // The forward holds k and v tiles; a backward pass q, dO, k and v tiles (and dK/dV's lse
-    // and delta rows), 16-bit with rows padded by 8 elements.
-    const int64_t bytes = a.pass == AttentionKernel::Pass::Forward ? 2 * 64 * (a.head + 8) * 2 : 4 * 64 * (a.head + 8) * 2 + 2 * 64 * 4;
-    k.launch.block = 128;
-    k.launch.grid = std::max<int64_t>(1, a.batch * ceil_div(rows, 64));
-    k.launch.shared_bytes = 0;
-    k.launch.dynamic_shared_bytes = bytes;
-    k.index_bits = 64;
-    rec.rows_per_block = 64;
+    bytes = tensor_core_shared_bytes(a.pass, a.head);
     rec.threads_per_row = 4;
-    rec.tiles = fmt::format("tiles of 64 {} x 64 {}, head padded to {}, {:.1f} KB shared", kv ? "keys" : "queries", kv ? "queries" : "keys",
-                            a.head, static_cast<double>(bytes) / 1024);
     rec.why = fmt::format("{} on tensor cores: mma.sync m16n8k16 with f32 accumulators, 4 warps of 16 {} rows{}", dtype_name(a.dtype),
                           kv ? "key" : "query", a.pass == AttentionKernel::Pass::Forward ? ", q in registers" : "");
-    k.schedule = rec;
-    return;
+  } else {
+    const int64_t elem = a.dtype == DType::F64 ? 8 : 4;
+    // Wide heads take smaller tiles: a thread's accumulators grow with the head (rows/8 x head/16).
+    int64_t bm = a.head > 128 ? 32 : 64, bn = 64;
+    while (bm > 16 && cuda_shared_bytes(a.pass, bm, bn, a.head, elem) > t.shared_memory_optin) {
+      bm /= 2;
+      bn = std::max<int64_t>(bm, 16);
+    }
+    a.block_m = bm;
+    a.block_n = bn;
+    bytes = cuda_shared_bytes(a.pass, bm, bn, a.head, elem);
+    rec.threads_per_row = 16;
+    rec.why = fmt::format("{} FFMA tiles, 128 threads as 8 row groups x 16 columns; the largest tiles whose shared memory fits {} KB",
+                          a.dtype == DType::F64 ? "f64" : "f32", t.shared_memory_optin / 1024);
   }
-  // Wide heads take smaller tiles: a thread's accumulators grow with the head (rows/8 x head/16).
-  int64_t bm = a.head > 128 ? 32 : 64, bn = 64;
-  while (bm > 16 && cuda_shared_bytes(a.pass, bm, bn, a.head, elem) > t.shared_memory_optin) {
-    bm /= 2;
-    bn = std::max<int64_t>(bm, 16);
-  }
-  int64_t bytes = cuda_shared_bytes(a.pass, bm, bn, a.head, elem);
   if (bytes > t.shared_memory_optin)
     fail("attention {} of head {} in {} needs {} bytes of shared memory at its smallest tiles; this GPU gives {}", attention_pass_name(a.pass),
          a.head, dtype_name(a.dtype), bytes, t.shared_memory_optin);
-  a.block_m = bm;
-  a.block_n = bn;
+  const int64_t own = kv ? a.block_n : a.block_m, other = kv ? a.block_m : a.block_n;  // the grid's tiles, the walked ones
   k.launch.block = 128;
-  k.launch.grid = std::max<int64_t>(1, a.batch * ceil_div(rows, kv ? bn : bm));  // an empty call: one block that returns
+  k.launch.grid = std::max<int64_t>(1, a.batch * ceil_div(rows, own));  // an empty call: one block that returns
   k.launch.shared_bytes = 0;
   k.launch.dynamic_shared_bytes = bytes;
   k.index_bits = 64;
-  rec.rows_per_block = kv ? bn : bm;
-  rec.threads_per_row = 16;
-  rec.tiles = fmt::format("tiles of {} {} x {} {}, head padded to {}, {:.1f} KB shared", kv ? bn : bm, kv ? "keys" : "queries",
-                          kv ? bm : bn, kv ? "queries" : "keys", a.head, static_cast<double>(bytes) / 1024);
-  rec.why = fmt::format("{} FFMA tiles, 128 threads as 8 row groups x 16 columns; the largest tiles whose shared memory fits {} KB",
-                        a.dtype == DType::F64 ? "f64" : "f32", t.shared_memory_optin / 1024);
+  rec.rows_per_block = own;
+  rec.tiles = fmt::format("tiles of {} {} x {} {}, head padded to {}, {:.1f} KB shared", own, kv ? "keys" : "queries", other,
+                          kv ? "queries" : "keys", a.head, static_cast<double>(bytes) / 1024);
   k.schedule = rec;
 }
 

@@ -195,11 +195,67 @@ template <int DT> __device__ __forceinline__ void kiln_mma16816(float (&c)[4], c
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-template <int DT> __device__ __forceinline__ uint32_t kiln_pack2(float lo, float hi) {
-  const uint16_t a = DT == 3 ? kiln_f2bf(lo) : kiln_f2h(lo), b = DT == 3 ? kiln_f2bf(hi) : kiln_f2h(hi);
-  return (uint32_t)a | ((uint32_t)b << 16);
-}
+template <int DT> __device__ __forceinline__ uint16_t kiln_to16(float x) { return DT == 3 ? kiln_f2bf(x) : kiln_f2h(x); }
 __device__ __forceinline__ uint32_t kiln_u16x2(uint16_t lo, uint16_t hi) { return (uint32_t)lo | ((uint32_t)hi << 16); }
+template <int DT> __device__ __forceinline__ uint32_t kiln_pack2(float lo, float hi) { return kiln_u16x2(kiln_to16<DT>(lo), kiln_to16<DT>(hi)); }
+// The A fragment of columns [16 kc, 16 kc + 16) of a 16-row product held as C fragments (8
+// columns each): what P (or dS) feeds its next matmul, rounded to 16 bits.
+template <int DT, int N> __device__ __forceinline__ void kiln_c2a(uint32_t (&a)[4], const float (&c)[N][4], int kc) {
+  a[0] = kiln_pack2<DT>(c[2 * kc][0], c[2 * kc][1]);
+  a[1] = kiln_pack2<DT>(c[2 * kc][2], c[2 * kc][3]);
+  a[2] = kiln_pack2<DT>(c[2 * kc + 1][0], c[2 * kc + 1][1]);
+  a[3] = kiln_pack2<DT>(c[2 * kc + 1][2], c[2 * kc + 1][3]);
+}
+
+// A fragment of rows [r, r + 16) of a u16 tile T[.][D + 8] at columns [c, c + 16) (c even).
+__device__ __forceinline__ void kiln_afrag(uint32_t (&a)[4], const uint16_t* t, int stride, int r, int c) {
+  const int g = (threadIdx.x % 32) / 4, q = threadIdx.x % 4;
+  const uint16_t* lo = t + (r + g) * stride + c + 2 * q;
+  const uint16_t* hi = lo + 8 * stride;
+  a[0] = *(const uint32_t*)lo;
+  a[1] = *(const uint32_t*)hi;
+  a[2] = *(const uint32_t*)(lo + 8);
+  a[3] = *(const uint32_t*)(hi + 8);
+}
+// B fragment (k x 8) where B[k][n] = T[n0 + n][c + k]: a row of T per column (q kᵀ's k).
+__device__ __forceinline__ void kiln_bfrag_rows(uint32_t& b0, uint32_t& b1, const uint16_t* t, int stride, int n0, int c) {
+  const int g = (threadIdx.x % 32) / 4, q = threadIdx.x % 4;
+  const uint16_t* p = t + (n0 + g) * stride + c + 2 * q;
+  b0 = *(const uint32_t*)p;
+  b1 = *(const uint32_t*)(p + 8);
+}
+// B fragment (k x 8) where B[k][n] = T[k0 + k][n0 + n]: a column of T per column (P v's v).
+__device__ __forceinline__ void kiln_bfrag_cols(uint32_t& b0, uint32_t& b1, const uint16_t* t, int stride, int k0, int n0) {
+  const int g = (threadIdx.x % 32) / 4, q = threadIdx.x % 4;
+  const uint16_t* p = t + (k0 + 2 * q) * stride + n0 + g;
+  b0 = kiln_u16x2(p[0], p[stride]);
+  b1 = kiln_u16x2(p[8 * stride], p[9 * stride]);
+}
+
+// Two products of a warp's 16 rows with a tile's NT x 8 rows, over KC chunks of 16 columns:
+// x = X[row..] Bxᵀ and y = Y[row..] Byᵀ (the backward's scores and dO vᵀ, side by side).
+template <int DT, int KC, int NT>
+__device__ __forceinline__ void kiln_mma_pair(float (&x)[NT][4], float (&y)[NT][4], const uint16_t* X, const uint16_t* Y,
+                                              const uint16_t* Bx, const uint16_t* By, int stride, int row) {
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) x[j][e] = y[j][e] = 0.f;
+#pragma unroll
+  for (int kc = 0; kc < KC; ++kc) {
+    uint32_t xa[4], ya[4];
+    kiln_afrag(xa, X, stride, row, kc * 16);
+    kiln_afrag(ya, Y, stride, row, kc * 16);
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      uint32_t b0, b1;
+      kiln_bfrag_rows(b0, b1, Bx, stride, j * 8, kc * 16);
+      kiln_mma16816<DT>(x[j], xa, b0, b1);
+      kiln_bfrag_rows(b0, b1, By, stride, j * 8, kc * 16);
+      kiln_mma16816<DT>(y[j], ya, b0, b1);
+    }
+  }
+}
 
 // rows [r0, r0 + R) of a [n, cols] u16 matrix into T[R][D + 8] (zero past n rows or cols
 // columns); 16-byte accesses when the rows are (cols a multiple of 8).
@@ -260,8 +316,9 @@ __device__ __forceinline__ void kiln_attn_fwd_mma(const uint16_t* __restrict__ q
       s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
 #pragma unroll
       for (int kc = 0; kc < KC; ++kc) {
-        const uint16_t* kr = Ks + (j * 8 + g) * (D + 8) + kc * 16 + 2 * t;
-        kiln_mma16816<DT>(s[j], qa[kc], *(const uint32_t*)kr, *(const uint32_t*)(kr + 8));
+        uint32_t b0, b1;
+        kiln_bfrag_rows(b0, b1, Ks, D + 8, j * 8, kc * 16);
+        kiln_mma16816<DT>(s[j], qa[kc], b0, b1);
       }
     }
     // Scale and mask; the rows' running max over the 4 lanes of a row.
@@ -306,13 +363,13 @@ __device__ __forceinline__ void kiln_attn_fwd_mma(const uint16_t* __restrict__ q
     // O += P V: P's C fragments are A fragments of 16 keys; V's B fragments from shared memory.
 #pragma unroll
     for (int kc = 0; kc < BN / 16; ++kc) {
-      uint32_t pa[4] = {kiln_pack2<DT>(s[2 * kc][0], s[2 * kc][1]), kiln_pack2<DT>(s[2 * kc][2], s[2 * kc][3]),
-                        kiln_pack2<DT>(s[2 * kc + 1][0], s[2 * kc + 1][1]), kiln_pack2<DT>(s[2 * kc + 1][2], s[2 * kc + 1][3])};
-      const uint16_t* vr = Vs + (kc * 16 + 2 * t) * (D + 8) + g;
+      uint32_t pa[4];
+      kiln_c2a<DT>(pa, s, kc);
 #pragma unroll
       for (int d = 0; d < DT8; ++d) {
-        const uint16_t* vd = vr + d * 8;
-        kiln_mma16816<DT>(o[d], pa, kiln_u16x2(vd[0], vd[D + 8]), kiln_u16x2(vd[8 * (D + 8)], vd[9 * (D + 8)]));
+        uint32_t b0, b1;
+        kiln_bfrag_cols(b0, b1, Vs, D + 8, kc * 16, d * 8);
+        kiln_mma16816<DT>(o[d], pa, b0, b1);
       }
     }
   }
@@ -327,35 +384,10 @@ __device__ __forceinline__ void kiln_attn_fwd_mma(const uint16_t* __restrict__ q
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int c = d * 8 + 2 * t + e;
-        if (c < Ev) ob[qi * Ev + c] = DT == 3 ? kiln_f2bf(o[d][2 * h + e] * inv) : kiln_f2h(o[d][2 * h + e] * inv);
+        if (c < Ev) ob[qi * Ev + c] = kiln_to16<DT>(o[d][2 * h + e] * inv);
       }
     if (t == 0) lse[b * L + qi] = l[h] > 0.f ? m[h] + kiln_log(l[h]) : -KILN_INFF;
   }
-}
-
-// A fragment of rows [r, r + 16) of a u16 tile T[.][D + 8] at columns [c, c + 16) (c even).
-__device__ __forceinline__ void kiln_afrag(uint32_t (&a)[4], const uint16_t* t, int stride, int r, int c) {
-  const int g = (threadIdx.x % 32) / 4, q = threadIdx.x % 4;
-  const uint16_t* lo = t + (r + g) * stride + c + 2 * q;
-  const uint16_t* hi = lo + 8 * stride;
-  a[0] = *(const uint32_t*)lo;
-  a[1] = *(const uint32_t*)hi;
-  a[2] = *(const uint32_t*)(lo + 8);
-  a[3] = *(const uint32_t*)(hi + 8);
-}
-// B fragment (k x 8) where B[k][n] = T[n0 + n][c + k]: a row of T per column (q kᵀ's k).
-__device__ __forceinline__ void kiln_bfrag_rows(uint32_t& b0, uint32_t& b1, const uint16_t* t, int stride, int n0, int c) {
-  const int g = (threadIdx.x % 32) / 4, q = threadIdx.x % 4;
-  const uint16_t* p = t + (n0 + g) * stride + c + 2 * q;
-  b0 = *(const uint32_t*)p;
-  b1 = *(const uint32_t*)(p + 8);
-}
-// B fragment (k x 8) where B[k][n] = T[k0 + k][n0 + n]: a column of T per column (P v's v).
-__device__ __forceinline__ void kiln_bfrag_cols(uint32_t& b0, uint32_t& b1, const uint16_t* t, int stride, int k0, int n0) {
-  const int g = (threadIdx.x % 32) / 4, q = threadIdx.x % 4;
-  const uint16_t* p = t + (k0 + 2 * q) * stride + n0 + g;
-  b0 = kiln_u16x2(p[0], p[stride]);
-  b1 = kiln_u16x2(p[8 * stride], p[9 * stride]);
 }
 
 // Backward on tensor cores, dK and dV: block (b, tile of 64 keys), 4 warps of 16 keys; each
@@ -397,24 +429,7 @@ __device__ __forceinline__ void kiln_attn_bwd_kv_mma(const uint16_t* __restrict_
     }
     __syncthreads();
     float p[NT][4], dp[NT][4];
-#pragma unroll
-    for (int j = 0; j < NT; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) p[j][e] = dp[j][e] = 0.f;
-#pragma unroll
-    for (int kc = 0; kc < KC; ++kc) {
-      uint32_t ka[4], va[4];
-      kiln_afrag(ka, Ks, ST, warp * 16, kc * 16);
-      kiln_afrag(va, Vs, ST, warp * 16, kc * 16);
-#pragma unroll
-      for (int j = 0; j < NT; ++j) {
-        uint32_t b0, b1;
-        kiln_bfrag_rows(b0, b1, Qs, ST, j * 8, kc * 16);
-        kiln_mma16816<DT>(p[j], ka, b0, b1);
-        kiln_bfrag_rows(b0, b1, Os, ST, j * 8, kc * 16);
-        kiln_mma16816<DT>(dp[j], va, b0, b1);
-      }
-    }
+    kiln_mma_pair<DT, KC, NT>(p, dp, Ks, Vs, Qs, Os, ST, warp * 16);
     // Pᵀ and dSᵀ: rows are keys (key_lo, key_hi), columns queries.
 #pragma unroll
     for (int j = 0; j < NT; ++j)
@@ -430,10 +445,9 @@ __device__ __forceinline__ void kiln_attn_bwd_kv_mma(const uint16_t* __restrict_
     // dV += Pᵀ dO, dK += dSᵀ q over the tile's 64 queries.
 #pragma unroll
     for (int kc = 0; kc < BM / 16; ++kc) {
-      uint32_t pa[4] = {kiln_pack2<DT>(p[2 * kc][0], p[2 * kc][1]), kiln_pack2<DT>(p[2 * kc][2], p[2 * kc][3]),
-                        kiln_pack2<DT>(p[2 * kc + 1][0], p[2 * kc + 1][1]), kiln_pack2<DT>(p[2 * kc + 1][2], p[2 * kc + 1][3])};
-      uint32_t sa[4] = {kiln_pack2<DT>(dp[2 * kc][0], dp[2 * kc][1]), kiln_pack2<DT>(dp[2 * kc][2], dp[2 * kc][3]),
-                        kiln_pack2<DT>(dp[2 * kc + 1][0], dp[2 * kc + 1][1]), kiln_pack2<DT>(dp[2 * kc + 1][2], dp[2 * kc + 1][3])};
+      uint32_t pa[4], sa[4];
+      kiln_c2a<DT>(pa, p, kc);
+      kiln_c2a<DT>(sa, dp, kc);
 #pragma unroll
       for (int d = 0; d < DT8; ++d) {
         uint32_t b0, b1;
@@ -453,8 +467,8 @@ __device__ __forceinline__ void kiln_attn_bwd_kv_mma(const uint16_t* __restrict_
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int c = d * 8 + 2 * t + e;
-        if (c < E) dk[(b * S + kj) * E + c] = DT == 3 ? kiln_f2bf(gk[d][2 * h + e] * scale) : kiln_f2h(gk[d][2 * h + e] * scale);
-        if (c < Ev) dv[(b * S + kj) * Ev + c] = DT == 3 ? kiln_f2bf(gv[d][2 * h + e]) : kiln_f2h(gv[d][2 * h + e]);
+        if (c < E) dk[(b * S + kj) * E + c] = kiln_to16<DT>(gk[d][2 * h + e] * scale);
+        if (c < Ev) dv[(b * S + kj) * Ev + c] = kiln_to16<DT>(gv[d][2 * h + e]);
       }
   }
 }
@@ -491,24 +505,7 @@ __device__ __forceinline__ void kiln_attn_bwd_q_mma(const uint16_t* __restrict__
     kiln_attn_tile16<BN, D>(Vs, v + b * S * Ev, k0, S, Ev);
     __syncthreads();
     float p[NT][4], dp[NT][4];
-#pragma unroll
-    for (int j = 0; j < NT; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) p[j][e] = dp[j][e] = 0.f;
-#pragma unroll
-    for (int kc = 0; kc < KC; ++kc) {
-      uint32_t qa[4], oa[4];
-      kiln_afrag(qa, Qs, ST, warp * 16, kc * 16);
-      kiln_afrag(oa, Os, ST, warp * 16, kc * 16);
-#pragma unroll
-      for (int j = 0; j < NT; ++j) {
-        uint32_t b0, b1;
-        kiln_bfrag_rows(b0, b1, Ks, ST, j * 8, kc * 16);
-        kiln_mma16816<DT>(p[j], qa, b0, b1);
-        kiln_bfrag_rows(b0, b1, Vs, ST, j * 8, kc * 16);
-        kiln_mma16816<DT>(dp[j], oa, b0, b1);
-      }
-    }
+    kiln_mma_pair<DT, KC, NT>(p, dp, Qs, Os, Ks, Vs, ST, warp * 16);
 #pragma unroll
     for (int j = 0; j < NT; ++j)
 #pragma unroll
@@ -521,8 +518,8 @@ __device__ __forceinline__ void kiln_attn_bwd_q_mma(const uint16_t* __restrict__
       }
 #pragma unroll
     for (int kc = 0; kc < BN / 16; ++kc) {
-      uint32_t sa[4] = {kiln_pack2<DT>(dp[2 * kc][0], dp[2 * kc][1]), kiln_pack2<DT>(dp[2 * kc][2], dp[2 * kc][3]),
-                        kiln_pack2<DT>(dp[2 * kc + 1][0], dp[2 * kc + 1][1]), kiln_pack2<DT>(dp[2 * kc + 1][2], dp[2 * kc + 1][3])};
+      uint32_t sa[4];
+      kiln_c2a<DT>(sa, dp, kc);
 #pragma unroll
       for (int d = 0; d < DT8; ++d) {
         uint32_t b0, b1;
@@ -540,7 +537,7 @@ __device__ __forceinline__ void kiln_attn_bwd_q_mma(const uint16_t* __restrict__
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int c = d * 8 + 2 * t + e;
-        if (c < E) dq[(b * L + qi) * E + c] = DT == 3 ? kiln_f2bf(gq[d][2 * h + e] * scale) : kiln_f2h(gq[d][2 * h + e] * scale);
+        if (c < E) dq[(b * L + qi) * E + c] = kiln_to16<DT>(gq[d][2 * h + e] * scale);
       }
   }
 }

@@ -58,8 +58,7 @@ void GraphLowering::lower_attention(const FusionGroup& grp) {
     return;
   }
   // inputs: dout, q, k, v, lse, delta; results: dq, dk, dv.
-  std::vector<int> in(inputs.begin(), inputs.end());
-  std::vector<int> kv = in, q = in;
+  std::vector<int> kv = inputs, q = inputs;
   kv.push_back(results[1]);
   kv.push_back(results[2]);
   q.push_back(results[0]);

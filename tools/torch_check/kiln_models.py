@@ -11,6 +11,16 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
+def causal_sdpa(q, k, v):
+    """PyTorch's scaled_dot_product_attention (2.0 and later), or the same written out (1.13)."""
+    if hasattr(F, "scaled_dot_product_attention"):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    T, S = q.shape[-2], k.shape[-2]
+    s = (q @ k.transpose(-2, -1)) * (1.0 / (q.shape[-1] ** 0.5))
+    keep = torch.ones(T, S, dtype=torch.bool, device=q.device).tril()
+    return torch.softmax(s.masked_fill(~keep, float("-inf")), dim=-1) @ v
+
+
 class MLP(nn.Module):
     """nn::MLP: Linear(d, hidden) -> exact GELU -> Linear(hidden, d); hidden 0 means 4*d."""
 
