@@ -11,6 +11,7 @@
 #include <set>
 
 #include "codegen/c_family.h"
+#include "codegen/tiling.h"
 #include "codegen/vectorize.h"
 #include "ir/error.h"
 
@@ -131,6 +132,7 @@ class CudaEmitter : public CEmitter {
   void kernel_body(int ind) {
     StmtPtr top = sole_loop(k_.body);
     if (top && top->map == LoopMap::GpuGridStride && top->vector > 0) return vectorized(top, top->vector, ind);
+    if (top && top->map == LoopMap::GpuTiles) return tiled(top, ind);
     stmt(k_.body, ind);
   }
 
@@ -363,6 +365,71 @@ class CudaEmitter : public CEmitter {
   void barrier(const StmtPtr&, int ind) override { line(ind, "__syncthreads();"); }
 
  private:
+  // A flat loop in tiles of its [rows, cols] view (Stmt::tiles, codegen/tiling.h), one tile per
+  // block: each transposed load first read down the tile's columns into shared memory (a
+  // warp's 32 lanes on 32 consecutive rows, contiguous in that buffer), then the body run
+  // along its rows (a warp's lanes on 32 consecutive columns, the output's contiguous dim)
+  // with those loads read from shared memory.
+  void tiled(const StmtPtr& s, int ind) {
+    const TilePlan& t = s->tiles;
+    const std::string& v = s->name;
+    std::string_view I = d_.index_type;
+    const int64_t T = t.tile, row_tiles = (t.rows + T - 1) / T, col_tiles = (t.cols + T - 1) / T;
+    const bool whole = t.rows % T == 0 && t.cols % T == 0;
+    auto lit = [&](int64_t x) { return int_literal(x, d_); };
+    if (!s->comment.empty()) line(ind, "// " + s->comment);
+    line(ind, fmt::format("// as [{}, {}] in tiles of {} x {}, one per block: the transposed loads through shared memory", t.rows,
+                          t.cols, T, T));
+    for (size_t n = 0; n < t.loads.size(); ++n)
+      line(ind, fmt::format("__shared__ {} {}[{}];  // {}", c_storage_type(t.loads[n]->dtype), tile_array_name(t, n),
+                            tile_array_elements(t), print_expr(t.loads[n])));
+    std::string tv = v + "_tile", e = v + "_e", r0 = v + "_r0", c0 = v + "_c0", r = v + "_r", c = v + "_c";
+    line(ind, fmt::format("for ({0} {1} = blockIdx.x; {1} < {2}; {1} += gridDim.x) {{", I, tv, lit(row_tiles * col_tiles)));
+    line(ind + 1, fmt::format("const {0} {1} = {2} / {3} * {4}, {5} = {2} % {3} * {4};", I, r0, tv, lit(col_tiles), lit(T), c0));
+    line(ind + 1, fmt::format("// down the columns: lane {0} % {1} on row {2} + {0} % {1} (a tile's edge repeats the last row or column)", e, T, r0));
+    tile_elements(e, T * T, ind + 1);
+    line(ind + 2, fmt::format("const {0} {1} = kiln_imin({2} + {3} % {4}, {5}) * {6} + kiln_imin({7} + {3} / {4}, {8});", I, v, r0, e, T,
+                              lit(t.rows - 1), lit(t.cols), c0, lit(t.cols - 1)));
+    for (size_t n = 0; n < t.loads.size(); ++n)
+      line(ind + 2, fmt::format("{}[{} / {} * {} + {} % {}] = {}[{}];", tile_array_name(t, n), e, T, T + 1, e, T, t.loads[n]->name,
+                                expr(t.loads[n]->args[0])));
+    line(ind + 1, "}");
+    line(ind + 1, "__syncthreads();");
+    line(ind + 1, fmt::format("// along the rows: lane {0} % {1} on column {2} + {0} % {1}", e, T, c0));
+    tile_elements(e, T * T, ind + 1);
+    line(ind + 2, fmt::format("const {0} {1} = {2} + {3} / {4}, {5} = {6} + {3} % {4};", I, r, r0, e, T, c, c0));
+    int b = ind + 2;
+    if (!whole) line(b++, fmt::format("if ({} < {} && {} < {}) {{", r, lit(t.rows), c, lit(t.cols)));
+    line(b, fmt::format("const {} {} = {} * {} + {};", I, v, r, lit(t.cols), c));
+    // The staged loads: the element (r, c) of the tile sits at column c % T, row r % T.
+    ExprPtr ev = var(e, 0, T * T - 1);
+    ExprPtr at = add(mul(mod(ev, imm(T)), imm(T + 1)), floordiv(ev, imm(T)));
+    std::map<std::string, std::string> staged;
+    for (size_t n = 0; n < t.loads.size(); ++n) staged[t.loads[n]->name + "@" + print_expr(t.loads[n]->args[0])] = tile_array_name(t, n);
+    StmtPtr body = rewrite_exprs(block(s->body), [&](const ExprPtr& x) {
+      if (x->kind != ExprKind::Load) return x;
+      auto it = staged.find(x->name + "@" + print_expr(x->args[0]));
+      return it == staged.end() ? x : load(it->second, x->dtype, at);
+    });
+    runs_.push_back(Runs::Thread);
+    stmt(body, b);
+    runs_.pop_back();
+    if (!whole) line(ind + 2, "}");
+    line(ind + 1, "}");
+    line(ind + 1, "__syncthreads();  // before the next tile overwrites shared memory");
+    line(ind, "}");
+  }
+
+  // The head of a loop over a tile's `n` elements `e`, every thread of the block taking n /
+  // block of them, unrolled so that all its loads are in flight at once.
+  void tile_elements(const std::string& e, int64_t n, int ind) {
+    const int64_t block = k_.launch.block;
+    if (n % block != 0) return line(ind, fmt::format("for (int {0} = threadIdx.x; {0} < {1}; {0} += blockDim.x) {{", e, n));
+    line(ind, "#pragma unroll");
+    line(ind, fmt::format("for (int {0}_k = 0; {0}_k < {1}; ++{0}_k) {{", e, n / block));
+    line(ind + 1, fmt::format("const int {0} = threadIdx.x + {0}_k * {1};", e, block));
+  }
+
   // The grid-stride loop on 16-byte vectors (Stmt::vector), then the scalar tail.
   void vectorized(const StmtPtr& s, int width, int ind) {
     const std::string& v = s->name;
@@ -430,6 +497,10 @@ class CudaEmitter : public CEmitter {
 int64_t cuda_shared_bytes(const Kernel& k) {
   int64_t bytes = 0;
   for (auto& [name, type] : scratch_arrays(k)) bytes += kScratchSlots * (type == "float" ? 4 : 8);
+  visit(k.body, [&](const Stmt& s) {
+    if (s.kind == StmtKind::For && s.map == LoopMap::GpuTiles)
+      for (auto& l : s.tiles.loads) bytes += tile_array_elements(s.tiles) * dtype_size(l->dtype);
+  });
   return bytes;
 }
 

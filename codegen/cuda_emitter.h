@@ -49,6 +49,9 @@
 //   GpuThreads     for (v = threadIdx.x; v < E; v += blockDim.x)
 //   GpuLanes       for (v = threadIdx.x % 32; v < E; v += 32)
 //   Serial         for (v = 0; v < E; ++v)
+//   GpuTiles       for (tile = blockIdx.x; tile < tiles; tile += gridDim.x) { stage the transposed loads
+//                  in __shared__ tiles; __syncthreads(); run the body over the tile's elements;
+//                  __syncthreads(); }   (Stmt::tiles, codegen/tiling.h)
 // A share loop with Stmt::vector = W takes W consecutive elements per iteration (one access
 // per buffer). A row loop with Stmt::held first loads each held row into `<b>_held[h]`
 // (vector tid + h*T of the row, T the threads per row), and its share loops that read those

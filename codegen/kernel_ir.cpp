@@ -48,6 +48,7 @@ std::string_view loop_map_name(LoopMap m) {
     case LoopMap::GpuWarps: return "gpu_warps";
     case LoopMap::GpuThreads: return "gpu_threads";
     case LoopMap::GpuLanes: return "gpu_lanes";
+    case LoopMap::GpuTiles: return "gpu_tiles";
   }
   return "?";
 }
@@ -58,7 +59,8 @@ bool is_gpu_map(LoopMap m) {
     case LoopMap::GpuBlocks:
     case LoopMap::GpuWarps:
     case LoopMap::GpuThreads:
-    case LoopMap::GpuLanes: return true;
+    case LoopMap::GpuLanes:
+    case LoopMap::GpuTiles: return true;
     default: return false;
   }
 }
@@ -370,6 +372,12 @@ std::string print_stmt(const StmtPtr& s, int indent) {
         map = s->map == LoopMap::CpuThreads ? fmt::format(" @cpu_threads(grain {})", s->grain) : fmt::format(" @{}", loop_map_name(s->map));
       if (s->vector > 0) map += fmt::format(" x{}", s->vector);
       if (!s->held.empty()) map += fmt::format(" hold({}: {} vectors per thread)", fmt::join(s->held, ", "), s->held_vectors);
+      if (s->map == LoopMap::GpuTiles) {
+        std::vector<std::string> loads;
+        for (auto& l : s->tiles.loads) loads.push_back(print_expr(l));
+        map += fmt::format(" as [{}, {}] in {}x{} tiles, through shared memory: {}", s->tiles.rows, s->tiles.cols, s->tiles.tile,
+                           s->tiles.tile, fmt::join(loads, ", "));
+      }
       out = fmt::format("{}{} for {} in 0..{}{} {{{}\n", pad, loop_kind_name(s->loop), s->name, s->extent, map,
                         s->comment.empty() ? "" : "  # " + s->comment);
       for (auto& b : s->body) out += print_stmt(b, indent + 1);

@@ -94,6 +94,8 @@ enum class LoopMap : uint8_t {
   GpuWarps,       // one iteration per warp, warp-stride over the grid's warps
   GpuThreads,     // iterations spread over the threads of the block (inside GpuBlocks)
   GpuLanes,       // iterations spread over the lanes of the warp (inside GpuWarps)
+  GpuTiles,       // a flat loop as [rows, cols] tiles, one per block, its transposed loads staged
+                  // through shared memory (Stmt::tiles; codegen/tiling.h)
 };
 bool is_gpu_map(LoopMap m);
 // SumExp is online softmax's accumulator (Milakov & Gimelshein): the running max `<name>_max`
@@ -142,6 +144,14 @@ ExprPtr call(const std::string& fn, DType dt, std::vector<ExprPtr> args);
 ExprPtr select(ExprPtr cond, ExprPtr a, ExprPtr b);
 ExprPtr with_args(const Expr& e, std::vector<ExprPtr> args);  // a copy of e with new children
 
+// How a loop mapped GpuTiles runs (codegen/tiling.h): its extent seen as [rows, cols]
+// (i = r * cols + c), tile x tile blocks of it, and the loads read along r through shared memory.
+struct TilePlan {
+  int64_t rows = 0, cols = 0;
+  int tile = 0;
+  std::vector<ExprPtr> loads;
+};
+
 struct Stmt;
 using StmtPtr = std::shared_ptr<const Stmt>;
 
@@ -174,6 +184,7 @@ struct Stmt {
   // row then reads instead of memory.
   std::vector<std::string> held;
   int64_t held_vectors = 0;
+  TilePlan tiles;  // GpuTiles only
   std::vector<ExprPtr> exprs;
   std::vector<StmtPtr> body;
   std::string comment;

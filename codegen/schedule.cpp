@@ -4,6 +4,7 @@
 #include "codegen/attention.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <climits>
@@ -11,6 +12,7 @@
 #include <set>
 
 #include "codegen/cuda_emitter.h"
+#include "codegen/tiling.h"
 #include "codegen/vectorize.h"
 #include "ir/error.h"
 
@@ -293,6 +295,29 @@ void schedule_cuda(Kernel& k, const Target& t) {
       return with_map(inner, m);
     };
     if (!nested) {
+      if (auto plan = transposed_reads(k, s)) {
+        // Transposed reads: tiles of the loop's [rows, cols] view, one per block, staged
+        // through shared memory (codegen/tiling.h).
+        auto tiled = std::make_shared<Stmt>(*with_map(s, LoopMap::GpuTiles));
+        int64_t tiles = ((plan->rows + plan->tile - 1) / plan->tile) * ((plan->cols + plan->tile - 1) / plan->tile);
+        launch.block = t.pointwise_block;
+        launch.grid = grid_of(1, tiles);
+        std::vector<std::string> names;
+        std::set<std::string> buffers;
+        int64_t bytes = 0;
+        for (auto& l : plan->loads) {
+          if (buffers.insert(l->name).second) names.push_back(l->name);
+          bytes += tile_array_elements(*plan) * dtype_size(l->dtype);
+        }
+        rec = {"block per tile", 0, 0, 0, {}, 0,
+               fmt::format("{} read down the output's columns, a transposed view: staged through shared memory, coalesced on both sides",
+                           fmt::join(names, ", ")),
+               fmt::format("tiles of {} x {} of the loop as [{}, {}], {:.1f} KB shared", plan->tile, plan->tile, plan->rows, plan->cols,
+                           bytes / 1024.0)};
+        tiled->tiles = std::move(*plan);
+        out.push_back(tiled);
+        continue;
+      }
       launch.block = std::min<int64_t>(t.pointwise_block, std::max<int64_t>(32, round_up(s->extent, 32)));
       launch.grid = grid_of(launch.block, s->extent);
       out.push_back(with_map(s, LoopMap::GpuGridStride));

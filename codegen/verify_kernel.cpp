@@ -63,7 +63,8 @@ class KernelVerifier {
   // The innermost loop mapped to threads or lanes we are in, if any.
   const Stmt* thread_loop() const {
     for (size_t i = loops_.size(); i-- > 0;)
-      if (loops_[i].s->map == LoopMap::GpuThreads || loops_[i].s->map == LoopMap::GpuLanes || loops_[i].s->map == LoopMap::GpuGridStride)
+      if (loops_[i].s->map == LoopMap::GpuThreads || loops_[i].s->map == LoopMap::GpuLanes || loops_[i].s->map == LoopMap::GpuGridStride ||
+          loops_[i].s->map == LoopMap::GpuTiles)
         return loops_[i].s;
     return nullptr;
   }
@@ -138,14 +139,25 @@ class KernelVerifier {
         if (declared(s->name)) broken(fmt::format("loop variable '{}' shadows a declaration", s->name), s);
         LoopMap m = s->map;
         bool in_thread = thread_loop() != nullptr;
-        if ((m == LoopMap::GpuGridStride || m == LoopMap::GpuBlocks || m == LoopMap::GpuWarps) && (in_thread || enclosing_map(LoopMap::GpuBlocks) || enclosing_map(LoopMap::GpuWarps)))
+        bool grid = m == LoopMap::GpuGridStride || m == LoopMap::GpuBlocks || m == LoopMap::GpuWarps || m == LoopMap::GpuTiles;
+        if (grid && (in_thread || enclosing_map(LoopMap::GpuBlocks) || enclosing_map(LoopMap::GpuWarps)))
           broken(fmt::format("a loop mapped to {} inside a loop mapped to the grid", loop_map_name(m)), s);
         if (m == LoopMap::GpuThreads && (!enclosing_map(LoopMap::GpuBlocks) || in_thread))
           broken("a loop mapped to the threads of a block outside a block-mapped loop (or inside a thread-mapped one)", s);
         if (m == LoopMap::GpuLanes && (!enclosing_map(LoopMap::GpuWarps) || in_thread))
           broken("a loop mapped to the lanes of a warp outside a warp-mapped loop (or inside a thread-mapped one)", s);
+        if (m == LoopMap::GpuTiles) {
+          const TilePlan& t = s->tiles;
+          if (t.tile <= 0 || t.rows * t.cols != s->extent || t.loads.empty()) broken("a tiled loop whose plan does not cover its extent", s);
+          for (auto& b : s->body)
+            visit(b, [&](const Stmt& x) {
+              if (x.kind == StmtKind::For) broken("a tiled loop with a loop inside", s);
+            });
+          for (auto& l : t.loads)
+            if (l->kind != ExprKind::Load || !buffers_.count(l->name)) broken("a tiled loop stages a load of an unknown buffer", s);
+        }
         if (s->loop == LoopKind::Ordered && is_gpu_map(m)) broken("an ordered loop spread over GPU threads", s);
-        if (s->loop == LoopKind::Reduction && (m == LoopMap::GpuGridStride || m == LoopMap::GpuBlocks || m == LoopMap::GpuWarps || m == LoopMap::CpuThreads))
+        if (s->loop == LoopKind::Reduction && (grid || m == LoopMap::CpuThreads))
           broken("a reduction loop spread over independent workers with no combine", s);
         loops_.push_back({s, scopes_.size()});
         scopes_.emplace_back();

@@ -186,6 +186,32 @@ TEST_P(BackendShapes, StridedGraphInputs) {
   expect_matches_reference(g, inputs_for(g, 23), 2);
 }
 
+// Reads through transposed and permuted views, which CUDA stages through shared-memory tiles
+// (codegen/tiling.h): odd sizes whose edge tiles are partial, a batched transpose, a 4-d
+// permute that moves the contiguous dim, a buffer read both ways in one kernel, two
+// transposed inputs side by side, in every float type and i32.
+TEST_P(BackendShapes, TransposedAndPermutedReads) {
+  KILN_REQUIRE_JIT();
+  for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I32}) {
+    SCOPED_TRACE(fmt::format("transposed and permuted reads in {}", dtype_name(dt)));
+    Graph g(fmt::format("transposed_{}", dtype_name(dt)));
+    Builder b(g);
+    Var x = input(b, "x", T(dt, {45, 37}));
+    Var w = input(b, "w", T(dt, {45}));
+    Var z = input(b, "z", T(dt, {3, 40, 50}));
+    Var sq = input(b, "sq", T(dt, {64, 64}));
+    Var h = input(b, "h", T(dt, {2, 33, 4, 20}));
+    Var a = input(b, "a", T(dt, {40, 96}));
+    Var c = input(b, "c", T(dt, {40, 96}));
+    Var xt = b.transpose(x, 0, 1);  // [37, 45]
+    bool fl = is_floating(dt);
+    Var zp = b.permute(z, {0, 2, 1});  // [3, 50, 40]
+    g.set_outputs({fl ? b.exp(xt) * w + b.sigmoid(xt) : xt * w + xt, zp + zp, sq + b.transpose(sq, 0, 1),
+                   b.contiguous(b.permute(h, {0, 2, 3, 1})), b.transpose(a, 0, 1) - b.transpose(c, 0, 1)});
+    expect_matches_reference(g, inputs_for(g, 29));
+  }
+}
+
 // ------------------------------------------------------------------ empty tensors
 
 TEST_P(BackendShapes, EmptyTensors) {

@@ -440,6 +440,30 @@ TEST(CppEmitter, ObeysLoopMapsAndRefusesGpuKernels) {
   EXPECT_THROW(emit_cpp_kernel(block_reduction_kernel()), InternalError);
 }
 
+// A transposed f16 read into an f32 output over odd [37, 45], scheduled: tiles through shared
+// memory, the edge tiles guarded, both phases unrolled over the block's 4 elements a thread.
+Kernel tiled_transpose_kernel() {
+  ExprPtr i = var("i", 0, 37 * 45 - 1);
+  ExprPtr xt = load("b1", DType::F16, add(mul(mod(i, imm(45)), imm(37)), floordiv(i, imm(45))));
+  Kernel k;
+  k.name = "tt";
+  k.buffers = {buf("b0", DType::F32, BufferRole::Output, 37 * 45), buf("b1", DType::F16, BufferRole::Input, 37 * 45)};
+  k.body = block({for_loop("i", 37 * 45, LoopKind::Parallel, {store("b0", i, call("exp", DType::F32, {cast(DType::F32, xt)}))})});
+  schedule(k, cuda_target());
+  return k;
+}
+
+TEST(CudaEmitter, TransposedReadsGoThroughSharedMemoryTiles) {
+  std::string c = emit_cuda_kernel(tiled_transpose_kernel());
+  EXPECT_TRUE(has(c, "__shared__ uint16_t b1_tile0[1056];")) << c;
+  EXPECT_TRUE(has(c, "for (int i_tile = blockIdx.x; i_tile < 4; i_tile += gridDim.x) {")) << c;
+  EXPECT_TRUE(has(c, "const int i = kiln_imin(i_r0 + i_e % 32, 36) * 45 + kiln_imin(i_c0 + i_e / 32, 44);")) << c;
+  EXPECT_TRUE(has(c, "b1_tile0[i_e / 32 * 33 + i_e % 32] = b1[(i % 45) * 37 + (i / 45)];")) << c;
+  EXPECT_TRUE(has(c, "if (i_r < 37 && i_c < 45) {")) << c;
+  EXPECT_TRUE(has(c, "kiln_h2f(b1_tile0[(i_e % 32) * 33 + (i_e / 32)])")) << c;
+  EXPECT_TRUE(has(c, "for (int i_e_k = 0; i_e_k < 4; ++i_e_k) {")) << c;
+}
+
 #if KILN_HAVE_CUDA
 // Every module compiles with NVRTC for both architectures, with an empty log (no warnings).
 TEST(CudaEmitter, ModulesCompileWithNvrtc) {
@@ -448,6 +472,7 @@ TEST(CudaEmitter, ModulesCompileWithNvrtc) {
   std::vector<Kernel> kernels = all_kernels();
   kernels.push_back(held_row_kernel(1024));
   kernels.push_back(held_row_kernel(1022));
+  kernels.push_back(tiled_transpose_kernel());
   std::string m = emit_cuda_module(kernels);
   for (const char* arch : {"sm_80", "sm_90"}) {
     o.arch = arch;

@@ -150,6 +150,58 @@ TEST(Schedule, HugeTensorsKeep64BitIndices) {
   EXPECT_EQ(s.index_bits, 32);
 }
 
+// y[i] = x[c * rows + r] * w[c] over [rows, cols] (i = r * cols + c): x read through its
+// transpose, w broadcast down the rows. `guarded`: x's load sits in a select's branch;
+// `in_place`: the kernel also stores to x.
+Kernel transposed(int64_t rows, int64_t cols, bool guarded = false, bool in_place = false) {
+  Kernel k;
+  k.name = "k0";
+  int64_t n = rows * cols;
+  k.buffers = {buf("b0", n, BufferRole::Output), buf("b1", n, in_place ? BufferRole::Output : BufferRole::Input),
+               buf("b2", cols, BufferRole::Input)};
+  ExprPtr i = var("i", 0, n - 1);
+  ExprPtr xt = load("b1", DType::F32, add(mul(mod(i, imm(cols)), imm(rows)), floordiv(i, imm(cols))));
+  ExprPtr w = load("b2", DType::F32, mod(i, imm(cols)));
+  if (guarded) xt = select(load("b2", DType::F32, mod(i, imm(cols))), xt, imm(DType::F32, 0));
+  std::vector<StmtPtr> body{let("xw", call("mul", DType::F32, {xt, w})), store("b0", i, value_var("xw", DType::F32))};
+  if (in_place) body.push_back(store("b1", i, imm(DType::F32, 0)));
+  k.body = block({for_loop("i", n, LoopKind::Parallel, std::move(body))});
+  return k;
+}
+
+TEST(Schedule, TransposedReadsRunInSharedMemoryTiles) {
+  Kernel k = transposed(1024, 4096);
+  schedule(k, cuda_target());
+  std::string text = print_kernel(k);
+  EXPECT_TRUE(has(text, "@gpu_tiles as [1024, 4096] in 32x32 tiles, through shared memory: b1[(i % 4096)*1024 + i / 4096]")) << text;
+  EXPECT_EQ(k.schedule.mapping, "block per tile");
+  EXPECT_TRUE(has(k.schedule.why, "b1 read down the output's columns")) << k.schedule.why;
+  EXPECT_TRUE(has(k.schedule.tiles, "tiles of 32 x 32 of the loop as [1024, 4096], 4.1 KB shared")) << k.schedule.tiles;
+  EXPECT_EQ(k.launch.block, 256);
+  EXPECT_EQ(k.launch.shared_bytes, 32 * 33 * 4);
+  EXPECT_EQ(k.launch.grid, 1056) << "4096 tiles, at most 8 blocks on each of 132 SMs";
+
+  // Odd sizes tile too (the emitter guards the edges); the plan covers the loop exactly.
+  Kernel odd = transposed(37, 45);
+  schedule(odd, cuda_target());
+  EXPECT_TRUE(has(print_kernel(odd), "@gpu_tiles as [37, 45] in 32x32 tiles")) << print_kernel(odd);
+
+  // Near misses stay grid-stride loops: a load under a select's branch (the tile's first phase
+  // would run it unconditionally), a buffer the loop also writes, rows too short to fill a
+  // warp's tile (16 columns at least), and the CPU.
+  for (Kernel miss : {transposed(1024, 4096, /*guarded=*/true), transposed(1024, 4096, false, /*in_place=*/true), transposed(4096, 3)}) {
+    schedule(miss, cuda_target());
+    EXPECT_EQ(miss.schedule.mapping, "grid-stride") << print_kernel(miss);
+  }
+  Kernel cpu = transposed(1024, 4096);
+  schedule(cpu, cpu_target());
+  EXPECT_EQ(cpu.schedule.mapping, "thread pool");
+  // A contiguous loop keeps its vectors.
+  Kernel pw = pointwise(1 << 20);
+  schedule(pw, cuda_target());
+  EXPECT_EQ(pw.schedule.mapping, "grid-stride");
+}
+
 std::string verify_error(const Kernel& k) {
   try {
     verify(k);
@@ -199,6 +251,15 @@ TEST(VerifyKernel, RejectsRacesAndUndeclaredNames) {
   Kernel atomic = pointwise(8);
   atomic.body = block({atomic_add("b0", imm(0), imm(DType::F32, 1))});
   EXPECT_TRUE(has(verify_error(atomic), "atomic add of a float"));
+  // A tiled loop's plan covers its extent and stages loads of its own buffers.
+  Kernel tiled = transposed(64, 64);
+  schedule(tiled, cuda_target());
+  ASSERT_EQ(tiled.schedule.mapping, "block per tile");
+  auto loop = std::make_shared<Stmt>(*tiled.body->body[0]);
+  loop->tiles.rows = 63;
+  Kernel uncovered = tiled;
+  uncovered.body = block({loop});
+  EXPECT_TRUE(has(verify_error(uncovered), "a tiled loop whose plan does not cover its extent")) << verify_error(uncovered);
 }
 
 }  // namespace
