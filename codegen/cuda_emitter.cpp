@@ -171,8 +171,9 @@ class CudaEmitter : public CEmitter {
     if (reads_held) {
       // The same walk as the held loads (emit_held): iteration h of every thread is vector
       // `tid + h * T` of the row, so register h holds what the iteration reads.
-      line(ind, fmt::format("// {} consecutive elements per {} per iteration, of a row held in registers", w, lanes ? "lane" : "thread"));
-      line(ind, "#pragma unroll");
+      line(ind, fmt::format("// {} consecutive elements per {} per iteration, of a row held in {}", w, lanes ? "lane" : "thread",
+                            held_shared_ ? "shared memory" : "registers"));
+      line(ind, held_shared_ ? "#pragma unroll 4" : "#pragma unroll");
       line(ind, fmt::format("for (int {0}_h = 0; {0}_h < {1}; ++{0}_h) {{", v, held_vectors_));
       bool reads_memory = std::any_of(bases.begin(), bases.end(), [&](auto& b) { return held_.count(b.first) == 0; });
       bool tail = (s->extent / w) % held_threads_ != 0;
@@ -196,7 +197,7 @@ class CudaEmitter : public CEmitter {
       std::string at = fmt::format("({}) / {} + {}", expr(base), w, q);
       if (base->kind == ExprKind::IntImm && base->i == 0) at = q;
       if (stored.count(b)) line(ind + 1, fmt::format("{} {}_v;", vec_type(b), b));
-      else if (held_.count(b)) line(ind + 1, fmt::format("const {0} {1}_v = {1}_held[{2}_h];", vec_type(b), b, v));
+      else if (held_.count(b)) line(ind + 1, fmt::format("const {0} {1}_v = {1}_held[{2}];", vec_type(b), b, held_slot(v + "_h")));
       else line(ind + 1, fmt::format("const {0} {1}_v = ((const {0}*){1})[{2}];", vec_type(b), b, at));
     }
     for (int j = 0; j < w; ++j) {
@@ -306,20 +307,34 @@ class CudaEmitter : public CEmitter {
         if (bases.count(b) && !found.count(b)) found[b] = {bases[b], x.extent / x.vector}, held_[b] = x.vector;
     });
     std::string_view I = d_.index_type;
-    line(ind, fmt::format("// the row of {} read once, into registers: {} vectors per {}", fmt::join(row->held, ", "), held_vectors_,
-                          lanes ? "lane" : "thread"));
+    held_shared_ = row->held_shared;
+    KILN_INTERNAL_ASSERT(!held_shared_ || !lanes, "rows held in shared memory are a block's");
+    if (held_shared_)
+      line(ind, fmt::format("// the row of {} read once, into shared memory: {} vectors per thread, in slots only that thread writes and "
+                            "reads (no barrier)", fmt::join(row->held, ", "), held_vectors_));
+    else
+      line(ind, fmt::format("// the row of {} read once, into registers: {} vectors per {}", fmt::join(row->held, ", "), held_vectors_,
+                            lanes ? "lane" : "thread"));
+    int64_t offset = 0;
     for (auto& b : row->held) {
       KILN_INTERNAL_ASSERT(found.count(b), "a held row is read by a vectorized share loop");
       auto [base, vectors] = found[b];
       int w = held_[b];
-      std::string vt = fmt::format("kiln_vec<{}, {}>", c_storage_type(k_.find_buffer(b)->dtype), w);
+      DType dt = k_.find_buffer(b)->dtype;
+      std::string vt = fmt::format("kiln_vec<{}, {}>", c_storage_type(dt), w);
       std::string at = base->kind == ExprKind::IntImm && base->i == 0 ? std::string("q") : fmt::format("({}) / {} + q", expr(base), w);
-      line(ind, fmt::format("{} {}_held[{}];", vt, b, held_vectors_));
-      line(ind, "#pragma unroll");
+      if (held_shared_) {
+        line(ind, fmt::format("{0}* {1}_held = ({0}*)(kiln_dynamic_smem + {2});", vt, b, offset));
+        offset += held_shared_bytes(dt, held_vectors_, held_threads_, w);
+      } else {
+        line(ind, fmt::format("{} {}_held[{}];", vt, b, held_vectors_));
+      }
+      line(ind, held_shared_ ? "#pragma unroll 8" : "#pragma unroll");
       line(ind, fmt::format("for (int h = 0; h < {}; ++h) {{", held_vectors_));
       line(ind + 1, fmt::format("const {0} q = ({0})({1}) + h * {2};", I, lanes ? "threadIdx.x % 32" : "threadIdx.x", held_threads_));
-      if (vectors % held_threads_ != 0 || vectors / held_threads_ != held_vectors_) line(ind + 1, fmt::format("if (q < {}) ", int_literal(vectors, d_)) + fmt::format("{}_held[h] = ((const {}*){})[{}];", b, vt, b, at));
-      else line(ind + 1, fmt::format("{}_held[h] = ((const {}*){})[{}];", b, vt, b, at));
+      std::string copy = fmt::format("{}_held[{}] = ((const {}*){})[{}];", b, held_slot("h"), vt, b, at);
+      if (vectors % held_threads_ != 0 || vectors / held_threads_ != held_vectors_) line(ind + 1, fmt::format("if (q < {}) ", int_literal(vectors, d_)) + copy);
+      else line(ind + 1, copy);
       line(ind, "}");
     }
   }
@@ -486,10 +501,17 @@ class CudaEmitter : public CEmitter {
     return widest;
   }
 
+  // Where a thread's vector `h` of a held row is: register h, or the thread's slot h of shared
+  // memory (slots interleaved across threads: a warp's accesses fall on consecutive words).
+  std::string held_slot(const std::string& h) const {
+    return held_shared_ ? fmt::format("{} * {} + threadIdx.x", h, held_threads_) : h;
+  }
+
   const Kernel& k_;
   std::vector<Runs> runs_{Runs::Launch};
   std::map<std::string, int> held_;  // the rows the current row loop holds: buffer -> vector width
   int64_t held_vectors_ = 0, held_threads_ = 0;
+  bool held_shared_ = false;
 };
 
 }  // namespace
@@ -564,6 +586,7 @@ std::string emit_cuda_kernel(const Kernel& k) {
     em.line(1, fmt::format("static const {} {}[{}] = {{{}}};  // {}", c_storage_type(c.dtype), c.name, std::max<size_t>(c.data.size(), 1),
                            c.data.empty() ? "0" : constant_table(c, d), c.what));
   for (auto& [name, type] : scratch_arrays(k)) em.line(1, fmt::format("__shared__ {} {}[{}];", type, name, kScratchSlots));
+  if (k.launch.dynamic_shared_bytes > 0) em.line(1, "extern __shared__ __align__(16) unsigned char kiln_dynamic_smem[];");
   em.kernel_body(1);
   em.line(0, "}");
   return em.out;

@@ -371,7 +371,8 @@ std::string print_stmt(const StmtPtr& s, int indent) {
       if (s->map != LoopMap::Unmapped)
         map = s->map == LoopMap::CpuThreads ? fmt::format(" @cpu_threads(grain {})", s->grain) : fmt::format(" @{}", loop_map_name(s->map));
       if (s->vector > 0) map += fmt::format(" x{}", s->vector);
-      if (!s->held.empty()) map += fmt::format(" hold({}: {} vectors per thread)", fmt::join(s->held, ", "), s->held_vectors);
+      if (!s->held.empty())
+        map += fmt::format(" hold({}: {} vectors per thread{})", fmt::join(s->held, ", "), s->held_vectors, s->held_shared ? " in shared memory" : "");
       if (s->map == LoopMap::GpuTiles) {
         std::vector<std::string> loads;
         for (auto& l : s->tiles.loads) loads.push_back(print_expr(l));
@@ -409,7 +410,9 @@ std::string print_schedule(const ScheduleRecord& r, const LaunchConfig& launch) 
   if (launch.block > 1 || launch.grid > 1) out += fmt::format(", block {}", launch.block);
   if (r.vector > 0) out += fmt::format(", {}-element vectors", r.vector);
   else if (launch.block > 1 && r.tiles.empty()) out += ", scalar accesses";  // (the CPU's vectors are clang's)
-  if (!r.held.empty()) out += fmt::format(", row of {} held in registers ({} elements per thread)", fmt::join(r.held, ", "), r.held_elements);
+  if (!r.held.empty())
+    out += fmt::format(", row of {} held in {} ({} elements per thread)", fmt::join(r.held, ", "), r.held_shared ? "shared memory" : "registers",
+                       r.held_elements);
   if (!r.tiles.empty()) out += ", " + r.tiles;
   if (!r.why.empty()) out += " (" + r.why + ")";
   return out;

@@ -180,10 +180,12 @@ struct Stmt {
   // vector * element size bytes per buffer (codegen/vectorize.h says which loops can).
   int vector = 0;
   // A row loop (GpuWarps, GpuBlocks) whose row of each buffer in `held` is read from memory
-  // once, into `held_vectors` vectors per thread (registers), which every share loop of the
-  // row then reads instead of memory.
+  // once, into `held_vectors` vectors per thread (registers, or with `held_shared` the
+  // thread's own slots of dynamic shared memory for rows too long for registers), which every
+  // share loop of the row then reads instead of memory.
   std::vector<std::string> held;
   int64_t held_vectors = 0;
+  bool held_shared = false;
   TilePlan tiles;  // GpuTiles only
   std::vector<ExprPtr> exprs;
   std::vector<StmtPtr> body;
@@ -247,6 +249,7 @@ struct ScheduleRecord {
   int64_t held_elements = 0;      // elements of each held row one thread holds
   std::string why;                // the rule that chose it
   std::string tiles;              // tiled kernels (attention): the tile shapes and shared memory
+  bool held_shared = false;       // `held` is in shared memory (rows too long for registers)
 };
 std::string print_schedule(const ScheduleRecord& r, const LaunchConfig& launch);
 

@@ -171,7 +171,9 @@ bool is_share(const Stmt& s) { return s.kind == StmtKind::For && (s.map == LoopM
 // of each row's iteration (all its loads in flight at once), and every pass reads the
 // registers. It pays when the registers fit: at most `kHeldBytesPerThread` bytes per thread
 // for all held rows together (32 f32 registers), with a block of up to 1024 threads for a
-// long row.
+// long row. A row longer than that (a 50257-word vocabulary) is held in shared memory
+// instead, up to `shared_limit` bytes for the block: each thread's vectors in slots of its
+// own, which it alone writes and reads back, so no barrier orders them.
 constexpr int64_t kHeldBytesPerThread = 128;
 
 struct Held {
@@ -180,11 +182,13 @@ struct Held {
   int64_t extent = 0;      // the row length those loops share
   int64_t vectors = 0;     // vectors per thread
   int64_t threads = 0;     // threads per row
+  bool shared = false;     // in shared memory, not registers
+  int64_t shared_bytes = 0;
 };
 
 // What `row` (a GpuWarps or GpuBlocks loop over `threads` threads per row, or up to
 // `max_threads` for a block) can hold; empty buffers when nothing pays.
-Held rows_to_hold(const Kernel& k, const Stmt& row, int64_t threads, int64_t max_threads) {
+Held rows_to_hold(const Kernel& k, const Stmt& row, int64_t threads, int64_t max_threads, int64_t shared_limit) {
   struct Access {
     int width;                 // the loop's vector width allowing scalar (0: none)
     int64_t extent;
@@ -235,6 +239,12 @@ Held rows_to_hold(const Kernel& k, const Stmt& row, int64_t threads, int64_t max
     h.vectors = (vectors + h.threads - 1) / h.threads;
     if (h.vectors * h.width * bytes <= kHeldBytesPerThread) return h;
   }
+  // Too long for registers: shared memory, with as many threads as the row may have.
+  h.threads = std::max(threads, max_threads);
+  h.vectors = (vectors + h.threads - 1) / h.threads;
+  h.shared = true;
+  for (auto& b : h.buffers) h.shared_bytes += held_shared_bytes(k.find_buffer(b)->dtype, h.vectors, h.threads, h.width);
+  if (row.map == LoopMap::GpuBlocks && h.shared_bytes <= shared_limit) return h;
   return {};
 }
 
@@ -258,6 +268,7 @@ StmtPtr set_vectors(const Kernel& k, const StmtPtr& body, const Held& held) {
     } else if (l.map == LoopMap::GpuWarps || l.map == LoopMap::GpuBlocks) {
       l.held = held.buffers;
       l.held_vectors = held.buffers.empty() ? 0 : held.vectors;
+      l.held_shared = held.shared;
     }
   });
 }
@@ -371,8 +382,14 @@ void schedule_cuda(Kernel& k, const Target& t) {
   k.body = block(std::move(out));
   k.schedule = rec;
   k.launch = launch;
-  choose_vectors(k, row_max_threads);
   k.launch.shared_bytes = cuda_shared_bytes(k);  // the scratch the emitter declares for block combines
+  choose_vectors(k, row_max_threads, t.shared_memory_optin - k.launch.shared_bytes);
+  if (k.schedule.held_shared) {
+    // As many blocks as the SMs hold at once, each walking its rows (a block waiting for a
+    // slot would only add a wave's tail).
+    int64_t per_sm = std::max<int64_t>(1, t.shared_memory_optin / (k.launch.dynamic_shared_bytes + k.launch.shared_bytes));
+    k.launch.grid = std::min<int64_t>(k.launch.grid, t.num_sms * std::min<int64_t>(per_sm, t.blocks_per_sm));
+  }
   // 32-bit indices when every buffer and loop (and a grid-stride step past the end) fits.
   int64_t biggest = 0;
   for (const Buffer& b : k.buffers) biggest = std::max(biggest, b.numel);
@@ -386,14 +403,14 @@ void schedule_cuda(Kernel& k, const Target& t) {
 
 }  // namespace
 
-void choose_vectors(Kernel& k, int64_t max_row_threads) {
+void choose_vectors(Kernel& k, int64_t max_row_threads, int64_t shared_limit) {
   Held held;
   if (max_row_threads > 0)
     visit(k.body, [&](const Stmt& x) {
       if (!held.buffers.empty() || (x.map != LoopMap::GpuWarps && x.map != LoopMap::GpuBlocks)) return;
       bool block_may_grow = x.map == LoopMap::GpuBlocks && k.schedule.threads_per_row == k.launch.block;
       int64_t threads = x.map == LoopMap::GpuWarps ? 32 : k.launch.block;
-      held = rows_to_hold(k, x, threads, block_may_grow ? std::max(threads, max_row_threads) : threads);
+      held = rows_to_hold(k, x, threads, block_may_grow ? std::max(threads, max_row_threads) : threads, shared_limit);
     });
   if (!held.buffers.empty() && held.threads != k.launch.block && k.schedule.threads_per_row == k.launch.block)
     k.launch.block = k.schedule.threads_per_row = held.threads;
@@ -404,6 +421,8 @@ void choose_vectors(Kernel& k, int64_t max_row_threads) {
   });
   k.schedule.held = held.buffers;
   k.schedule.held_elements = held.vectors * held.width;
+  k.schedule.held_shared = held.shared;
+  k.launch.dynamic_shared_bytes = held.shared ? held.shared_bytes : 0;
 }
 
 void schedule(Kernel& k, const Target& target) {

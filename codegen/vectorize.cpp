@@ -34,6 +34,10 @@ int element_bytes(DType t) {
   }
 }
 
+int64_t held_shared_bytes(DType t, int64_t vectors, int64_t threads, int width) {
+  return (vectors * threads * width * element_bytes(t) + 15) / 16 * 16;
+}
+
 // The kernel's body as one loop (Blocks of one statement around it), or null.
 StmtPtr sole_loop(const StmtPtr& s) {
   if (s->kind == StmtKind::For) return s;

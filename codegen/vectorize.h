@@ -19,6 +19,9 @@ namespace kiln::codegen {
 
 // Bytes of a buffer element the vector paths handle (4: f32, i32; 2: f16, bf16), else 0.
 int element_bytes(DType t);
+// The dynamic shared memory a row of `t` held in shared memory takes (Stmt::held_shared):
+// `vectors` vectors of `width` elements for each of `threads` threads, in 16-byte units.
+int64_t held_shared_bytes(DType t, int64_t vectors, int64_t threads, int width);
 // The kernel's body as one loop (Blocks of one statement around it), or null.
 StmtPtr sole_loop(const StmtPtr& s);
 // The period of a load index that is `v` (0) or `v % C` (C), or -1 for any other index.

@@ -65,6 +65,27 @@ TEST_P(BackendShapes, RowReductionsOfLongRows) {
   check_row_reductions(3, 100000, 42);
 }
 
+TEST_P(BackendShapes, RowsHeldInSharedMemory) {
+  KILN_REQUIRE_JIT();
+  // Rows too long for registers but not for shared memory (codegen/schedule.cpp rows_to_hold):
+  // a 50257-word vocabulary (odd: one element per access), 40000 (16-byte vectors), and
+  // 16-bit rows of 65537 and 100000 (twice as many elements in the same bytes).
+  check_row_reductions(3, 50257, 43);
+  check_row_reductions(2, 40000, 44);
+  for (DType dt : {DType::F16, DType::BF16}) {
+    SCOPED_TRACE(fmt::format("{} softmax and layer_norm over rows of 65537 and 100000", dtype_name(dt)));
+    Graph g(fmt::format("half_long_rows_{}", dtype_name(dt)));
+    Builder b(g);
+    Var x = input(b, "x", T(dt, {3, 65537}));
+    Var y = input(b, "y", T(dt, {2, 100000}));
+    Var w = input(b, "w", T(dt, {100000}));
+    Var bias = input(b, "bias", T(dt, {100000}));
+    g.set_outputs({b.op(Op::Softmax, {x}, {{"dim", int64_t(-1)}}), b.op(Op::LogSoftmax, {y}, {{"dim", int64_t(-1)}}),
+                   b.op(Op::LayerNorm, {y, w, bias}, {{"normalized_shape", IntList{100000}}})});
+    expect_matches_reference(g, inputs_for(g, 45), slack_for(100000));
+  }
+}
+
 TEST_P(BackendShapes, HalfPrecisionRowReductions) {
   KILN_REQUIRE_JIT();
   for (DType dt : {DType::F16, DType::BF16})

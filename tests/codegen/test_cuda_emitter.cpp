@@ -179,23 +179,26 @@ Kernel atomics_kernel() {
 
 // A warp per row of `len` f32: a sum, then y = x - mean with the row's weight w[r], stored.
 // `weight` is the dtype of b2 (bf16: a mixed-precision layer norm's f32 rows and 16-bit weight).
-Kernel row_kernel(int64_t len, DType weight = DType::F32) {
+// `block`: a block of 1024 threads per row instead of a warp.
+Kernel row_kernel(int64_t len, DType weight = DType::F32, bool block = false) {
   ExprPtr row = var("row", 0, 63), r = var("r", 0, len - 1);
   ExprPtr at = add(mul(row, imm(len)), r);
-  StmtPtr reduce = with_map(for_loop("r", len, LoopKind::Reduction, {accumulate("s_acc", CombineOp::Sum, f32("b1", at))}), LoopMap::GpuLanes);
+  const LoopMap share = block ? LoopMap::GpuThreads : LoopMap::GpuLanes;
+  StmtPtr reduce = with_map(for_loop("r", len, LoopKind::Reduction, {accumulate("s_acc", CombineOp::Sum, f32("b1", at))}), share);
   StmtPtr write = with_map(
       for_loop("r", len, LoopKind::Parallel,
                {let("y", call("mul", DType::F32, {call("sub", DType::F32, {f32("b1", at), value_var("s", DType::F32)}), load("b2", weight, r)})),
                 store("b0", at, value_var("y", DType::F32))}),
-      LoopMap::GpuLanes);
+      share);
   StmtPtr rows = with_map(for_loop("row", 64, LoopKind::Parallel,
                                    {decl_acc("s_acc", DType::F32, CombineOp::Sum), reduce,
-                                    combine_across("s_acc", DType::F32, CombineOp::Sum, LoopMap::GpuLanes),
+                                    combine_across("s_acc", DType::F32, CombineOp::Sum, share),
                                     let("s", value_var("s_acc", DType::F32)), write}),
-                          LoopMap::GpuWarps);
-  return kernel(fmt::format("row{}", len), {buf("b0", DType::F32, BufferRole::Output, 64 * len), buf("b1", DType::F32, BufferRole::Input, 64 * len),
-                                             buf("b2", weight, BufferRole::Input, len)},
-                rows, 256);
+                          block ? LoopMap::GpuBlocks : LoopMap::GpuWarps);
+  return kernel(fmt::format("{}row{}", block ? "block" : "", len),
+                {buf("b0", DType::F32, BufferRole::Output, 64 * len), buf("b1", DType::F32, BufferRole::Input, 64 * len),
+                 buf("b2", weight, BufferRole::Input, len)},
+                rows, block ? 1024 : 256);
 }
 
 // A column max kept in a temp buffer (global memory), then selected against an input: the
@@ -296,6 +299,33 @@ TEST(CudaEmitter, ARowReadTwiceIsHeldInRegisters) {
   Kernel long_row = row_kernel(2048);
   choose_vectors(long_row, 32);
   EXPECT_TRUE(long_row.schedule.held.empty());
+}
+
+// A block's row too long for registers (50257 words: 50 a thread) is held in dynamic shared
+// memory: vector h of thread t in slot h * 1024 + t, which only t writes and reads.
+Kernel shared_row_kernel() {
+  Kernel k = row_kernel(50257, DType::F32, /*block=*/true);
+  k.schedule.threads_per_row = 1024;
+  choose_vectors(k, 1024, /*shared_limit=*/227 * 1024);
+  return k;
+}
+
+TEST(CudaEmitter, ARowTooLongForRegistersIsHeldInSharedMemory) {
+  Kernel sk = shared_row_kernel();
+  EXPECT_TRUE(sk.schedule.held_shared);
+  EXPECT_EQ(sk.launch.dynamic_shared_bytes, 50 * 1024 * 4);
+  std::string k = emit_cuda_kernel(sk);
+  EXPECT_TRUE(has(k, "extern __shared__ __align__(16) unsigned char kiln_dynamic_smem[];")) << k;
+  EXPECT_TRUE(has(k, "kiln_vec<float, 1>* b1_held = (kiln_vec<float, 1>*)(kiln_dynamic_smem + 0);")) << k;
+  EXPECT_TRUE(has(k, "if (q < 50257) b1_held[h * 1024 + threadIdx.x] = ((const kiln_vec<float, 1>*)b1)[(row * 50257) / 1 + q];")) << k;
+  EXPECT_TRUE(has(k, "const kiln_vec<float, 1> b1_v = b1_held[r_h * 1024 + threadIdx.x];")) << k;
+  EXPECT_FALSE(has(k, "__syncthreads")) << "each thread reads back only its own slots\n" << k;
+  // With no shared memory to spare the row stays in memory.
+  Kernel none = row_kernel(50257, DType::F32, true);
+  none.schedule.threads_per_row = 1024;
+  choose_vectors(none, 1024, /*shared_limit=*/100 * 1024);
+  EXPECT_TRUE(none.schedule.held.empty());
+  EXPECT_EQ(none.launch.dynamic_shared_bytes, 0);
 }
 
 TEST(CudaEmitter, ModuleHasNoIncludesAndOneSignaturePerKernel) {
@@ -473,6 +503,7 @@ TEST(CudaEmitter, ModulesCompileWithNvrtc) {
   kernels.push_back(held_row_kernel(1024));
   kernels.push_back(held_row_kernel(1022));
   kernels.push_back(tiled_transpose_kernel());
+  kernels.push_back(shared_row_kernel());
   std::string m = emit_cuda_module(kernels);
   for (const char* arch : {"sm_80", "sm_90"}) {
     o.arch = arch;

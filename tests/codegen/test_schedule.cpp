@@ -123,11 +123,24 @@ TEST(Schedule, RecordsItsMappingAndHoldsRowsThatFitInRegisters) {
   EXPECT_EQ(grown.schedule.threads_per_row, 1024);
   EXPECT_EQ(grown.schedule.held_elements, 32);
 
-  Kernel odd = two_pass(64, 50257);  // 50 a thread at 1024 threads: too many registers
+  // 50 a thread at 1024 threads is too many registers: shared memory, each thread's 50 words
+  // in slots of its own (the row is odd: one element per access), one block per SM.
+  Kernel odd = two_pass(200, 50257);
   schedule(odd, cuda_target());
-  EXPECT_TRUE(odd.schedule.held.empty());
-  EXPECT_EQ(odd.launch.block, 512);
-  EXPECT_EQ(odd.schedule.vector, 0);
+  EXPECT_EQ(odd.schedule.held, std::vector<std::string>{"b1"});
+  EXPECT_TRUE(odd.schedule.held_shared);
+  EXPECT_EQ(odd.launch.block, 1024);
+  EXPECT_EQ(odd.schedule.vector, 1);
+  EXPECT_EQ(odd.launch.dynamic_shared_bytes, 50 * 1024 * 4);
+  EXPECT_EQ(odd.launch.grid, 132) << "as many blocks as the SMs hold at once";
+  EXPECT_TRUE(has(print_kernel(odd), "row of b1 held in shared memory (50 elements per thread)")) << print_kernel(odd);
+  EXPECT_TRUE(has(print_kernel(odd), "hold(b1: 50 vectors per thread in shared memory)")) << print_kernel(odd);
+  // Longer than shared memory too (400 KB): read twice, as before.
+  Kernel too_long = two_pass(64, 100000);
+  schedule(too_long, cuda_target());
+  EXPECT_TRUE(too_long.schedule.held.empty());
+  EXPECT_EQ(too_long.launch.block, 512);
+  EXPECT_EQ(too_long.launch.dynamic_shared_bytes, 0);
 
   // The CPU's record: its rows to the pool in chunks, or a small kernel on the calling thread.
   Kernel cpu = two_pass(64, 1024);
