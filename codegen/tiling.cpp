@@ -15,7 +15,10 @@ namespace kiln::codegen {
 
 namespace {
 
-constexpr int kTile = 32;  // a warp's worth of rows and of columns
+// A block's tile: 64 x 64 where the view is that large (a 256-thread block's 16 elements a
+// thread in each phase, all loads in flight at once), else 32 x 32 (a warp's worth of rows and
+// of columns).
+constexpr int kLargeTile = 64, kSmallTile = 32;
 // The tiles are static shared memory (48 KB at most without opting in); a loop with more
 // transposed loads than fit keeps the rest as they are.
 constexpr size_t kMostTiledLoads = 8;
@@ -124,18 +127,29 @@ std::optional<TilePlan> transposed_reads(const Kernel& k, const StmtPtr& loop) {
     });
   std::optional<TilePlan> best;
   for (int64_t cols : divisors) {
-    if (cols < kTile / 2 || n % cols != 0 || n / cols < kTile / 2) continue;
-    TilePlan plan{n / cols, cols, kTile, {}};
-    int64_t bytes = 0;
-    for (auto& l : candidates) {
-      if (stored.count(l->name)) continue;  // its first phase would run ahead of the tile's stores
-      int64_t size = dtype_size(k.find_buffer(l->name)->dtype);
-      if (!transposed_in(l->args[0], plan.rows, cols, std::max<int64_t>(1, 32 / size))) continue;
-      if (plan.loads.size() == kMostTiledLoads || bytes + tile_array_elements(plan) * size > kStaticSharedBytes) break;
-      bytes += tile_array_elements(plan) * size;
-      plan.loads.push_back(l);
+    if (cols < kSmallTile / 2 || n % cols != 0 || n / cols < kSmallTile / 2) continue;
+    // The large tile where the view and shared memory allow (16 loads in flight a thread),
+    // else the small one.
+    for (int tile : {kLargeTile, kSmallTile}) {
+      if (tile == kLargeTile && (cols < kLargeTile || n / cols < kLargeTile)) continue;
+      TilePlan plan{n / cols, cols, tile, {}};
+      int64_t bytes = 0;
+      bool all = true;
+      for (auto& l : candidates) {
+        if (stored.count(l->name)) continue;  // its first phase would run ahead of the tile's stores
+        int64_t size = dtype_size(k.find_buffer(l->name)->dtype);
+        if (!transposed_in(l->args[0], plan.rows, cols, std::max<int64_t>(1, 32 / size))) continue;
+        if (plan.loads.size() == kMostTiledLoads || bytes + tile_array_elements(plan) * size > kStaticSharedBytes) {
+          all = false;
+          break;
+        }
+        bytes += tile_array_elements(plan) * size;
+        plan.loads.push_back(l);
+      }
+      if (tile == kLargeTile && !all) continue;
+      if (!plan.loads.empty() && (!best || plan.loads.size() > best->loads.size())) best = std::move(plan);
+      break;
     }
-    if (!plan.loads.empty() && (!best || plan.loads.size() > best->loads.size())) best = std::move(plan);
   }
   return best;
 }

@@ -8,10 +8,11 @@
 // threads 1024 elements apart, one 32-byte sector fetched per 4 bytes used (27% of copy on
 // the H100). Seen as a matrix of R rows of C output elements (i = r * C + c), such a buffer is
 // contiguous down a column instead (one step of r moves its index by 1). A block then takes a
-// tile of 32 rows x 32 columns in two phases: first each warp reads 32 consecutive rows of one
-// column of every transposed buffer (contiguous in that buffer) into shared memory; after a
-// barrier each warp computes 32 consecutive columns of one row, reading the transposed values
-// from shared memory and every other buffer, and writing the output, coalesced as before
+// tile of 64 rows x 64 columns (32 x 32 when the view or shared memory is too small) in two
+// phases: first each warp reads 32 consecutive rows of one column of every transposed buffer
+// (contiguous in that buffer) into shared memory; after a barrier each warp computes 32
+// consecutive columns of one row, reading the transposed values from shared memory and every
+// other buffer, and writing the output, coalesced as before
 // (the transpose kernels of the CUDA samples; Triton does it in its layout conversions).
 //
 // Which loads qualify: a load of an input or temporary buffer the loop never stores, not under

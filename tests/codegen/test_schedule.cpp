@@ -186,18 +186,22 @@ TEST(Schedule, TransposedReadsRunInSharedMemoryTiles) {
   Kernel k = transposed(1024, 4096);
   schedule(k, cuda_target());
   std::string text = print_kernel(k);
-  EXPECT_TRUE(has(text, "@gpu_tiles as [1024, 4096] in 32x32 tiles, through shared memory: b1[(i % 4096)*1024 + i / 4096]")) << text;
+  EXPECT_TRUE(has(text, "@gpu_tiles as [1024, 4096] in 64x64 tiles, through shared memory: b1[(i % 4096)*1024 + i / 4096]")) << text;
   EXPECT_EQ(k.schedule.mapping, "block per tile");
   EXPECT_TRUE(has(k.schedule.why, "b1 read down the output's columns")) << k.schedule.why;
-  EXPECT_TRUE(has(k.schedule.tiles, "tiles of 32 x 32 of the loop as [1024, 4096], 4.1 KB shared")) << k.schedule.tiles;
+  EXPECT_TRUE(has(k.schedule.tiles, "tiles of 64 x 64 of the loop as [1024, 4096], 16.2 KB shared")) << k.schedule.tiles;
   EXPECT_EQ(k.launch.block, 256);
-  EXPECT_EQ(k.launch.shared_bytes, 32 * 33 * 4);
-  EXPECT_EQ(k.launch.grid, 1056) << "4096 tiles, at most 8 blocks on each of 132 SMs";
+  EXPECT_EQ(k.launch.shared_bytes, 64 * 65 * 4);
+  EXPECT_EQ(k.launch.grid, 1024) << "1024 tiles, a block each (at most 8 blocks on each of 132 SMs)";
 
-  // Odd sizes tile too (the emitter guards the edges); the plan covers the loop exactly.
+  // Odd sizes tile too (the emitter guards the edges); the plan covers the loop exactly. A
+  // view under 64 on a side takes the small tiles.
   Kernel odd = transposed(37, 45);
   schedule(odd, cuda_target());
   EXPECT_TRUE(has(print_kernel(odd), "@gpu_tiles as [37, 45] in 32x32 tiles")) << print_kernel(odd);
+  Kernel flat = transposed(40, 4096);
+  schedule(flat, cuda_target());
+  EXPECT_TRUE(has(print_kernel(flat), "@gpu_tiles as [40, 4096] in 32x32 tiles")) << print_kernel(flat);
 
   // Near misses stay grid-stride loops: a load under a select's branch (the tile's first phase
   // would run it unconditionally), a buffer the loop also writes, rows too short to fill a
