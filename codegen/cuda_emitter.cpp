@@ -142,7 +142,7 @@ class CudaEmitter : public CEmitter {
   std::string one_writer() const {
     switch (runs_.back()) {
       case Runs::Thread: return "";
-      case Runs::Block: return "threadIdx.x == 0";
+      case Runs::Block: return cluster_ > 1 ? "kiln_crank == 0 && threadIdx.x == 0" : "threadIdx.x == 0";
       case Runs::Warp: return "(threadIdx.x & 31) == 0";
       case Runs::Launch: return "blockIdx.x == 0 && threadIdx.x == 0";
     }
@@ -180,13 +180,13 @@ class CudaEmitter : public CEmitter {
       std::vector<StmtPtr> first;
       for (auto& st : s->body) first.push_back(row_vector_element(st, bases, v, 0));
       if (reads_memory || tail || uses_var(block(std::move(first)), v))
-        line(ind + 1, fmt::format("const {0} {1} = ({0})({2}) + {3}_h * {4};", I, q, lanes ? "threadIdx.x % 32" : "threadIdx.x", v, held_threads_));
+        line(ind + 1, fmt::format("const {0} {1} = ({0})({2}) + {3}_h * {4};", I, q, lanes ? "threadIdx.x % 32" : thread_in_row(), v, held_threads_));
       if (tail) line(ind + 1, fmt::format("if ({} >= {}) break;", q, vectors));
     } else {
       line(ind, fmt::format("// {} consecutive elements per {} per iteration: one {}-byte access per buffer", w, lanes ? "lane" : "thread",
                             w * widest_bytes(bases)));
-      line(ind, fmt::format("for ({0} {1} = {2}; {1} < {3}; {1} += {4}) {{", I, q, lanes ? "threadIdx.x % 32" : "threadIdx.x", vectors,
-                            lanes ? "32" : "blockDim.x"));
+      line(ind, fmt::format("for ({0} {1} = {2}; {1} < {3}; {1} += {4}) {{", I, q, lanes ? "threadIdx.x % 32" : thread_in_row(), vectors,
+                            lanes ? "32" : row_stride()));
     }
     runs_.push_back(Runs::Thread);
     std::set<std::string> stored;
@@ -241,7 +241,10 @@ class CudaEmitter : public CEmitter {
         runs = Runs::Thread;
         break;
       case LoopMap::GpuBlocks:
-        head = fmt::format("for ({0} {1} = blockIdx.x; {1} < {2}; {1} += gridDim.x) {{", I, v, E);
+        if (s->cluster > 1)  // a cluster per row: its blocks take the same rows
+          head = fmt::format("for ({0} {1} = blockIdx.x / {3}; {1} < {2}; {1} += gridDim.x / {3}) {{", I, v, E, s->cluster);
+        else
+          head = fmt::format("for ({0} {1} = blockIdx.x; {1} < {2}; {1} += gridDim.x) {{", I, v, E);
         runs = Runs::Block;
         break;
       case LoopMap::GpuWarps:
@@ -250,7 +253,7 @@ class CudaEmitter : public CEmitter {
         runs = Runs::Warp;
         break;
       case LoopMap::GpuThreads:
-        head = fmt::format("for ({0} {1} = threadIdx.x; {1} < {2}; {1} += blockDim.x) {{", I, v, E);
+        head = fmt::format("for ({0} {1} = {3}; {1} < {2}; {1} += {4}) {{", I, v, E, thread_in_row(), row_stride());
         runs = Runs::Thread;
         break;
       case LoopMap::GpuLanes:
@@ -279,8 +282,10 @@ class CudaEmitter : public CEmitter {
     }
     line(ind, head);
     runs_.push_back(runs);
+    if (s->map == LoopMap::GpuBlocks) cluster_ = std::max(s->cluster, 1);
     if (!s->held.empty()) emit_held(s, ind + 1);
     body(s, ind + 1);
+    if (s->map == LoopMap::GpuBlocks) cluster_ = 1;
     runs_.pop_back();
     line(ind, "}");
   }
@@ -297,7 +302,7 @@ class CudaEmitter : public CEmitter {
     });
     KILN_INTERNAL_ASSERT(share, "a row loop that holds rows has a vectorized share loop");
     bool lanes = share->map == LoopMap::GpuLanes;
-    held_threads_ = lanes ? 32 : k_.launch.block;
+    held_threads_ = lanes ? 32 : k_.launch.block * cluster_;
     std::map<std::string, std::pair<ExprPtr, int64_t>> found;  // held buffer -> base, row length
     visit(row, [&](const Stmt& x) {
       if (x.kind != StmtKind::For || x.vector == 0 || !(x.map == LoopMap::GpuLanes || x.map == LoopMap::GpuThreads)) return;
@@ -331,7 +336,7 @@ class CudaEmitter : public CEmitter {
       }
       line(ind, held_shared_ ? "#pragma unroll 8" : "#pragma unroll");
       line(ind, fmt::format("for (int h = 0; h < {}; ++h) {{", held_vectors_));
-      line(ind + 1, fmt::format("const {0} q = ({0})({1}) + h * {2};", I, lanes ? "threadIdx.x % 32" : "threadIdx.x", held_threads_));
+      line(ind + 1, fmt::format("const {0} q = ({0})({1}) + h * {2};", I, lanes ? "threadIdx.x % 32" : thread_in_row(), held_threads_));
       std::string copy = fmt::format("{}_held[{}] = ((const {}*){})[{}];", b, held_slot("h"), vt, b, at);
       if (vectors % held_threads_ != 0 || vectors / held_threads_ != held_vectors_) line(ind + 1, fmt::format("if (q < {}) ", int_literal(vectors, d_)) + copy);
       else line(ind + 1, copy);
@@ -355,25 +360,29 @@ class CudaEmitter : public CEmitter {
     const std::string& a = s->name;
     bool block = s->map == LoopMap::GpuThreads;
     KILN_INTERNAL_ASSERT(block || s->map == LoopMap::GpuLanes, "a combine is across a block's threads or a warp's lanes");
+    // Across a cluster's blocks (a row shared by a cluster): the block's combine, then the
+    // cluster's through distributed shared memory (the prelude's kiln_cluster_*).
+    const bool cluster = block && cluster_ > 1;
+    const std::string across = cluster ? "kiln_cluster" : "kiln_block", blocks = cluster ? fmt::format(", {}", cluster_) : "";
     if (s->combine == CombineOp::Argmax) {
-      if (block) line(ind, fmt::format("kiln_block_pair({0}, {0}_idx, {1}, kiln_smem_idx, kiln_argmax_merge_op());", a, scratch_of(s->dtype)));
+      if (block) line(ind, fmt::format("{2}_pair({0}, {0}_idx, {1}, kiln_smem_idx, kiln_argmax_merge_op(){3});", a, scratch_of(s->dtype), across, blocks));
       else line(ind, fmt::format("kiln_warp_pair({0}, {0}_idx, kiln_argmax_merge_op());", a));
       return;
     }
     if (s->combine == CombineOp::Welford) {
       std::string sc = scratch_of(s->dtype);
-      if (block) line(ind, fmt::format("kiln_block_triple({0}, {0}_mean, {0}_n, {1}, {1}_mean, {1}_n, kiln_welford_merge_op());", a, sc));
+      if (block) line(ind, fmt::format("{2}_triple({0}, {0}_mean, {0}_n, {1}, {1}_mean, {1}_n, kiln_welford_merge_op(){3});", a, sc, across, blocks));
       else line(ind, fmt::format("kiln_warp_triple({0}, {0}_mean, {0}_n, kiln_welford_merge_op());", a));
       return;
     }
     if (s->combine == CombineOp::SumExp) {
-      if (block) line(ind, fmt::format("kiln_block_pair({0}, {0}_max, {1}, {1}_max, kiln_sumexp_merge_op());", a, scratch_of(s->dtype)));
+      if (block) line(ind, fmt::format("{2}_pair({0}, {0}_max, {1}, {1}_max, kiln_sumexp_merge_op(){3});", a, scratch_of(s->dtype), across, blocks));
       else line(ind, fmt::format("kiln_warp_pair({0}, {0}_max, kiln_sumexp_merge_op());", a));
       return;
     }
     std::string_view op = s->combine == CombineOp::Sum ? "kiln_sum_op()" : s->combine == CombineOp::Prod ? "kiln_prod_op()"
                           : s->combine == CombineOp::Max ? "kiln_max_op()" : "kiln_min_op()";
-    if (block) line(ind, fmt::format("{0} = kiln_block_combine({0}, {1}, {2});", a, op, scratch_of(s->dtype)));
+    if (block) line(ind, fmt::format("{0} = {3}_combine({0}, {1}, {2}{4});", a, op, scratch_of(s->dtype), across, blocks));
     else line(ind, fmt::format("{0} = kiln_warp_combine({0}, {1});", a, op));
   }
 
@@ -501,6 +510,11 @@ class CudaEmitter : public CEmitter {
     return widest;
   }
 
+  // A thread's position among the threads sharing a row, and their count: the block's, or in a
+  // cluster per row all its blocks' (kiln_crank, the block's rank in the cluster).
+  std::string thread_in_row() const { return cluster_ > 1 ? "(kiln_crank * blockDim.x + threadIdx.x)" : "threadIdx.x"; }
+  std::string row_stride() const { return cluster_ > 1 ? fmt::format("blockDim.x * {}", cluster_) : "blockDim.x"; }
+
   // Where a thread's vector `h` of a held row is: register h, or the thread's slot h of shared
   // memory (slots interleaved across threads: a warp's accesses fall on consecutive words).
   std::string held_slot(const std::string& h) const {
@@ -512,6 +526,7 @@ class CudaEmitter : public CEmitter {
   std::map<std::string, int> held_;  // the rows the current row loop holds: buffer -> vector width
   int64_t held_vectors_ = 0, held_threads_ = 0;
   bool held_shared_ = false;
+  int cluster_ = 1;  // blocks sharing the current row (Stmt::cluster)
 };
 
 }  // namespace
@@ -580,13 +595,17 @@ std::string emit_cuda_kernel(const Kernel& k) {
     bool in = b.role == BufferRole::Input || b.role == BufferRole::Constant;
     params += fmt::format("{}{}{}*{} {}", params.empty() ? "" : ", ", in ? "const " : "", c_storage_type(b.dtype), restrict, b.name);
   }
-  em.line(0, fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{", std::max<int64_t>(k.launch.block, 1), k.name, params));
+  // A kernel of thread-block clusters says its cluster size (compiled in: a plain launch then
+  // forms the clusters, its grid a multiple of it).
+  std::string cluster = k.launch.cluster > 1 ? fmt::format(" __cluster_dims__({}, 1, 1)", k.launch.cluster) : "";
+  em.line(0, fmt::format("extern \"C\" __global__ void{} __launch_bounds__({}) {}({}) {{", cluster, std::max<int64_t>(k.launch.block, 1), k.name, params));
   for (const Buffer& b : k.buffers) em.line(1, fmt::format("// {}: {} {}", b.name, buffer_role_name(b.role), b.what));
   for (const Buffer& c : k.constants)
     em.line(1, fmt::format("static const {} {}[{}] = {{{}}};  // {}", c_storage_type(c.dtype), c.name, std::max<size_t>(c.data.size(), 1),
                            c.data.empty() ? "0" : constant_table(c, d), c.what));
   for (auto& [name, type] : scratch_arrays(k)) em.line(1, fmt::format("__shared__ {} {}[{}];", type, name, kScratchSlots));
   if (k.launch.dynamic_shared_bytes > 0) em.line(1, "extern __shared__ __align__(16) unsigned char kiln_dynamic_smem[];");
+  if (k.launch.cluster > 1) em.line(1, "const unsigned kiln_crank = kiln_cluster_rank();  // this block's rank in its cluster");
   em.kernel_body(1);
   em.line(0, "}");
   return em.out;

@@ -247,6 +247,73 @@ struct kiln_argmax_merge_op {
 struct kiln_sumexp_merge_op {
   template <class T> __device__ void operator()(T& s, T& m, T s2, T m2) const { kiln_sumexp_merge(s, m, s2, m2); }
 };
+
+// ---- thread-block clusters (sm_90): a row shared by the blocks of a cluster
+// (Stmt::cluster). Each block combines its threads as above (the result in scratch[32]); then
+// every block reads the cluster's partials from the others' shared memory (distributed shared
+// memory: mapa gives the address of the same variable in block `rank`, ld.shared::cluster reads
+// it) and folds them in rank order, so that every block ends with the same bits. The second
+// cluster barrier keeps a block from overwriting scratch[32] (or exiting) while another still
+// reads it.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+KILN_FN unsigned kiln_cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+KILN_FN void kiln_cluster_sync() { asm volatile("barrier.cluster.arrive.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory"); }
+KILN_FN unsigned kiln_cluster_addr(const void* p, unsigned rank) {
+  unsigned r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"((unsigned)__cvta_generic_to_shared(p)), "r"(rank));
+  return r;
+}
+KILN_FN float kiln_cluster_read(const float* p, unsigned rank) {
+  unsigned x;
+  asm volatile("ld.shared::cluster.b32 %0, [%1];" : "=r"(x) : "r"(kiln_cluster_addr(p, rank)) : "memory");
+  return __uint_as_float(x);
+}
+KILN_FN double kiln_cluster_read(const double* p, unsigned rank) {
+  unsigned long long x;
+  asm volatile("ld.shared::cluster.b64 %0, [%1];" : "=l"(x) : "r"(kiln_cluster_addr(p, rank)) : "memory");
+  return __longlong_as_double((long long)x);
+}
+KILN_FN int64_t kiln_cluster_read(const int64_t* p, unsigned rank) {
+  unsigned long long x;
+  asm volatile("ld.shared::cluster.b64 %0, [%1];" : "=l"(x) : "r"(kiln_cluster_addr(p, rank)) : "memory");
+  return (int64_t)x;
+}
+#else
+// Never scheduled below sm_90 (codegen/schedule.cpp); these keep the prelude compiling there.
+KILN_FN unsigned kiln_cluster_rank() { return 0; }
+KILN_FN void kiln_cluster_sync() { __trap(); }
+template <class T> KILN_FN T kiln_cluster_read(const T* p, unsigned) { __trap(); return *p; }
+#endif
+template <class T, class Op> KILN_FN T kiln_cluster_combine(T v, Op op, T* scratch, int blocks) {
+  kiln_block_combine(v, op, scratch);
+  kiln_cluster_sync();
+  T r = kiln_cluster_read(&scratch[32], 0);
+  for (int k = 1; k < blocks; ++k) r = op(r, kiln_cluster_read(&scratch[32], (unsigned)k));
+  kiln_cluster_sync();
+  return r;
+}
+template <class A, class B, class Merge> KILN_FN void kiln_cluster_pair(A& a, B& b, A* sa, B* sb, Merge merge, int blocks) {
+  kiln_block_pair(a, b, sa, sb, merge);
+  kiln_cluster_sync();
+  a = kiln_cluster_read(&sa[32], 0);
+  b = kiln_cluster_read(&sb[32], 0);
+  for (int k = 1; k < blocks; ++k) merge(a, b, kiln_cluster_read(&sa[32], (unsigned)k), kiln_cluster_read(&sb[32], (unsigned)k));
+  kiln_cluster_sync();
+}
+template <class T, class Merge> KILN_FN void kiln_cluster_triple(T& a, T& b, T& c, T* sa, T* sb, T* sc, Merge merge, int blocks) {
+  kiln_block_triple(a, b, c, sa, sb, sc, merge);
+  kiln_cluster_sync();
+  a = kiln_cluster_read(&sa[32], 0);
+  b = kiln_cluster_read(&sb[32], 0);
+  c = kiln_cluster_read(&sc[32], 0);
+  for (int k = 1; k < blocks; ++k)
+    merge(a, b, c, kiln_cluster_read(&sa[32], (unsigned)k), kiln_cluster_read(&sb[32], (unsigned)k), kiln_cluster_read(&sc[32], (unsigned)k));
+  kiln_cluster_sync();
+}
 )PRELUDE";
 
 }  // namespace

@@ -373,6 +373,7 @@ std::string print_stmt(const StmtPtr& s, int indent) {
       if (s->vector > 0) map += fmt::format(" x{}", s->vector);
       if (!s->held.empty())
         map += fmt::format(" hold({}: {} vectors per thread{})", fmt::join(s->held, ", "), s->held_vectors, s->held_shared ? " in shared memory" : "");
+      if (s->cluster > 1) map += fmt::format(" cluster({} blocks per row)", s->cluster);
       if (s->map == LoopMap::GpuTiles) {
         std::vector<std::string> loads;
         for (auto& l : s->tiles.loads) loads.push_back(print_expr(l));
@@ -407,6 +408,7 @@ std::string print_schedule(const ScheduleRecord& r, const LaunchConfig& launch) 
   std::string out = r.mapping;
   if (r.rows_per_block > 0) out += fmt::format(", {} per block", r.rows_per_block);
   if (r.threads_per_row > 1) out += fmt::format(", {} threads per row", r.threads_per_row);
+  if (r.cluster > 1) out += fmt::format(" in a cluster of {} blocks (combined through distributed shared memory)", r.cluster);
   if (launch.block > 1 || launch.grid > 1) out += fmt::format(", block {}", launch.block);
   if (r.vector > 0) out += fmt::format(", {}-element vectors", r.vector);
   else if (launch.block > 1 && r.tiles.empty()) out += ", scalar accesses";  // (the CPU's vectors are clang's)

@@ -186,6 +186,10 @@ struct Stmt {
   std::vector<std::string> held;
   int64_t held_vectors = 0;
   bool held_shared = false;
+  // A row loop mapped GpuBlocks whose every row is shared by `cluster` blocks (a thread-block
+  // cluster, sm_90): its share loops spread over all their threads, its combines go across the
+  // cluster through distributed shared memory. 0: one block per row.
+  int cluster = 0;
   TilePlan tiles;  // GpuTiles only
   std::vector<ExprPtr> exprs;
   std::vector<StmtPtr> body;
@@ -235,6 +239,7 @@ struct LaunchConfig {
   int64_t block = 1;
   int64_t shared_bytes = 0;  // static shared memory the kernel's CombineAcross uses
   int64_t dynamic_shared_bytes = 0;  // shared memory given at launch (attention's tiles)
+  int cluster = 1;                   // blocks per thread-block cluster (sm_90; compiled into the kernel)
 };
 
 // How the schedule step mapped a kernel, in words a user reads (kernels.txt, kiln explain,
@@ -250,6 +255,7 @@ struct ScheduleRecord {
   std::string why;                // the rule that chose it
   std::string tiles;              // tiled kernels (attention): the tile shapes and shared memory
   bool held_shared = false;       // `held` is in shared memory (rows too long for registers)
+  int cluster = 0;                // blocks sharing a row (a thread-block cluster), 0: one
 };
 std::string print_schedule(const ScheduleRecord& r, const LaunchConfig& launch);
 

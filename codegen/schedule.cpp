@@ -175,6 +175,8 @@ bool is_share(const Stmt& s) { return s.kind == StmtKind::For && (s.map == LoopM
 // instead, up to `shared_limit` bytes for the block: each thread's vectors in slots of its
 // own, which it alone writes and reads back, so no barrier orders them.
 constexpr int64_t kHeldBytesPerThread = 128;
+// The portable limit of a thread-block cluster.
+constexpr int kMostClusterBlocks = 8;
 
 struct Held {
   std::vector<std::string> buffers;
@@ -184,6 +186,7 @@ struct Held {
   int64_t threads = 0;     // threads per row
   bool shared = false;     // in shared memory, not registers
   int64_t shared_bytes = 0;
+  int cluster = 0;         // blocks sharing each row (threads: all of theirs)
 };
 
 // What `row` (a GpuWarps or GpuBlocks loop over `threads` threads per row, or up to
@@ -269,6 +272,7 @@ StmtPtr set_vectors(const Kernel& k, const StmtPtr& body, const Held& held) {
       l.held = held.buffers;
       l.held_vectors = held.buffers.empty() ? 0 : held.vectors;
       l.held_shared = held.shared;
+      l.cluster = l.map == LoopMap::GpuBlocks ? held.cluster : 0;
     }
   });
 }
@@ -383,7 +387,16 @@ void schedule_cuda(Kernel& k, const Target& t) {
   k.schedule = rec;
   k.launch = launch;
   k.launch.shared_bytes = cuda_shared_bytes(k);  // the scratch the emitter declares for block combines
-  choose_vectors(k, row_max_threads, t.shared_memory_optin - k.launch.shared_bytes);
+  choose_vectors(k, row_max_threads, t.shared_memory_optin - k.launch.shared_bytes, t.supports_clusters() ? kMostClusterBlocks : 1);
+  if (k.launch.cluster > 1) {
+    // Clusters of blocks per row, as many as the SMs run at once (2048 threads an SM).
+    int64_t rows = 0;
+    visit(k.body, [&](const Stmt& x) {
+      if (x.kind == StmtKind::For && x.cluster > 1) rows = x.extent;
+    });
+    int64_t resident = int64_t(t.num_sms) * (2048 / k.launch.block) / k.launch.cluster;
+    k.launch.grid = std::max<int64_t>(1, std::min(rows, resident)) * k.launch.cluster;
+  }
   if (k.schedule.held_shared) {
     // As many blocks as the SMs hold at once, each walking its rows (a block waiting for a
     // slot would only add a wave's tail).
@@ -403,17 +416,35 @@ void schedule_cuda(Kernel& k, const Target& t) {
 
 }  // namespace
 
-void choose_vectors(Kernel& k, int64_t max_row_threads, int64_t shared_limit) {
+void choose_vectors(Kernel& k, int64_t max_row_threads, int64_t shared_limit, int max_cluster) {
   Held held;
   if (max_row_threads > 0)
     visit(k.body, [&](const Stmt& x) {
       if (!held.buffers.empty() || (x.map != LoopMap::GpuWarps && x.map != LoopMap::GpuBlocks)) return;
       bool block_may_grow = x.map == LoopMap::GpuBlocks && k.schedule.threads_per_row == k.launch.block;
       int64_t threads = x.map == LoopMap::GpuWarps ? 32 : k.launch.block;
-      held = rows_to_hold(k, x, threads, block_may_grow ? std::max(threads, max_row_threads) : threads, shared_limit);
+      int64_t most = block_may_grow ? std::max(threads, max_row_threads) : threads;
+      held = rows_to_hold(k, x, threads, most, /*shared_limit=*/0);
+      // Too long for one block's registers: a cluster's, the smallest blocks first (more of
+      // them per SM, so that one block's loads overlap another's arithmetic), then shared memory.
+      for (int64_t per_block : {256, 512, 1024})
+        for (int cs = 2; held.buffers.empty() && block_may_grow && cs <= max_cluster && per_block <= most; cs *= 2)
+          if (Held h = rows_to_hold(k, x, per_block * cs, per_block * cs, 0); !h.buffers.empty()) {
+            held = h;
+            held.cluster = cs;
+          }
+      if (held.buffers.empty()) held = rows_to_hold(k, x, threads, most, shared_limit);
     });
-  if (!held.buffers.empty() && held.threads != k.launch.block && k.schedule.threads_per_row == k.launch.block)
+  if (held.cluster > 1) {
+    k.launch.block = held.threads / held.cluster;
+    k.launch.cluster = held.cluster;
+    k.schedule.threads_per_row = held.threads;
+    k.schedule.cluster = held.cluster;
+    k.schedule.mapping = "cluster per row";
+    k.schedule.rows_per_block = 0;
+  } else if (!held.buffers.empty() && held.threads != k.launch.block && k.schedule.threads_per_row == k.launch.block) {
     k.launch.block = k.schedule.threads_per_row = held.threads;
+  }
   k.body = set_vectors(k, k.body, held);
   k.schedule.vector = 0;
   visit(k.body, [&](const Stmt& x) {

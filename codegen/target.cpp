@@ -1,8 +1,14 @@
 #include "codegen/target.h"
 
+#include <cstdlib>
+
 namespace kiln::codegen {
 
 Target cpu_target() { return Target{}; }
+
+bool Target::supports_clusters() const {
+  return is_gpu() && arch.rfind("sm_", 0) == 0 && std::atoi(arch.c_str() + 3) >= 90;
+}
 
 Target cuda_target(const std::string& arch, int num_sms) {
   Target t;

@@ -72,6 +72,8 @@ struct Target {
   int blocks_per_sm = 8;          // a grid-stride loop's grid: at most num_sms * this many blocks
 
   bool is_gpu() const { return kind == TargetKind::Cuda; }
+  // Thread-block clusters and distributed shared memory: sm_90 and later.
+  bool supports_clusters() const;
 };
 
 // The host CPU (the values the CPU backend was tuned with; see bench/NOTES.md).

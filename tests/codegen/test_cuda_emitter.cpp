@@ -470,6 +470,29 @@ TEST(CppEmitter, ObeysLoopMapsAndRefusesGpuKernels) {
   EXPECT_THROW(emit_cpp_kernel(block_reduction_kernel()), InternalError);
 }
 
+// The same row on sm_90: a thread-block cluster of 8 blocks of 256 threads per row, each
+// thread 25 words in registers; the block combine, then the cluster's through distributed
+// shared memory.
+Kernel cluster_row_kernel() {
+  Kernel k = row_kernel(50257, DType::F32, /*block=*/true);
+  k.schedule.threads_per_row = 1024;
+  choose_vectors(k, 1024, /*shared_limit=*/0, /*max_cluster=*/8);
+  return k;
+}
+
+TEST(CudaEmitter, ARowSharedByAClusterCombinesThroughDistributedSharedMemory) {
+  Kernel ck = cluster_row_kernel();
+  EXPECT_EQ(ck.launch.cluster, 8);
+  EXPECT_EQ(ck.launch.block, 256);
+  std::string k = emit_cuda_kernel(ck);
+  EXPECT_TRUE(has(k, "extern \"C\" __global__ void __cluster_dims__(8, 1, 1) __launch_bounds__(256) blockrow50257(")) << k;
+  EXPECT_TRUE(has(k, "const unsigned kiln_crank = kiln_cluster_rank();")) << k;
+  EXPECT_TRUE(has(k, "for (int row = blockIdx.x / 8; row < 64; row += gridDim.x / 8) {")) << k;
+  EXPECT_TRUE(has(k, "const int q = (int)((kiln_crank * blockDim.x + threadIdx.x)) + h * 2048;")) << k;
+  EXPECT_TRUE(has(k, "s_acc = kiln_cluster_combine(s_acc, kiln_sum_op(), kiln_smem_f32, 8);")) << k;
+  EXPECT_FALSE(has(k, "kiln_block_combine")) << k;
+}
+
 // A transposed f16 read into an f32 output over odd [37, 45], scheduled: tiles through shared
 // memory, the edge tiles guarded, both phases unrolled over the block's 4 elements a thread.
 Kernel tiled_transpose_kernel() {
@@ -515,6 +538,21 @@ TEST(CudaEmitter, ModulesCompileWithNvrtc) {
   // One kernel alone with the prelude (how the backend compiles them, one program each).
   for (const Kernel& k : kernels)
     EXPECT_NO_THROW(runtime::cuda::compile_cuda(std::string(cuda_prelude()) + "\n" + emit_cuda_kernel(k), k.name, o)) << k.name;
+}
+
+// Cluster kernels compile for sm_90 (the schedule picks them there only), their distributed
+// shared memory reads and cluster barriers in the PTX.
+TEST(CudaEmitter, ClusterKernelsCompileForSm90) {
+  runtime::cuda::NvrtcOptions o;
+  o.use_cache = false;
+  o.arch = "sm_90";
+  runtime::cuda::NvrtcOutput out;
+  ASSERT_NO_THROW(out = runtime::cuda::compile_cuda(emit_cuda_module({cluster_row_kernel()}), "cluster", o));
+  EXPECT_FALSE(out.cubin.empty());
+  EXPECT_FALSE(has(out.log, "warning")) << out.log;
+  if (out.ptx.empty()) GTEST_SKIP() << "this NVRTC gives no PTX for a real architecture";
+  EXPECT_TRUE(has(out.ptx, "ld.shared::cluster")) << out.ptx;
+  EXPECT_TRUE(has(out.ptx, "barrier.cluster.wait")) << out.ptx;
 }
 
 // The read-back kernel's PTX reads nothing through the read-only path: every load of the temp

@@ -123,24 +123,50 @@ TEST(Schedule, RecordsItsMappingAndHoldsRowsThatFitInRegisters) {
   EXPECT_EQ(grown.schedule.threads_per_row, 1024);
   EXPECT_EQ(grown.schedule.held_elements, 32);
 
-  // 50 a thread at 1024 threads is too many registers: shared memory, each thread's 50 words
-  // in slots of its own (the row is odd: one element per access), one block per SM.
+  // 50 a thread at 1024 threads is too many registers. On sm_90: a cluster of blocks shares the
+  // row, the smallest blocks that hold it in registers (8 of 256 threads: 25 words a thread),
+  // as many clusters as the SMs run at once.
   Kernel odd = two_pass(200, 50257);
   schedule(odd, cuda_target());
+  EXPECT_EQ(odd.schedule.mapping, "cluster per row");
   EXPECT_EQ(odd.schedule.held, std::vector<std::string>{"b1"});
-  EXPECT_TRUE(odd.schedule.held_shared);
-  EXPECT_EQ(odd.launch.block, 1024);
-  EXPECT_EQ(odd.schedule.vector, 1);
-  EXPECT_EQ(odd.launch.dynamic_shared_bytes, 50 * 1024 * 4);
-  EXPECT_EQ(odd.launch.grid, 132) << "as many blocks as the SMs hold at once";
-  EXPECT_TRUE(has(print_kernel(odd), "row of b1 held in shared memory (50 elements per thread)")) << print_kernel(odd);
-  EXPECT_TRUE(has(print_kernel(odd), "hold(b1: 50 vectors per thread in shared memory)")) << print_kernel(odd);
-  // Longer than shared memory too (400 KB): read twice, as before.
-  Kernel too_long = two_pass(64, 100000);
-  schedule(too_long, cuda_target());
-  EXPECT_TRUE(too_long.schedule.held.empty());
-  EXPECT_EQ(too_long.launch.block, 512);
-  EXPECT_EQ(too_long.launch.dynamic_shared_bytes, 0);
+  EXPECT_FALSE(odd.schedule.held_shared);
+  EXPECT_EQ(odd.schedule.held_elements, 25);
+  EXPECT_EQ(odd.schedule.cluster, 8);
+  EXPECT_EQ(odd.schedule.threads_per_row, 2048);
+  EXPECT_EQ(odd.launch.block, 256);
+  EXPECT_EQ(odd.launch.cluster, 8);
+  EXPECT_EQ(odd.launch.grid, 132 * 8) << "132 SMs of 8 blocks of 256 threads: 132 clusters of 8";
+  EXPECT_TRUE(has(print_kernel(odd), "cluster per row, 2048 threads per row in a cluster of 8 blocks")) << print_kernel(odd);
+  EXPECT_TRUE(has(print_kernel(odd), "hold(b1: 25 vectors per thread) cluster(8 blocks per row)")) << print_kernel(odd);
+  // 100000 words: clusters of 8 blocks of 512.
+  Kernel longer = two_pass(64, 100000);
+  schedule(longer, cuda_target());
+  EXPECT_EQ(longer.launch.cluster, 8);
+  EXPECT_EQ(longer.launch.block, 512);
+  EXPECT_EQ(longer.launch.grid, 64 * 8) << "64 rows: a cluster each";
+  // Before sm_90 (no clusters): the block's own shared memory (163 KB on an A100), each
+  // thread's 40 words in slots of its own (the row is odd: one element per access), one block
+  // per SM.
+  Kernel ampere = two_pass(200, 40001);
+  schedule(ampere, cuda_target("sm_80", 108));
+  EXPECT_EQ(ampere.schedule.held, std::vector<std::string>{"b1"});
+  EXPECT_TRUE(ampere.schedule.held_shared);
+  EXPECT_EQ(ampere.launch.block, 1024);
+  EXPECT_EQ(ampere.launch.cluster, 1);
+  EXPECT_EQ(ampere.schedule.vector, 1);
+  EXPECT_EQ(ampere.launch.dynamic_shared_bytes, 40 * 1024 * 4);
+  EXPECT_EQ(ampere.launch.grid, 108) << "as many blocks as the SMs hold at once";
+  EXPECT_TRUE(has(print_kernel(ampere), "row of b1 held in shared memory (40 elements per thread)")) << print_kernel(ampere);
+  // Longer than both (300000 words: 37 a thread in a cluster of 8 x 1024; 1.2 MB): read twice.
+  for (const char* arch : {"sm_90", "sm_80"}) {
+    Kernel too_long = two_pass(64, 300000);
+    schedule(too_long, cuda_target(arch));
+    EXPECT_TRUE(too_long.schedule.held.empty()) << arch;
+    EXPECT_EQ(too_long.launch.block, 512) << arch;
+    EXPECT_EQ(too_long.launch.cluster, 1) << arch;
+    EXPECT_EQ(too_long.launch.dynamic_shared_bytes, 0) << arch;
+  }
 
   // The CPU's record: its rows to the pool in chunks, or a small kernel on the calling thread.
   Kernel cpu = two_pass(64, 1024);
