@@ -16,19 +16,26 @@ Target cuda_target(const std::string& arch, int num_sms) {
   t.name = "cuda " + arch;
   t.arch = arch;
   t.num_sms = num_sms;
+  const int cc = std::atoi(arch.c_str() + 3);  // "sm_90" -> 90, "sm_100" -> 100
   t.always_flat = true;
   t.buffer_alignment = 256;
   t.matmul_epilogues = true;
   t.recompute_from_statistics = true;
   t.online_softmax = true;
   t.welford = true;
+  // A row the schedule holds on chip is read from memory once whatever the passes over it, so
+  // the one-pass forms only add arithmetic there (online softmax's exp of each new maximum in
+  // divergent warps; Welford's division per element): measured on the H200, a 50257-word
+  // softmax ran 0.95 ms online whether its row was held in registers, in shared memory or not
+  // at all (bench/NOTES.md, stop 29). They start past the longest row held in registers:
+  // a cluster's 8 x 1024 threads of 32 words on sm_90, a block's 1024 before.
+  t.one_pass_min_row = (cc >= 90 ? 8 : 1) * 1024 * 32 + 1;
   // One thread per column of a tile: a tile is a block of threads reading consecutive
   // columns (coalesced); enough tiles to give every multiprocessor a few blocks.
   t.column_tile_max = 256;
   t.column_tiles_wanted = 2 * num_sms;
   // Opt-in shared memory per block by architecture (the CUDA guide's table); the backend reads
   // the device's own figure when there is one.
-  int cc = std::stoi(arch.substr(3, 2));
   t.shared_memory_optin = cc >= 90 ? 227 * 1024 : cc == 80 || cc == 87 ? 163 * 1024 : cc >= 70 ? 99 * 1024 : 48 * 1024;
   return t;
 }

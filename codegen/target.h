@@ -47,8 +47,9 @@ struct Target {
   // trade a pass over the row for more arithmetic per element, which pays only where the row
   // no longer comes back from cache: rows of at least `one_pass_min_row` elements. Measured on
   // an H100 (bench/NOTES.md): softmax rows of 1024 run 6% slower online, cross-entropy rows of
-  // 32000 15% faster; Welford on layer-norm rows of 4096 ran 6% slower. The CPU keeps two
-  // passes (its vectorized exp would run twice).
+  // 32000 15% faster; Welford on layer-norm rows of 4096 ran 6% slower. Since rows are held on
+  // chip (read once however many passes), CUDA starts them past the longest row it holds
+  // (cuda_target). The CPU keeps two passes (its vectorized exp would run twice).
   bool online_softmax = false;
   bool welford = false;
   int64_t one_pass_min_row = 8192;
