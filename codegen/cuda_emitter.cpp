@@ -389,38 +389,68 @@ class CudaEmitter : public CEmitter {
   void barrier(const StmtPtr&, int ind) override { line(ind, "__syncthreads();"); }
 
  private:
-  // A flat loop in tiles of its [rows, cols] view (Stmt::tiles, codegen/tiling.h), one tile per
-  // block: each transposed load first read down the tile's columns into shared memory (a
-  // warp's 32 lanes on 32 consecutive rows, contiguous in that buffer), then the body run
-  // along its rows (a warp's lanes on 32 consecutive columns, the output's contiguous dim)
-  // with those loads read from shared memory.
+  // A flat loop in tiles of its [rows, cols] view (Stmt::tiles, codegen/tiling.h), the blocks
+  // striding over the tiles: each transposed load read down the tile's columns (a warp's 32
+  // lanes on 32 consecutive rows, contiguous in that buffer) into registers, then shared
+  // memory; the body run along the tile's rows (a warp's lanes on 32 consecutive columns, the
+  // output's contiguous dim) with those loads read from shared memory. The next tile's loads
+  // are issued before this tile's body runs, so that they are in flight while it computes
+  // (every block starts its first tile at once: without this its loads and its arithmetic
+  // would not overlap).
   void tiled(const StmtPtr& s, int ind) {
     const TilePlan& t = s->tiles;
     const std::string& v = s->name;
     std::string_view I = d_.index_type;
-    const int64_t T = t.tile, row_tiles = (t.rows + T - 1) / T, col_tiles = (t.cols + T - 1) / T;
+    const int64_t T = t.tile, row_tiles = (t.rows + T - 1) / T, col_tiles = (t.cols + T - 1) / T, threads = k_.launch.block;
+    KILN_INTERNAL_ASSERT(threads > 0 && (T * T) % threads == 0, "a tile's elements split evenly over the block's threads");
+    const int64_t per_thread = T * T / threads;
     const bool whole = t.rows % T == 0 && t.cols % T == 0;
     auto lit = [&](int64_t x) { return int_literal(x, d_); };
     if (!s->comment.empty()) line(ind, "// " + s->comment);
-    line(ind, fmt::format("// as [{}, {}] in tiles of {} x {}, one per block: the transposed loads through shared memory", t.rows,
-                          t.cols, T, T));
-    for (size_t n = 0; n < t.loads.size(); ++n)
-      line(ind, fmt::format("__shared__ {} {}[{}];  // {}", c_storage_type(t.loads[n]->dtype), tile_array_name(t, n),
-                            tile_array_elements(t), print_expr(t.loads[n])));
-    std::string tv = v + "_tile", e = v + "_e", r0 = v + "_r0", c0 = v + "_c0", r = v + "_r", c = v + "_c";
+    line(ind, fmt::format("// as [{}, {}] in tiles of {} x {}: the transposed loads through registers and shared memory, the next tile's "
+                          "in flight while this one computes", t.rows, t.cols, T, T));
+    std::string tv = v + "_tile", e = v + "_e", k = e + "_k", r0 = v + "_r0", c0 = v + "_c0", r = v + "_r", c = v + "_c";
+    for (size_t n = 0; n < t.loads.size(); ++n) {
+      line(ind, fmt::format("__shared__ {} {}[{}];  // {}", c_storage_type(t.loads[n]->dtype), tile_array_name(t, n), tile_array_elements(t),
+                            print_expr(t.loads[n])));
+      line(ind, fmt::format("{} {}_next[{}];", c_storage_type(t.loads[n]->dtype), tile_array_name(t, n), per_thread));
+    }
+    // This thread's elements of tile `tile` (when there is one), read into the registers:
+    // element e of a tile is row e % T, column e / T (a tile's edge repeats the last row or column).
+    auto read_tile = [&](const std::string& tile, int at) {
+      line(at, fmt::format("if ({} < {}) {{", tile, lit(row_tiles * col_tiles)));
+      line(at + 1, fmt::format("const {0} {1} = {2} / {3} * {4}, {5} = {2} % {3} * {4};", I, r0, tile, lit(col_tiles), lit(T), c0));
+      line(at + 1, "#pragma unroll");
+      line(at + 1, fmt::format("for (int {0} = 0; {0} < {1}; ++{0}) {{", k, per_thread));
+      line(at + 2, fmt::format("const int {0} = threadIdx.x + {1} * {2};", e, k, threads));
+      line(at + 2, fmt::format("const {0} {1} = kiln_imin({2} + {3} % {4}, {5}) * {6} + kiln_imin({7} + {3} / {4}, {8});", I, v, r0, e, T,
+                               lit(t.rows - 1), lit(t.cols), c0, lit(t.cols - 1)));
+      for (size_t n = 0; n < t.loads.size(); ++n)
+        line(at + 2, fmt::format("{}_next[{}] = {}[{}];", tile_array_name(t, n), k, t.loads[n]->name, expr(t.loads[n]->args[0])));
+      line(at + 1, "}");
+      line(at, "}");
+    };
+    line(ind, "{");
+    line(ind + 1, fmt::format("const {} {} = blockIdx.x;", I, tv));
+    read_tile(tv, ind + 1);
+    line(ind, "}");
     line(ind, fmt::format("for ({0} {1} = blockIdx.x; {1} < {2}; {1} += gridDim.x) {{", I, tv, lit(row_tiles * col_tiles)));
-    line(ind + 1, fmt::format("const {0} {1} = {2} / {3} * {4}, {5} = {2} % {3} * {4};", I, r0, tv, lit(col_tiles), lit(T), c0));
-    line(ind + 1, fmt::format("// down the columns: lane {0} % {1} on row {2} + {0} % {1} (a tile's edge repeats the last row or column)", e, T, r0));
-    tile_elements(e, T * T, ind + 1);
-    line(ind + 2, fmt::format("const {0} {1} = kiln_imin({2} + {3} % {4}, {5}) * {6} + kiln_imin({7} + {3} / {4}, {8});", I, v, r0, e, T,
-                              lit(t.rows - 1), lit(t.cols), c0, lit(t.cols - 1)));
+    line(ind + 1, "#pragma unroll");
+    line(ind + 1, fmt::format("for (int {0} = 0; {0} < {1}; ++{0}) {{", k, per_thread));
+    line(ind + 2, fmt::format("const int {0} = threadIdx.x + {1} * {2};", e, k, threads));
     for (size_t n = 0; n < t.loads.size(); ++n)
-      line(ind + 2, fmt::format("{}[{} / {} * {} + {} % {}] = {}[{}];", tile_array_name(t, n), e, T, T + 1, e, T, t.loads[n]->name,
-                                expr(t.loads[n]->args[0])));
+      line(ind + 2, fmt::format("{0}[{1} / {2} * {3} + {1} % {2}] = {0}_next[{4}];", tile_array_name(t, n), e, T, T + 1, k));
     line(ind + 1, "}");
     line(ind + 1, "__syncthreads();");
+    line(ind + 1, "{");
+    line(ind + 2, fmt::format("const {0} {1} = {2} + gridDim.x;", I, tv + "_next", tv));
+    read_tile(tv + "_next", ind + 2);
+    line(ind + 1, "}");
+    line(ind + 1, fmt::format("const {0} {1} = {2} / {3} * {4}, {5} = {2} % {3} * {4};", I, r0, tv, lit(col_tiles), lit(T), c0));
     line(ind + 1, fmt::format("// along the rows: lane {0} % {1} on column {2} + {0} % {1}", e, T, c0));
-    tile_elements(e, T * T, ind + 1);
+    line(ind + 1, "#pragma unroll");
+    line(ind + 1, fmt::format("for (int {0} = 0; {0} < {1}; ++{0}) {{", k, per_thread));
+    line(ind + 2, fmt::format("const int {0} = threadIdx.x + {1} * {2};", e, k, threads));
     line(ind + 2, fmt::format("const {0} {1} = {2} + {3} / {4}, {5} = {6} + {3} % {4};", I, r, r0, e, T, c, c0));
     int b = ind + 2;
     if (!whole) line(b++, fmt::format("if ({} < {} && {} < {}) {{", r, lit(t.rows), c, lit(t.cols)));
@@ -442,16 +472,6 @@ class CudaEmitter : public CEmitter {
     line(ind + 1, "}");
     line(ind + 1, "__syncthreads();  // before the next tile overwrites shared memory");
     line(ind, "}");
-  }
-
-  // The head of a loop over a tile's `n` elements `e`, every thread of the block taking n /
-  // block of them, unrolled so that all its loads are in flight at once.
-  void tile_elements(const std::string& e, int64_t n, int ind) {
-    const int64_t block = k_.launch.block;
-    if (n % block != 0) return line(ind, fmt::format("for (int {0} = threadIdx.x; {0} < {1}; {0} += blockDim.x) {{", e, n));
-    line(ind, "#pragma unroll");
-    line(ind, fmt::format("for (int {0}_k = 0; {0}_k < {1}; ++{0}_k) {{", e, n / block));
-    line(ind + 1, fmt::format("const int {0} = threadIdx.x + {0}_k * {1};", e, block));
   }
 
   // The grid-stride loop on 16-byte vectors (Stmt::vector), then the scalar tail.

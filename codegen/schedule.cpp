@@ -175,6 +175,8 @@ bool is_share(const Stmt& s) { return s.kind == StmtKind::For && (s.map == LoopM
 // instead, up to `shared_limit` bytes for the block: each thread's vectors in slots of its
 // own, which it alone writes and reads back, so no barrier orders them.
 constexpr int64_t kHeldBytesPerThread = 128;
+// Blocks per SM of a tiled loop (GpuTiles).
+constexpr int kTileBlocksPerSm = 4;
 // The portable limit of a thread-block cluster.
 constexpr int kMostClusterBlocks = 8;
 
@@ -315,8 +317,10 @@ void schedule_cuda(Kernel& k, const Target& t) {
         // through shared memory (codegen/tiling.h).
         auto tiled = std::make_shared<Stmt>(*with_map(s, LoopMap::GpuTiles));
         int64_t tiles = ((plan->rows + plan->tile - 1) / plan->tile) * ((plan->cols + plan->tile - 1) / plan->tile);
+        // A few blocks an SM, each walking several tiles: a block's next tile is loaded while
+        // its current one computes (the emitter's prefetch), which one tile a block cannot do.
         launch.block = t.pointwise_block;
-        launch.grid = grid_of(1, tiles);
+        launch.grid = std::min<int64_t>(tiles, int64_t(t.num_sms) * kTileBlocksPerSm);
         std::vector<std::string> names;
         std::set<std::string> buffers;
         int64_t bytes = 0;

@@ -493,8 +493,9 @@ TEST(CudaEmitter, ARowSharedByAClusterCombinesThroughDistributedSharedMemory) {
   EXPECT_FALSE(has(k, "kiln_block_combine")) << k;
 }
 
-// A transposed f16 read into an f32 output over odd [37, 45], scheduled: tiles through shared
-// memory, the edge tiles guarded, both phases unrolled over the block's 4 elements a thread.
+// A transposed f16 read into an f32 output over odd [37, 45], scheduled: tiles through
+// registers and shared memory, the next tile read while this one computes, the edge tiles
+// guarded, both phases unrolled over the block's 4 elements a thread.
 Kernel tiled_transpose_kernel() {
   ExprPtr i = var("i", 0, 37 * 45 - 1);
   ExprPtr xt = load("b1", DType::F16, add(mul(mod(i, imm(45)), imm(37)), floordiv(i, imm(45))));
@@ -511,7 +512,11 @@ TEST(CudaEmitter, TransposedReadsGoThroughSharedMemoryTiles) {
   EXPECT_TRUE(has(c, "__shared__ uint16_t b1_tile0[1056];")) << c;
   EXPECT_TRUE(has(c, "for (int i_tile = blockIdx.x; i_tile < 4; i_tile += gridDim.x) {")) << c;
   EXPECT_TRUE(has(c, "const int i = kiln_imin(i_r0 + i_e % 32, 36) * 45 + kiln_imin(i_c0 + i_e / 32, 44);")) << c;
-  EXPECT_TRUE(has(c, "b1_tile0[i_e / 32 * 33 + i_e % 32] = b1[(i % 45) * 37 + (i / 45)];")) << c;
+  EXPECT_TRUE(has(c, "uint16_t b1_tile0_next[4];")) << c;
+  EXPECT_TRUE(has(c, "b1_tile0_next[i_e_k] = b1[(i % 45) * 37 + (i / 45)];")) << c;
+  EXPECT_TRUE(has(c, "b1_tile0[i_e / 32 * 33 + i_e % 32] = b1_tile0_next[i_e_k];")) << c;
+  // The next tile's loads are issued after the barrier, before this tile's body.
+  EXPECT_LT(c.find("const int i_tile_next = i_tile + gridDim.x;"), c.find("if (i_r < 37 && i_c < 45) {")) << c;
   EXPECT_TRUE(has(c, "if (i_r < 37 && i_c < 45) {")) << c;
   EXPECT_TRUE(has(c, "kiln_h2f(b1_tile0[(i_e % 32) * 33 + (i_e / 32)])")) << c;
   EXPECT_TRUE(has(c, "for (int i_e_k = 0; i_e_k < 4; ++i_e_k) {")) << c;

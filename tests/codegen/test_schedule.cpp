@@ -218,7 +218,7 @@ TEST(Schedule, TransposedReadsRunInSharedMemoryTiles) {
   EXPECT_TRUE(has(k.schedule.tiles, "tiles of 64 x 64 of the loop as [1024, 4096], 16.2 KB shared")) << k.schedule.tiles;
   EXPECT_EQ(k.launch.block, 256);
   EXPECT_EQ(k.launch.shared_bytes, 64 * 65 * 4);
-  EXPECT_EQ(k.launch.grid, 1024) << "1024 tiles, a block each (at most 8 blocks on each of 132 SMs)";
+  EXPECT_EQ(k.launch.grid, 132 * 4) << "4 blocks an SM, each walking 2 of the 1024 tiles";
 
   // Odd sizes tile too (the emitter guards the edges); the plan covers the loop exactly. A
   // view under 64 on a side takes the small tiles.
