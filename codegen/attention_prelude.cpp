@@ -423,11 +423,19 @@ __device__ __forceinline__ void kiln_attn_bwd_kv_mma(const uint16_t* __restrict_
     __syncthreads();
     kiln_attn_tile16<BM, D>(Qs, q + b * L * E, q0, L, E);
     kiln_attn_tile16<BM, D>(Os, dout + b * L * Ev, q0, L, Ev);
+    int dead = 0;
     for (int r = threadIdx.x; r < BM; r += KILN_ATTN_THREADS) {
       Ls[r] = q0 + r < L ? lse[b * L + q0 + r] : -KILN_INFF;
       Ds[r] = q0 + r < L ? delta[b * L + q0 + r] : 0.f;
+      dead |= q0 + r < L && Ls[r] == -KILN_INFF;
     }
-    __syncthreads();
+    if (__syncthreads_or(dead)) {
+      // Rows that attend to nothing (lse -inf: NaN queries) add nothing, as in the reference:
+      // their q and dO rows are zeroed, so that their zero weights do not meet a NaN.
+      for (int i = threadIdx.x; i < BM * ST; i += KILN_ATTN_THREADS)
+        if (Ls[i / ST] == -KILN_INFF) Qs[i] = Os[i] = 0;
+      __syncthreads();
+    }
     float p[NT][4], dp[NT][4];
     kiln_mma_pair<DT, KC, NT>(p, dp, Ks, Vs, Qs, Os, ST, warp * 16);
     // Pᵀ and dSᵀ: rows are keys (key_lo, key_hi), columns queries.
@@ -440,7 +448,7 @@ __device__ __forceinline__ void kiln_attn_bwd_kv_mma(const uint16_t* __restrict_
         const bool live = qi < L && kj < S && !(CAUSAL && kj > qi) && Ls[c] != -KILN_INFF;
         const float pe = live ? kiln_exp(p[j][e] * scale - Ls[c]) : 0.f;
         p[j][e] = pe;
-        dp[j][e] = pe * (dp[j][e] - Ds[c]);
+        dp[j][e] = live ? pe * (dp[j][e] - Ds[c]) : 0.f;
       }
     // dV += Pᵀ dO, dK += dSᵀ q over the tile's 64 queries.
 #pragma unroll
@@ -514,7 +522,7 @@ __device__ __forceinline__ void kiln_attn_bwd_q_mma(const uint16_t* __restrict__
         const float l = e < 2 ? l_lo : l_hi;
         const bool live = qi < L && kj < S && !(CAUSAL && kj > qi) && l != -KILN_INFF;
         const float pe = live ? kiln_exp(p[j][e] * scale - l) : 0.f;
-        dp[j][e] = pe * (dp[j][e] - (e < 2 ? d_lo : d_hi));
+        dp[j][e] = live ? pe * (dp[j][e] - (e < 2 ? d_lo : d_hi)) : 0.f;
       }
 #pragma unroll
     for (int kc = 0; kc < BN / 16; ++kc) {
@@ -562,7 +570,8 @@ __device__ __forceinline__ void kiln_attn_ds(A* Ps, const A* Qs, const A* Ks, co
       const bool live = qi < L && kj < S && !(CAUSAL && kj > qi) && Ls[r] != -(A)KILN_INF;
       const A p = live ? kiln_exp(s[i][j] * scale - Ls[r]) : (A)0;
       Ps[r * (BN + 1) + tx + 16 * j] = p;
-      Ps[BM * (BN + 1) + r * (BN + 1) + tx + 16 * j] = p * (dp[i][j] - Ds[r]);
+      // Exactly 0 where not live: a row that attends to nothing may hold NaN (its delta, its dO).
+      Ps[BM * (BN + 1) + r * (BN + 1) + tx + 16 * j] = live ? p * (dp[i][j] - Ds[r]) : (A)0;
     }
   }
 }
@@ -620,6 +629,9 @@ __device__ __forceinline__ void kiln_attn_bwd_kv(const typename kiln_attn_type<D
     const A* dSs = Ps + BM * (BN + 1);
 #pragma unroll 2
     for (int r = 0; r < BM; ++r) {
+      // A row that attends to nothing (lse -inf: past L, or NaN queries) adds nothing, as in the
+      // reference: its zero weights must not meet its q or dO (0 * NaN).
+      if (Ls[r] == -(A)KILN_INF) continue;
       A go[DN], qq[DN];
 #pragma unroll
       for (int d = 0; d < DN; ++d) {
