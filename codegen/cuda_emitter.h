@@ -49,6 +49,10 @@
 //   GpuThreads     for (v = threadIdx.x; v < E; v += blockDim.x)
 //   GpuLanes       for (v = threadIdx.x % 32; v < E; v += 32)
 //   Serial         for (v = 0; v < E; ++v)
+//   GpuBlocks with Stmt::cluster = C (a thread-block cluster per row, sm_90):
+//                  for (v = blockIdx.x / C; v < E; v += gridDim.x / C), its GpuThreads loops over the
+//                  cluster's threads (rank * blockDim.x + threadIdx.x, stride blockDim.x * C), its
+//                  combines through distributed shared memory (kiln_cluster_*), `__cluster_dims__(C, 1, 1)`
 //   GpuTiles       for (tile = blockIdx.x; tile < tiles; tile += gridDim.x) { stage the transposed loads
 //                  in __shared__ tiles; __syncthreads(); run the body over the tile's elements;
 //                  __syncthreads(); }   (Stmt::tiles, codegen/tiling.h)

@@ -171,14 +171,16 @@ bool is_share(const Stmt& s) { return s.kind == StmtKind::For && (s.map == LoopM
 // of each row's iteration (all its loads in flight at once), and every pass reads the
 // registers. It pays when the registers fit: at most `kHeldBytesPerThread` bytes per thread
 // for all held rows together (32 f32 registers), with a block of up to 1024 threads for a
-// long row. A row longer than that (a 50257-word vocabulary) is held in shared memory
-// instead, up to `shared_limit` bytes for the block: each thread's vectors in slots of its
-// own, which it alone writes and reads back, so no barrier orders them.
+// long row. A row longer than that (a 50257-word vocabulary) is held in the registers of a
+// thread-block cluster on sm_90 (choose_vectors), else in the block's shared memory, up to
+// `shared_limit` bytes: each thread's vectors in slots of its own, which it alone writes and
+// reads back, so no barrier orders them.
 constexpr int64_t kHeldBytesPerThread = 128;
 // Blocks per SM of a tiled loop (GpuTiles).
 constexpr int kTileBlocksPerSm = 4;
-// The portable limit of a thread-block cluster.
+// The portable limit of a thread-block cluster, and the threads an SM runs at once (sm_80, sm_90).
 constexpr int kMostClusterBlocks = 8;
+constexpr int64_t kThreadsPerSm = 2048;
 
 struct Held {
   std::vector<std::string> buffers;
@@ -313,8 +315,8 @@ void schedule_cuda(Kernel& k, const Target& t) {
     };
     if (!nested) {
       if (auto plan = transposed_reads(k, s)) {
-        // Transposed reads: tiles of the loop's [rows, cols] view, one per block, staged
-        // through shared memory (codegen/tiling.h).
+        // Transposed reads: tiles of the loop's [rows, cols] view, the blocks striding over
+        // them, staged through shared memory (codegen/tiling.h).
         auto tiled = std::make_shared<Stmt>(*with_map(s, LoopMap::GpuTiles));
         int64_t tiles = ((plan->rows + plan->tile - 1) / plan->tile) * ((plan->cols + plan->tile - 1) / plan->tile);
         // A few blocks an SM, each walking several tiles: a block's next tile is loaded while
@@ -393,12 +395,12 @@ void schedule_cuda(Kernel& k, const Target& t) {
   k.launch.shared_bytes = cuda_shared_bytes(k);  // the scratch the emitter declares for block combines
   choose_vectors(k, row_max_threads, t.shared_memory_optin - k.launch.shared_bytes, t.supports_clusters() ? kMostClusterBlocks : 1);
   if (k.launch.cluster > 1) {
-    // Clusters of blocks per row, as many as the SMs run at once (2048 threads an SM).
+    // Clusters of blocks per row, as many as the SMs run at once.
     int64_t rows = 0;
     visit(k.body, [&](const Stmt& x) {
       if (x.kind == StmtKind::For && x.cluster > 1) rows = x.extent;
     });
-    int64_t resident = int64_t(t.num_sms) * (2048 / k.launch.block) / k.launch.cluster;
+    int64_t resident = int64_t(t.num_sms) * (kThreadsPerSm / k.launch.block) / k.launch.cluster;
     k.launch.grid = std::max<int64_t>(1, std::min(rows, resident)) * k.launch.cluster;
   }
   if (k.schedule.held_shared) {
