@@ -149,34 +149,49 @@ Lin mod_lin(const Lin& l, int64_t c) {
   return atom(mod(from_lin(r), imm(c)));
 }
 
-// Merges what an unravel split apart: (x / a)*a*k + (x % a)*k = x*k and
-// (x / a % b)*a*k + (x % a)*k = (x % (a*b))*k. Repeats until nothing merges.
+// A digit of x in a mixed radix: (x / d) % m, or x / d with no modulus (m = 0); d = 1 is
+// x % m. Unravelling an index into dims writes one digit per dim; views that merge dims again
+// (a reshape of a slice, a cat's pieces) leave sums of adjacent digits behind.
+struct Digit {
+  ExprPtr x;
+  int64_t d = 1, m = 0;
+};
+std::optional<Digit> digit_of(const ExprPtr& e) {
+  int64_t c = 0;
+  if (e->kind == ExprKind::Mod && is_const(e->args[1], &c) && c > 0) {
+    const ExprPtr& a = e->args[0];
+    int64_t d = 0;
+    if (a->kind == ExprKind::FloorDiv && is_const(a->args[1], &d) && d > 0) return Digit{a->args[0], d, c};
+    return Digit{a, 1, c};
+  }
+  if (e->kind == ExprKind::FloorDiv && is_const(e->args[1], &c) && c > 0) return Digit{e->args[0], c, 0};
+  return std::nullopt;
+}
+
+// Merges adjacent digits of one x back into one (for x >= 0):
+//   (x / d % m)*k + (x / (d*m) % n)*(k*m) = (x / d % (m*n))*k
+//   (x / d % m)*k + (x / (d*m))*(k*m)     = (x / d)*k
+// which covers what an unravel split apart, (x / a)*a + x % a = x and (x / a % b)*a + x % a =
+// x % (a*b), and the digit sums a reshape of a sliced or concatenated view leaves:
+// (i / 4096)*4096 + (i / 256 % 16)*256 + (i / 64 % 4)*64 + (i / 2 % 32)*2 = (i / 2)*2.
+// Repeats until nothing merges.
 void merge_unravels(Lin& l) {
   for (bool changed = true; changed;) {
     changed = false;
     for (auto& [key, t] : l.terms) {
-      const ExprPtr& m = t.first;
-      int64_t a = 0, k = t.second;
-      if (m->kind != ExprKind::Mod || !is_const(m->args[1], &a) || a <= 0) continue;
-      const ExprPtr& x = m->args[0];
-      std::string xs = print_expr(x);
+      std::optional<Digit> lo = digit_of(t.first);
+      const int64_t k = t.second;
+      if (!lo || lo->m == 0) continue;
+      std::string xs = print_expr(lo->x);
       for (auto& [key2, t2] : l.terms) {
-        const ExprPtr& o = t2.first;
-        if (t2.second != k * a) continue;
-        int64_t oa = 0, b = 0;
-        Lin merged;
-        if (o->kind == ExprKind::FloorDiv && is_const(o->args[1], &oa) && oa == a && print_expr(o->args[0]) == xs) {
-          merged = simplify_lin(x);
-        } else if (o->kind == ExprKind::Mod && is_const(o->args[1], &b) && b > 0 &&
-                   o->args[0]->kind == ExprKind::FloorDiv && is_const(o->args[0]->args[1], &oa) && oa == a &&
-                   print_expr(o->args[0]->args[0]) == xs) {
-          merged = mod_lin(simplify_lin(x), a * b);
-        } else {
-          continue;
-        }
-        ExprPtr mm = m, oo = o;
-        l.add_term(mm, -k);
-        l.add_term(oo, -k * a);
+        std::optional<Digit> hi = digit_of(t2.first);
+        if (!hi || t2.second != k * lo->m || hi->d != lo->d * lo->m || print_expr(hi->x) != xs) continue;
+        Lin x = simplify_lin(lo->x);
+        Lin merged = lo->d == 1 ? x : div_lin(x, lo->d);
+        if (hi->m != 0) merged = mod_lin(merged, lo->m * hi->m);
+        ExprPtr a = t.first, b = t2.first;
+        l.add_term(a, -k);
+        l.add_term(b, -k * lo->m);
         l.add(merged, k);
         changed = true;
         break;

@@ -96,6 +96,23 @@ TEST(Simplifier, MergesUnraveledIndicesBackIntoOneVar) {
   EXPECT_EQ(s(add(mul(floordiv(n, imm(33)), imm(33)), e1)), "n");
 }
 
+// Adjacent digits of one variable merge into one, also above the lowest: the index a reshape of
+// [2,16,4,32,2] sliced at its last dim leaves, (i / 4096)*4096 + (i / 256 % 16)*256 +
+// (i / 64 % 4)*64 + (i / 2 % 32)*2, is (i / 2)*2; digits that do not meet stay apart.
+TEST(Simplifier, MergesAdjacentDigitsAboveTheLowest) {
+  ExprPtr i = var("i", 0, 8191);
+  auto digit = [&](int64_t d, int64_t m) { return mod(floordiv(i, imm(d)), imm(m)); };
+  ExprPtr pair = add(add(add(mul(floordiv(i, imm(4096)), imm(4096)), mul(digit(256, 16), imm(256))), mul(digit(64, 4), imm(64))),
+                     mul(digit(2, 32), imm(2)));
+  EXPECT_EQ(s(pair), "(i / 2)*2");
+  EXPECT_EQ(s(add(pair, imm(1))), "(i / 2)*2 + 1");
+  // Without the top digit: (i / 2 % 2048)*2.
+  EXPECT_EQ(s(add(add(mul(digit(256, 16), imm(256)), mul(digit(64, 4), imm(64))), mul(digit(2, 32), imm(2)))), "(i / 2 % 2048)*2");
+  // A gap (64 is not 2 * 16) or another scale keeps the digits apart.
+  EXPECT_EQ(s(add(mul(digit(64, 4), imm(64)), mul(digit(2, 16), imm(2)))), "(i / 64 % 4)*64 + (i / 2 % 16)*2");
+  EXPECT_EQ(s(add(mul(digit(64, 4), imm(128)), mul(digit(2, 32), imm(2)))), "(i / 64 % 4)*128 + (i / 2 % 32)*2");
+}
+
 TEST(Simplifier, KeepsLoadsAndCallsAsAtoms) {
   ExprPtr i = var("i", 0, 9);
   ExprPtr g = call("check_index", DType::I64, {load("b1", DType::I64, add(i, imm(0))), imm(10), imm(0)});
