@@ -415,14 +415,22 @@ class CudaEmitter : public CEmitter {
                             print_expr(t.loads[n])));
       line(ind, fmt::format("{} {}_next[{}];", c_storage_type(t.loads[n]->dtype), tile_array_name(t, n), per_thread));
     }
+    // The origin of tile `tile`, and the head of a loop over this thread's `per_thread` elements
+    // of a tile (unrolled: all its loads in flight at once).
+    auto origin = [&](const std::string& tile, int at) {
+      line(at, fmt::format("const {0} {1} = {2} / {3} * {4}, {5} = {2} % {3} * {4};", I, r0, tile, lit(col_tiles), lit(T), c0));
+    };
+    auto elements = [&](int at) {
+      line(at, "#pragma unroll");
+      line(at, fmt::format("for (int {0} = 0; {0} < {1}; ++{0}) {{", k, per_thread));
+      line(at + 1, fmt::format("const int {0} = threadIdx.x + {1} * {2};", e, k, threads));
+    };
     // This thread's elements of tile `tile` (when there is one), read into the registers:
     // element e of a tile is row e % T, column e / T (a tile's edge repeats the last row or column).
     auto read_tile = [&](const std::string& tile, int at) {
       line(at, fmt::format("if ({} < {}) {{", tile, lit(row_tiles * col_tiles)));
-      line(at + 1, fmt::format("const {0} {1} = {2} / {3} * {4}, {5} = {2} % {3} * {4};", I, r0, tile, lit(col_tiles), lit(T), c0));
-      line(at + 1, "#pragma unroll");
-      line(at + 1, fmt::format("for (int {0} = 0; {0} < {1}; ++{0}) {{", k, per_thread));
-      line(at + 2, fmt::format("const int {0} = threadIdx.x + {1} * {2};", e, k, threads));
+      origin(tile, at + 1);
+      elements(at + 1);
       line(at + 2, fmt::format("const {0} {1} = kiln_imin({2} + {3} % {4}, {5}) * {6} + kiln_imin({7} + {3} / {4}, {8});", I, v, r0, e, T,
                                lit(t.rows - 1), lit(t.cols), c0, lit(t.cols - 1)));
       for (size_t n = 0; n < t.loads.size(); ++n)
@@ -435,9 +443,7 @@ class CudaEmitter : public CEmitter {
     read_tile(tv, ind + 1);
     line(ind, "}");
     line(ind, fmt::format("for ({0} {1} = blockIdx.x; {1} < {2}; {1} += gridDim.x) {{", I, tv, lit(row_tiles * col_tiles)));
-    line(ind + 1, "#pragma unroll");
-    line(ind + 1, fmt::format("for (int {0} = 0; {0} < {1}; ++{0}) {{", k, per_thread));
-    line(ind + 2, fmt::format("const int {0} = threadIdx.x + {1} * {2};", e, k, threads));
+    elements(ind + 1);
     for (size_t n = 0; n < t.loads.size(); ++n)
       line(ind + 2, fmt::format("{0}[{1} / {2} * {3} + {1} % {2}] = {0}_next[{4}];", tile_array_name(t, n), e, T, T + 1, k));
     line(ind + 1, "}");
@@ -446,11 +452,9 @@ class CudaEmitter : public CEmitter {
     line(ind + 2, fmt::format("const {0} {1} = {2} + gridDim.x;", I, tv + "_next", tv));
     read_tile(tv + "_next", ind + 2);
     line(ind + 1, "}");
-    line(ind + 1, fmt::format("const {0} {1} = {2} / {3} * {4}, {5} = {2} % {3} * {4};", I, r0, tv, lit(col_tiles), lit(T), c0));
+    origin(tv, ind + 1);
     line(ind + 1, fmt::format("// along the rows: lane {0} % {1} on column {2} + {0} % {1}", e, T, c0));
-    line(ind + 1, "#pragma unroll");
-    line(ind + 1, fmt::format("for (int {0} = 0; {0} < {1}; ++{0}) {{", k, per_thread));
-    line(ind + 2, fmt::format("const int {0} = threadIdx.x + {1} * {2};", e, k, threads));
+    elements(ind + 1);
     line(ind + 2, fmt::format("const {0} {1} = {2} + {3} / {4}, {5} = {6} + {3} % {4};", I, r, r0, e, T, c, c0));
     int b = ind + 2;
     if (!whole) line(b++, fmt::format("if ({} < {} && {} < {}) {{", r, lit(t.rows), c, lit(t.cols)));
@@ -555,8 +559,7 @@ int64_t cuda_shared_bytes(const Kernel& k) {
   int64_t bytes = 0;
   for (auto& [name, type] : scratch_arrays(k)) bytes += kScratchSlots * (type == "float" ? 4 : 8);
   visit(k.body, [&](const Stmt& s) {
-    if (s.kind == StmtKind::For && s.map == LoopMap::GpuTiles)
-      for (auto& l : s.tiles.loads) bytes += tile_array_elements(s.tiles) * dtype_size(l->dtype);
+    if (s.kind == StmtKind::For && s.map == LoopMap::GpuTiles) bytes += tile_shared_bytes(s.tiles);
   });
   return bytes;
 }

@@ -325,16 +325,13 @@ void schedule_cuda(Kernel& k, const Target& t) {
         launch.grid = std::min<int64_t>(tiles, int64_t(t.num_sms) * kTileBlocksPerSm);
         std::vector<std::string> names;
         std::set<std::string> buffers;
-        int64_t bytes = 0;
-        for (auto& l : plan->loads) {
+        for (auto& l : plan->loads)
           if (buffers.insert(l->name).second) names.push_back(l->name);
-          bytes += tile_array_elements(*plan) * dtype_size(l->dtype);
-        }
         rec = {"block per tile", 0, 0, 0, {}, 0,
                fmt::format("{} read down the output's columns, a transposed view: staged through shared memory, coalesced on both sides",
                            fmt::join(names, ", ")),
                fmt::format("tiles of {} x {} of the loop as [{}, {}], {:.1f} KB shared", plan->tile, plan->tile, plan->rows, plan->cols,
-                           bytes / 1024.0)};
+                           tile_shared_bytes(*plan) / 1024.0)};
         tiled->tiles = std::move(*plan);
         out.push_back(tiled);
         continue;

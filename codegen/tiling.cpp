@@ -158,4 +158,10 @@ std::string tile_array_name(const TilePlan& t, size_t n) { return fmt::format("{
 
 int64_t tile_array_elements(const TilePlan& t) { return int64_t(t.tile) * (t.tile + 1); }
 
+int64_t tile_shared_bytes(const TilePlan& t) {
+  int64_t bytes = 0;
+  for (auto& l : t.loads) bytes += tile_array_elements(t) * dtype_size(l->dtype);
+  return bytes;
+}
+
 }  // namespace kiln::codegen

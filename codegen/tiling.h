@@ -40,5 +40,7 @@ std::optional<TilePlan> transposed_reads(const Kernel& k, const StmtPtr& loop);
 // column keeps a warp's column reads on distinct banks).
 std::string tile_array_name(const TilePlan& t, size_t n);
 int64_t tile_array_elements(const TilePlan& t);
+// The shared memory all of a plan's tiles take.
+int64_t tile_shared_bytes(const TilePlan& t);
 
 }  // namespace kiln::codegen
