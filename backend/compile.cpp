@@ -111,6 +111,7 @@ fusion::FusionOptions compile_fusion_options(const CompileOptions& options, cons
   fusion::FusionOptions fo = options.fusion;
   fo.matmul_epilogues = target.matmul_epilogues;  // fusion decides the fold, as far as the target's GEMM goes
   fo.recompute_from_statistics = fo.recompute_from_statistics || target.recompute_from_statistics;
+  fo.column_partials_in_rows = fo.column_partials_in_rows || target.column_partials_in_rows;
   if (!options.fuse) {
     fo.vertical = fo.horizontal = fo.reductions = false;
     fo.max_group_nodes = 1;

@@ -1,4 +1,5 @@
 #include "codegen/cuda_emitter.h"
+#include "codegen/simplify.h"
 
 #include "codegen/attention.h"
 
@@ -196,7 +197,8 @@ class CudaEmitter : public CEmitter {
     for (auto& [b, base] : bases) {
       std::string at = fmt::format("({}) / {} + {}", expr(base), w, q);
       if (base->kind == ExprKind::IntImm && base->i == 0) at = q;
-      if (stored.count(b)) line(ind + 1, fmt::format("{} {}_v;", vec_type(b), b));
+      if (stored.count(b) && carried_.count(b)) line(ind + 1, fmt::format("{0} {1}_v = {1}_held[{2}];", vec_type(b), b, held_slot(v + "_h")));
+      else if (stored.count(b)) line(ind + 1, fmt::format("{} {}_v;", vec_type(b), b));
       else if (held_.count(b)) line(ind + 1, fmt::format("const {0} {1}_v = {1}_held[{2}];", vec_type(b), b, held_slot(v + "_h")));
       else line(ind + 1, fmt::format("const {0} {1}_v = ((const {0}*){1})[{2}];", vec_type(b), b, at));
     }
@@ -210,7 +212,9 @@ class CudaEmitter : public CEmitter {
       line(ind + 1, "}");
     }
     for (auto& [b, base] : bases)
-      if (stored.count(b)) {
+      if (stored.count(b) && carried_.count(b)) {
+        line(ind + 1, fmt::format("{0}_held[{1}] = {0}_v;", b, held_slot(v + "_h")));
+      } else if (stored.count(b)) {
         std::string at = base->kind == ExprKind::IntImm && base->i == 0 ? q : fmt::format("({}) / {} + {}", expr(base), w, q);
         line(ind + 1, fmt::format("(({}*){})[{}] = {}_v;", vec_type(b), b, at, b));
       }
@@ -222,7 +226,7 @@ class CudaEmitter : public CEmitter {
     KILN_INTERNAL_ASSERT(s->map != LoopMap::Unmapped, "the kernel was scheduled (codegen/schedule.h) before the CUDA emitter ran");
     if (s->vector > 0 && (s->map == LoopMap::GpuThreads || s->map == LoopMap::GpuLanes)) {
       std::map<std::string, ExprPtr> bases;
-      KILN_INTERNAL_ASSERT(row_vector_width(k_, s, bases, true) >= s->vector, "the schedule vectorized a row loop the analysis allows");
+      KILN_INTERNAL_ASSERT(row_vector_width(k_, s, bases, true, carried_names()) >= s->vector, "the schedule vectorized a row loop the analysis allows");
       return row_vectorized(s, s->vector, bases, ind);
     }
     KILN_INTERNAL_ASSERT(s->map == LoopMap::Serial || is_gpu_map(s->map), "the CUDA emitter is given a GPU kernel, not a CPU-mapped one");
@@ -280,11 +284,28 @@ class CudaEmitter : public CEmitter {
       line(ind, "// (a 64-bit variable, not unrolled: NVRTC 13.0 crashes on this loop otherwise)");
       line(ind, "#pragma unroll 1");
     }
+    auto held_before = held_;
+    auto carried_before = carried_;
+    int64_t vectors_before = held_vectors_, threads_before = held_threads_;
+    bool shared_before = held_shared_, lanes_before = held_lanes_;
+    std::map<std::string, std::pair<ExprPtr, int64_t>> found;
+    const bool holds = !s->held.empty() || !s->held_written.empty();
+    if (holds) found = find_held(s);
+    if (s->prefetch && !s->held.empty()) {
+      // The first iteration's rows, before the loop (emit_held takes the rest).
+      for (auto& b : s->held)
+        line(ind, fmt::format("kiln_vec<{}, {}> {}_next[{}];", c_storage_type(k_.find_buffer(b)->dtype), held_.at(b), b, held_vectors_));
+      emit_prefetch(s, found, imm(0), ind);
+    }
     line(ind, head);
     runs_.push_back(runs);
     if (s->map == LoopMap::GpuBlocks) cluster_ = std::max(s->cluster, 1);
-    if (!s->held.empty()) emit_held(s, ind + 1);
+    if (holds) emit_held(s, found, ind + 1);
     body(s, ind + 1);
+    if (!s->held_written.empty()) emit_write_back(s, ind + 1);
+    held_ = std::move(held_before);
+    carried_ = std::move(carried_before);
+    held_vectors_ = vectors_before, held_threads_ = threads_before, held_shared_ = shared_before, held_lanes_ = lanes_before;
     if (s->map == LoopMap::GpuBlocks) cluster_ = 1;
     runs_.pop_back();
     line(ind, "}");
@@ -293,27 +314,71 @@ class CudaEmitter : public CEmitter {
   // The rows a row loop holds (Stmt::held): each thread loads its vectors of the row into
   // registers, all loads issued before the first use; the share loops read them
   // (row_vectorized) in the same walk.
-  void emit_held(const StmtPtr& row, int ind) {
-    held_.clear();
+  // Where the rows a loop holds are (each held buffer's base and row length in vectors), and
+  // the walk's sizes; before the loop's first line, so that a prefetch can use them.
+  std::map<std::string, std::pair<ExprPtr, int64_t>> find_held(const StmtPtr& row) {
     held_vectors_ = row->held_vectors;
     const Stmt* share = nullptr;
     visit(row, [&](const Stmt& x) {
       if (!share && x.kind == StmtKind::For && (x.map == LoopMap::GpuLanes || x.map == LoopMap::GpuThreads) && x.vector > 0) share = &x;
     });
     KILN_INTERNAL_ASSERT(share, "a row loop that holds rows has a vectorized share loop");
-    bool lanes = share->map == LoopMap::GpuLanes;
-    held_threads_ = lanes ? 32 : k_.launch.block * cluster_;
+    held_lanes_ = share->map == LoopMap::GpuLanes;
+    held_threads_ = held_lanes_ ? 32 : k_.launch.block * cluster_;
+    for (auto& b : row->held_written) carried_[b] = {};
     std::map<std::string, std::pair<ExprPtr, int64_t>> found;  // held buffer -> base, row length
     visit(row, [&](const Stmt& x) {
       if (x.kind != StmtKind::For || x.vector == 0 || !(x.map == LoopMap::GpuLanes || x.map == LoopMap::GpuThreads)) return;
       std::map<std::string, ExprPtr> bases;
-      row_vector_width(k_, std::make_shared<Stmt>(x), bases, true);
-      for (auto& b : row->held)
-        if (bases.count(b) && !found.count(b)) found[b] = {bases[b], x.extent / x.vector}, held_[b] = x.vector;
+      row_vector_width(k_, std::make_shared<Stmt>(x), bases, true, carried_names());
+      for (auto* list : {&row->held, &row->held_written})
+        for (auto& b : *list)
+          if (bases.count(b) && !found.count(b)) found[b] = {bases[b], x.extent / x.vector}, held_[b] = x.vector;
     });
-    std::string_view I = d_.index_type;
+    return found;
+  }
+
+  // A serial loop that prefetches (Stmt::prefetch): its held rows for the iteration `at`
+  // (an expression of the loop variable) loaded into `<b>_next`.
+  void emit_prefetch(const StmtPtr& loop, const std::map<std::string, std::pair<ExprPtr, int64_t>>& found, ExprPtr at, int ind) {
+    for (auto& b : loop->held) {
+      auto [base, vectors] = found.at(b);
+      int w = held_.at(b);
+      ExprPtr moved = simplify(rewrite(base, [&](const ExprPtr& x) { return x->kind == ExprKind::Var && x->name == loop->name ? at : x; }));
+      std::string vt = fmt::format("kiln_vec<{}, {}>", c_storage_type(k_.find_buffer(b)->dtype), w);
+      held_walk(ind, held_lanes_, 0, vectors, fmt::format("{}_next[h] = ((const {}*){})[{}];", b, vt, b, vector_at(moved, w)));
+    }
+  }
+
+  void emit_held(const StmtPtr& row, const std::map<std::string, std::pair<ExprPtr, int64_t>>& found, int ind) {
+    const bool lanes = held_lanes_;
     held_shared_ = row->held_shared;
     KILN_INTERNAL_ASSERT(!held_shared_ || !lanes, "rows held in shared memory are a block's");
+    KILN_INTERNAL_ASSERT(!held_shared_ || row->held_written.empty(), "rows carried from row to row are in registers");
+    for (auto& b : row->held_written) {
+      KILN_INTERNAL_ASSERT(found.count(b), "a carried row is read by a vectorized share loop");
+      auto [base, vectors] = found.at(b);
+      carried_[b] = {base, vectors};
+      line(ind, fmt::format("// the row of {} carried in registers ({} vectors per thread) from its first store; stored back once, "
+                            "at the end", b, held_vectors_));
+      line(ind, fmt::format("kiln_vec<{}, {}> {}_held[{}] = {{}};", c_storage_type(k_.find_buffer(b)->dtype), held_[b], b, held_vectors_));
+    }
+    if (row->held.empty()) return;
+    if (row->prefetch) {
+      // This iteration's rows were loaded during the last one; the next iteration's are
+      // issued now, to arrive while this one computes.
+      line(ind, fmt::format("// the row of {} loaded during the last iteration; the next one's loads issued now", fmt::join(row->held, ", ")));
+      for (auto& b : row->held) {
+        std::string vt = fmt::format("kiln_vec<{}, {}>", c_storage_type(k_.find_buffer(b)->dtype), held_.at(b));
+        line(ind, fmt::format("{0} {1}_held[{2}];", vt, b, held_vectors_));
+        line(ind, "#pragma unroll");
+        line(ind, fmt::format("for (int h = 0; h < {0}; ++h) {1}_held[h] = {1}_next[h];", held_vectors_, b));
+      }
+      line(ind, fmt::format("if ({} + 1 < {}) {{", row->name, int_literal(row->extent, d_)));
+      emit_prefetch(row, found, add(var(row->name, 0, row->extent - 1), imm(1)), ind + 1);
+      line(ind, "}");
+      return;
+    }
     if (held_shared_)
       line(ind, fmt::format("// the row of {} read once, into shared memory: {} vectors per thread, in slots only that thread writes and "
                             "reads (no barrier)", fmt::join(row->held, ", "), held_vectors_));
@@ -323,25 +388,52 @@ class CudaEmitter : public CEmitter {
     int64_t offset = 0;
     for (auto& b : row->held) {
       KILN_INTERNAL_ASSERT(found.count(b), "a held row is read by a vectorized share loop");
-      auto [base, vectors] = found[b];
+      auto [base, vectors] = found.at(b);
       int w = held_[b];
       DType dt = k_.find_buffer(b)->dtype;
       std::string vt = fmt::format("kiln_vec<{}, {}>", c_storage_type(dt), w);
-      std::string at = base->kind == ExprKind::IntImm && base->i == 0 ? std::string("q") : fmt::format("({}) / {} + q", expr(base), w);
       if (held_shared_) {
         line(ind, fmt::format("{0}* {1}_held = ({0}*)(kiln_dynamic_smem + {2});", vt, b, offset));
         offset += held_shared_bytes(dt, held_vectors_, held_threads_, w);
       } else {
         line(ind, fmt::format("{} {}_held[{}];", vt, b, held_vectors_));
       }
-      line(ind, held_shared_ ? "#pragma unroll 8" : "#pragma unroll");
-      line(ind, fmt::format("for (int h = 0; h < {}; ++h) {{", held_vectors_));
-      line(ind + 1, fmt::format("const {0} q = ({0})({1}) + h * {2};", I, lanes ? "threadIdx.x % 32" : thread_in_row(), held_threads_));
-      std::string copy = fmt::format("{}_held[{}] = ((const {}*){})[{}];", b, held_slot("h"), vt, b, at);
-      if (vectors % held_threads_ != 0 || vectors / held_threads_ != held_vectors_) line(ind + 1, fmt::format("if (q < {}) ", int_literal(vectors, d_)) + copy);
-      else line(ind + 1, copy);
-      line(ind, "}");
+      held_walk(ind, lanes, held_shared_ ? 8 : 0, vectors,
+                fmt::format("{}_held[{}] = ((const {}*){})[{}];", b, held_slot("h"), vt, b, vector_at(base, w)));
     }
+  }
+
+  // The index of a thread's vector `held_vq` of a row at `base`, in vectors of w elements.
+  std::string vector_at(const ExprPtr& base, int w) {
+    return base->kind == ExprKind::IntImm && base->i == 0 ? std::string("held_vq") : fmt::format("({}) / {} + held_vq", expr(base), w);
+  }
+  // A loop over a thread's vectors of a held row (vector `held_vq` of the row in iteration h),
+  // `text` for each one that exists. unroll: 0 for a full unroll.
+  void held_walk(int ind, bool lanes, int unroll, int64_t vectors, const std::string& text) {
+    std::string_view I = d_.index_type;
+    line(ind, unroll > 0 ? fmt::format("#pragma unroll {}", unroll) : "#pragma unroll");
+    line(ind, fmt::format("for (int h = 0; h < {}; ++h) {{", held_vectors_));
+    line(ind + 1, fmt::format("const {0} held_vq = ({0})({1}) + h * {2};", I, lanes ? "threadIdx.x % 32" : thread_in_row(), held_threads_));
+    if (vectors % held_threads_ != 0 || vectors / held_threads_ != held_vectors_) line(ind + 1, fmt::format("if (held_vq < {}) ", int_literal(vectors, d_)) + text);
+    else line(ind + 1, text);
+    line(ind, "}");
+  }
+
+  // The rows a loop carried (Stmt::held_written), stored back at the end of its iteration.
+  void emit_write_back(const StmtPtr& loop, int ind) {
+    for (auto& b : loop->held_written) {
+      auto [base, vectors] = carried_.at(b);
+      int w = held_.at(b);
+      std::string vt = fmt::format("kiln_vec<{}, {}>", c_storage_type(k_.find_buffer(b)->dtype), w);
+      line(ind, fmt::format("// {} stored back from registers", b));
+      held_walk(ind, false, 0, vectors, fmt::format("(({}*){})[{}] = {}_held[h];", vt, b, vector_at(base, w), b));
+    }
+  }
+
+  std::set<std::string> carried_names() const {
+    std::set<std::string> out;
+    for (auto& [b, at] : carried_) out.insert(b);
+    return out;
   }
 
   void store(const StmtPtr& s, int ind) override { guarded(ind, store_text(*s)); }
@@ -548,7 +640,9 @@ class CudaEmitter : public CEmitter {
   const Kernel& k_;
   std::vector<Runs> runs_{Runs::Launch};
   std::map<std::string, int> held_;  // the rows the current row loop holds: buffer -> vector width
+  std::map<std::string, std::pair<ExprPtr, int64_t>> carried_;  // rows carried (held_written): buffer -> base, row length in vectors
   int64_t held_vectors_ = 0, held_threads_ = 0;
+  bool held_lanes_ = false;
   bool held_shared_ = false;
   int cluster_ = 1;  // blocks sharing the current row (Stmt::cluster)
 };

@@ -372,7 +372,10 @@ std::string print_stmt(const StmtPtr& s, int indent) {
         map = s->map == LoopMap::CpuThreads ? fmt::format(" @cpu_threads(grain {})", s->grain) : fmt::format(" @{}", loop_map_name(s->map));
       if (s->vector > 0) map += fmt::format(" x{}", s->vector);
       if (!s->held.empty())
-        map += fmt::format(" hold({}: {} vectors per thread{})", fmt::join(s->held, ", "), s->held_vectors, s->held_shared ? " in shared memory" : "");
+        map += fmt::format(" hold({}: {} vectors per thread{}{})", fmt::join(s->held, ", "), s->held_vectors, s->held_shared ? " in shared memory" : "",
+                           s->prefetch ? ", the next iteration's loaded ahead" : "");
+      if (!s->held_written.empty())
+        map += fmt::format(" carry({}: {} vectors per thread, stored back at the end)", fmt::join(s->held_written, ", "), s->held_vectors);
       if (s->cluster > 1) map += fmt::format(" cluster({} blocks per row)", s->cluster);
       if (s->map == LoopMap::GpuTiles) {
         std::vector<std::string> loads;
@@ -415,6 +418,8 @@ std::string print_schedule(const ScheduleRecord& r, const LaunchConfig& launch) 
   if (!r.held.empty())
     out += fmt::format(", row of {} held in {} ({} elements per thread)", fmt::join(r.held, ", "), r.held_shared ? "shared memory" : "registers",
                        r.held_elements);
+  if (!r.carried.empty())
+    out += fmt::format(", {} carried in registers from row to row ({} elements per thread)", fmt::join(r.carried, ", "), r.held_elements);
   if (!r.tiles.empty()) out += ", " + r.tiles;
   if (!r.why.empty()) out += " (" + r.why + ")";
   return out;

@@ -184,8 +184,15 @@ struct Stmt {
   // thread's own slots of dynamic shared memory for rows too long for registers), which every
   // share loop of the row then reads instead of memory.
   std::vector<std::string> held;
+  // Rows of outputs the loop holds in registers (the same walk) from its first store to the
+  // end of each iteration, when they are stored back once: a chunk's column partials, read
+  // and written by every row of the chunk (codegen/lower_column_partials.cpp).
+  std::vector<std::string> held_written;
   int64_t held_vectors = 0;
   bool held_shared = false;
+  // A serial loop holding rows in registers loads the next iteration's rows at the top of
+  // this one (the first before the loop), so that they arrive while this one computes.
+  bool prefetch = false;
   // A row loop mapped GpuBlocks whose every row is shared by `cluster` blocks (a thread-block
   // cluster, sm_90): its share loops spread over all their threads, its combines go across the
   // cluster through distributed shared memory. 0: one block per row.
@@ -255,6 +262,7 @@ struct ScheduleRecord {
   std::string why;                // the rule that chose it
   std::string tiles;              // tiled kernels (attention): the tile shapes and shared memory
   bool held_shared = false;       // `held` is in shared memory (rows too long for registers)
+  std::vector<std::string> carried;  // output rows held in registers and stored back once (Stmt::held_written)
   int cluster = 0;                // blocks sharing a row (a thread-block cluster), 0: one
 };
 std::string print_schedule(const ScheduleRecord& r, const LaunchConfig& launch);

@@ -91,6 +91,13 @@ inline Index unravel(const ExprPtr& flat, const Shape& dims) {
   return idx;
 }
 
+// The largest divisor of n that is at most `most` (1 if none larger).
+inline int64_t divisor_at_most(int64_t n, int64_t most) {
+  for (int64_t d = std::min(n, most); d > 1; --d)
+    if (n % d == 0) return d;
+  return 1;
+}
+
 inline ExprPtr offset_of(const Index& idx, const Strides& strides) {
   ExprPtr off = imm(0);
   for (size_t d = 0; d < idx.size(); ++d)
@@ -183,6 +190,9 @@ class KernelBuilder {
   void loop_over(const Shape& shape, const std::function<void(const Index&)>& body, const std::string& comment);
 
   void set_reduced(const Node* n, ExprPtr v) { reduced_[n] = std::move(v); }
+  // The values of group `g` too are computed in this kernel, not loaded (a row group whose
+  // statistics a column group computes in its chunks).
+  void also_compute(const FusionGroup* g) { also_ = g; }
   Kernel finish(StmtPtr body);
   const std::vector<int>& args() const { return args_; }
 
@@ -203,6 +213,7 @@ class KernelBuilder {
   };
   GraphLowering& gl_;
   const FusionGroup* group_;
+  const FusionGroup* also_ = nullptr;
   Kernel kernel_;
   std::vector<int> args_;
   std::map<int, std::string> kbuf_;
@@ -289,6 +300,16 @@ class GraphLowering {
   bool lower_column_reduction(const FusionGroup& grp, const std::vector<const Node*>& reductions,
                               std::map<const Node*, int>& level, int levels);
   bool lower_split_reduction(const FusionGroup& grp, const std::vector<const Node*>& reductions, int levels);
+  // A column group computing a row group in chunks of rows (codegen/lower_column_partials.cpp);
+  // false where no chunking pays (nothing emitted).
+  bool lower_rows_with_column_partials(const FusionGroup& rows, const FusionGroup& cols);
+  void lower_partials_combine(const FusionGroup& grp, const std::vector<const Node*>& reductions, const std::map<const Node*, int>& partial,
+                              int64_t P, int64_t nrow, const std::vector<Value>& row_outs);
+  // Level of each reduction of a group: 1 + the deepest reduction of the group its input
+  // depends on; returns the deepest level.
+  int reduction_levels(const FusionGroup& grp, const std::vector<const Node*>& reductions, std::map<const Node*, int>& level);
+  void emit_row_reductions(KernelBuilder& kb, const std::vector<const Node*>& reductions, std::map<const Node*, int>& level, int levels,
+                           const ExprPtr& row);
   void lower_scatter(const FusionGroup& grp);
   void lower_matmul(const FusionGroup& grp);
   void lower_call(const FusionGroup& grp, Step::Kind kind);  // opaque ops and collectives

@@ -60,54 +60,16 @@ std::pair<const Node*, const Node*> welford_partner(const Node* s1, const std::v
 
 }  // namespace
 
-void GraphLowering::lower_reduction(const FusionGroup& grp) {
-  std::vector<const Node*> reductions;
-  for (const Node* n : grp.nodes)
-    if (n->category() == OpCategory::Reduction) reductions.push_back(n);
-  KILN_INTERNAL_ASSERT(!reductions.empty(), "a reduction group holds a reduction");
+// The row reductions of a group at row `row` (any expression: a loop variable, or a chunk's
+// row), one reduction loop `r` per level; each reduction's result is then a let (set_reduced).
+void GraphLowering::emit_row_reductions(KernelBuilder& kb, const std::vector<const Node*>& reductions, std::map<const Node*, int>& level,
+                                        int levels, const ExprPtr& row) {
   const Shape& S = reductions[0]->input(0).meta().shape;
   std::vector<bool> red = reduced_dims_of(reductions[0]);
   Shape kept, rdims;
   for (size_t d = 0; d < S.size(); ++d) (red[d] ? rdims : kept).push_back(S[d]);
-  int64_t nrow = product(kept), nred = product(rdims);
-
-  // Level of each reduction: 1 + the deepest reduction its input depends on in this group.
-  std::map<const Node*, int> level;
-  std::function<int(const Node*)> depth = [&](const Node* n) -> int {
-    int d = 0;
-    for (Value in : n->inputs()) {
-      const Node* m = in.node;
-      if (m->is_input()) continue;
-      int gid = plan_.group_of.at(m);
-      if (gid != grp.id && plan_.groups[gid].kind != KernelKind::Alias) continue;
-      if (m->category() == OpCategory::Reduction && gid == grp.id) {
-        if (!level.count(m)) level[m] = 1 + depth(m);
-        d = std::max(d, level[m]);
-      } else {
-        d = std::max(d, depth(m));
-      }
-    }
-    return d;
-  };
-  int levels = 0;
-  for (const Node* r : reductions) {
-    if (!level.count(r)) level[r] = 1 + depth(r);
-    levels = std::max(levels, level[r]);
-    KILN_INTERNAL_ASSERT(r->input(0).meta().shape == S && reduced_dims_of(r) == red,
-                         "the reductions of a group share one input shape and reduced dims");
-  }
-
-  if (lower_split_reduction(grp, reductions, levels)) return;
-  if (lower_column_reduction(grp, reductions, level, levels)) return;
-
-  KernelBuilder kb(*this, &grp, group_comment(grp));
-  auto [full_outs, row_outs] = split_reduction_outputs(kb, grp, S);
-
-  std::vector<StmtPtr> top, rowbody;
-  kb.push_scope(&top, {});
-  ExprPtr row = var("row", 0, std::max<int64_t>(nrow - 1, 0));
+  int64_t nred = product(rdims);
   ExprPtr r = var("r", 0, std::max<int64_t>(nred - 1, 0));
-  kb.push_scope(&rowbody, {"row"});
   Index kept_idx = unravel(row, kept), red_idx = unravel(r, rdims);
   auto full_index = [&]() { return merge_index(red, kept_idx, red_idx); };
   // Online softmax (Target::online_softmax): amax(x) and the sum of exp(x - max) that
@@ -192,6 +154,77 @@ void GraphLowering::lower_reduction(const FusionGroup& grp) {
       }
     }
   }
+}
+
+static std::vector<const Node*> reductions_of(const FusionGroup& grp) {
+  std::vector<const Node*> reductions;
+  for (const Node* n : grp.nodes)
+    if (n->category() == OpCategory::Reduction) reductions.push_back(n);
+  KILN_INTERNAL_ASSERT(!reductions.empty(), "a reduction group holds a reduction");
+  return reductions;
+}
+
+int GraphLowering::reduction_levels(const FusionGroup& grp, const std::vector<const Node*>& reductions, std::map<const Node*, int>& level) {
+  const Shape& S = reductions[0]->input(0).meta().shape;
+  std::vector<bool> red = reduced_dims_of(reductions[0]);
+  std::function<int(const Node*)> depth = [&](const Node* n) -> int {
+    int d = 0;
+    for (Value in : n->inputs()) {
+      const Node* m = in.node;
+      if (m->is_input()) continue;
+      int gid = plan_.group_of.at(m);
+      if (gid != grp.id && plan_.groups[gid].kind != KernelKind::Alias) continue;
+      if (m->category() == OpCategory::Reduction && gid == grp.id) {
+        if (!level.count(m)) level[m] = 1 + depth(m);
+        d = std::max(d, level[m]);
+      } else {
+        d = std::max(d, depth(m));
+      }
+    }
+    return d;
+  };
+  int levels = 0;
+  for (const Node* r : reductions) {
+    if (!level.count(r)) level[r] = 1 + depth(r);
+    levels = std::max(levels, level[r]);
+    KILN_INTERNAL_ASSERT(r->input(0).meta().shape == S && reduced_dims_of(r) == red,
+                         "the reductions of a group share one input shape and reduced dims");
+  }
+
+  return levels;
+}
+
+void GraphLowering::lower_reduction(const FusionGroup& grp) {
+  // A column group that computes a row group in its chunks (passes/fusion/column_partials.h);
+  // where no chunking pays, the row group runs first, as its own kernel, then this one alone.
+  if (grp.rows_of >= 0) {
+    const FusionGroup& rows = plan_.groups[static_cast<size_t>(grp.rows_of)];
+    if (lower_rows_with_column_partials(rows, grp)) return;
+    lower_reduction(rows);
+  }
+  std::vector<const Node*> reductions = reductions_of(grp);
+  const Shape& S = reductions[0]->input(0).meta().shape;
+  std::vector<bool> red = reduced_dims_of(reductions[0]);
+  Shape kept, rdims;
+  for (size_t d = 0; d < S.size(); ++d) (red[d] ? rdims : kept).push_back(S[d]);
+  int64_t nrow = product(kept), nred = product(rdims);
+  std::map<const Node*, int> level;
+  int levels = reduction_levels(grp, reductions, level);
+
+  if (lower_split_reduction(grp, reductions, levels)) return;
+  if (lower_column_reduction(grp, reductions, level, levels)) return;
+
+  KernelBuilder kb(*this, &grp, group_comment(grp));
+  auto [full_outs, row_outs] = split_reduction_outputs(kb, grp, S);
+
+  std::vector<StmtPtr> top, rowbody;
+  kb.push_scope(&top, {});
+  ExprPtr row = var("row", 0, std::max<int64_t>(nrow - 1, 0));
+  ExprPtr r = var("r", 0, std::max<int64_t>(nred - 1, 0));
+  kb.push_scope(&rowbody, {"row"});
+  emit_row_reductions(kb, reductions, level, levels, row);
+  Index kept_idx = unravel(row, kept), red_idx = unravel(r, rdims);
+  auto full_index = [&]() { return merge_index(red, kept_idx, red_idx); };
   for (auto& [v, name] : row_outs) {
     Index idx = unravel(row, v.meta().shape);
     for (auto& e : idx) e = simplify(e);

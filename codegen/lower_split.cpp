@@ -21,17 +21,6 @@
 
 namespace kiln::codegen::detail {
 
-namespace {
-
-// The largest divisor of n that is at most `most` (1 if none larger).
-int64_t divisor_at_most(int64_t n, int64_t most) {
-  for (int64_t d = std::min(n, most); d > 1; --d)
-    if (n % d == 0) return d;
-  return 1;
-}
-
-}  // namespace
-
 bool GraphLowering::lower_split_reduction(const FusionGroup& grp, const std::vector<const Node*>& reductions, int levels) {
   const Target& t = target_;
   if (!t.is_gpu() || levels != 1) return false;
@@ -138,12 +127,23 @@ bool GraphLowering::lower_split_reduction(const FusionGroup& grp, const std::vec
     add_kernel_step(kb, std::move(k), grp.id);
   }
 
-  // ---- kernel 2: combine the partials in chunk order, then the group's outputs
+  lower_partials_combine(grp, reductions, partial, P, nrow, row_outs);
+  return true;
+}
+
+// Kernel 2 of a split (and of column partials): over the kept points, the P partials of each
+// reduction (buffer `partial`, [P, nrow]) combined in chunk order, then the group's outputs
+// of the reduced space computed from them.
+void GraphLowering::lower_partials_combine(const FusionGroup& grp, const std::vector<const Node*>& reductions,
+                                           const std::map<const Node*, int>& partial, int64_t P, int64_t nrow,
+                                           const std::vector<Value>& row_outs) {
+  std::map<const Node*, DType> acc_type;
+  for (const Node* n : reductions) acc_type[n] = reduction_acc_dtype(n);
   KernelBuilder kb(*this, &grp, group_comment(grp) + fmt::format(" (combines {} partials)", P));
   std::vector<std::pair<Value, std::string>> row_named;
   for (Value v : row_outs) row_named.emplace_back(v, kb.buffer(new_buffer(v), BufferRole::Output));
   std::map<const Node*, std::string> pb;
-  for (const Node* n : reductions) pb[n] = kb.buffer(partial[n], BufferRole::Input);
+  for (const Node* n : reductions) pb[n] = kb.buffer(partial.at(n), BufferRole::Input);
   std::vector<StmtPtr> top, rowbody, cbody;
   kb.push_scope(&top, {});
   ExprPtr row = var("row", 0, nrow - 1), c = var("j", 0, P - 1);
@@ -175,7 +175,6 @@ bool GraphLowering::lower_split_reduction(const FusionGroup& grp, const std::vec
   kb.pop_scope();
   Kernel k = kb.finish(block(std::move(top)));
   add_kernel_step(kb, std::move(k), grp.id);
-  return true;
 }
 
 }  // namespace kiln::codegen::detail

@@ -31,7 +31,7 @@ std::string KernelBuilder::buffer(int gb, BufferRole role) {
 bool KernelBuilder::materialized(Value v) const {
   if (v.node->is_input()) return true;
   int gid = gl_.plan().group_of.at(v.node);
-  if (group_ && gid == group_->id) return false;
+  if ((group_ && gid == group_->id) || (also_ && gid == also_->id)) return false;
   return gl_.plan().groups[gid].kind != KernelKind::Alias;
 }
 

@@ -184,6 +184,12 @@ constexpr int64_t kThreadsPerSm = 2048;
 
 struct Held {
   std::vector<std::string> buffers;
+  // Output rows read and written by the share loops (a chunk's column partials): in registers
+  // from their first store, stored back at the end of their holder's iteration.
+  std::vector<std::string> written;
+  // The loop that holds each buffer: the row loop, or a serial loop inside it (a chunk's row)
+  // when the buffer's row moves with that loop's variable.
+  std::map<std::string, std::string> holder;
   int width = 0;           // the vector width every loop reading them runs at
   int64_t extent = 0;      // the row length those loops share
   int64_t vectors = 0;     // vectors per thread
@@ -197,48 +203,106 @@ struct Held {
 // `max_threads` for a block) can hold; empty buffers when nothing pays.
 Held rows_to_hold(const Kernel& k, const Stmt& row, int64_t threads, int64_t max_threads, int64_t shared_limit) {
   struct Access {
-    int width;                 // the loop's vector width allowing scalar (0: none)
-    int64_t extent;
+    StmtPtr loop;
+    std::vector<std::string> chain;  // the loops around it inside `row`, `row` first
+    int width = 0;                   // the loop's vector width allowing scalar (0: none)
     std::map<std::string, ExprPtr> bases;
   };
   std::vector<Access> loops;
-  for (auto& b : row.body)
-    visit(b, [&](const Stmt& x) {
-      if (!is_share(x)) return;
-      Access a{0, x.extent, {}};
-      auto self = std::make_shared<Stmt>(x);
-      a.width = row_vector_width(k, self, a.bases, /*scalar_ok=*/true);
-      loops.push_back(std::move(a));
-    });
-  std::map<std::string, int> reads;  // input buffer -> share loops reading it at one base
+  std::vector<std::string> chain{row.name};
+  std::function<void(const StmtPtr&)> walk = [&](const StmtPtr& x) {
+    if (is_share(*x)) return loops.push_back({x, chain, 0, {}});
+    if (x->kind == StmtKind::For) chain.push_back(x->name);
+    for (auto& b : x->body) walk(b);
+    if (x->kind == StmtKind::For) chain.pop_back();
+  };
+  for (auto& b : row.body) walk(b);
+  // Outputs that may be carried: loaded and stored by share loops only, each first stored (by
+  // a loop that does not load it) before any loop loads it.
+  std::set<std::string> carried;
+  {
+    std::map<std::string, int> in_loops, anywhere;
+    auto count = [](const StmtPtr& s, std::map<std::string, int>& n, std::set<std::string>* loaded) {
+      visit(s, [&](const Stmt& st) {
+        if (st.kind == StmtKind::Store) ++n[st.name];
+        for (auto& e : st.exprs)
+          visit(e, [&](const Expr& x) {
+            if (x.kind == ExprKind::Load) ++n[x.name], loaded ? (void)loaded->insert(x.name) : (void)0;
+          });
+      });
+    };
+    count(k.body, anywhere, nullptr);
+    std::set<std::string> first_stored, loaded_before;
+    for (auto& a : loops) {
+      std::set<std::string> loaded;
+      count(a.loop, in_loops, &loaded);
+      for (auto& st : a.loop->body)
+        if (st->kind == StmtKind::Store && !loaded.count(st->name) && !loaded_before.count(st->name)) first_stored.insert(st->name);
+      loaded_before.insert(loaded.begin(), loaded.end());
+    }
+    for (auto& b : first_stored) {
+      const Buffer* buf = k.find_buffer(b);
+      if (buf && buf->role == BufferRole::Output && loaded_before.count(b) && in_loops[b] == anywhere[b]) carried.insert(b);
+    }
+  }
+  for (auto& a : loops) a.width = row_vector_width(k, a.loop, a.bases, /*scalar_ok=*/true, carried);
+  std::map<std::string, int> reads;  // buffer -> share loops touching it at one base
   std::map<std::string, std::string> base_of;
+  std::map<std::string, std::vector<std::string>> common;  // the loops around every loop touching it
   std::set<std::string> refused;
   for (auto& a : loops)
     for (auto& [b, base] : a.bases) {
       const Buffer* buf = k.find_buffer(b);
-      bool only_row_var = true;
-      visit(base, [&](const Expr& x) { only_row_var = only_row_var && (x.kind != ExprKind::Var || x.name == row.name); });
-      std::string form = fmt::format("{}@{}", print_expr(base), a.extent);
-      if (a.width == 0 || !buf || buf->role != BufferRole::Input || !only_row_var || (base_of.count(b) && base_of[b] != form)) refused.insert(b);
+      std::string form = fmt::format("{}@{}", print_expr(base), a.loop->extent);
+      if (a.width == 0 || !buf || (buf->role != BufferRole::Input && !carried.count(b)) || (base_of.count(b) && base_of[b] != form))
+        refused.insert(b);
       base_of[b] = form;
       ++reads[b];
+      if (!common.count(b)) common[b] = a.chain;
+      auto& c = common[b];
+      size_t n = 0;
+      while (n < c.size() && n < a.chain.size() && c[n] == a.chain[n]) ++n;
+      c.resize(n);
     }
   Held h;
   int64_t bytes = 0;
   for (auto& [b, n] : reads) {
-    if (n < 2 || refused.count(b)) continue;
-    h.buffers.push_back(b);
+    if (refused.count(b)) continue;
+    // The holder: the outermost loop around every loop touching the row whose variable, with
+    // those outside it, is all the row's base uses (a weight read by every row of a chunk is
+    // read once per chunk; a chunk's row of x once per row).
+    const std::vector<std::string>& c = common[b];
+    std::set<std::string> uses;
+    for (auto& a : loops)
+      if (a.bases.count(b))
+        visit(a.bases.at(b), [&](const Expr& x) {
+          if (x.kind == ExprKind::Var) uses.insert(x.name);
+        });
+    size_t at = 0;
+    while (at < c.size() && std::any_of(uses.begin(), uses.end(), [&](const std::string& u) {
+             return std::find(c.begin() + static_cast<long>(at) + 1, c.end(), u) != c.end();
+           }))
+      ++at;
+    bool ok = !c.empty() && std::all_of(uses.begin(), uses.end(), [&](const std::string& u) { return std::find(c.begin(), c.end(), u) != c.end(); });
+    if (!ok) continue;
+    // A row read by one loop, once per iteration of the loop around it, gains nothing held;
+    // one read again by each row of a chunk (a weight) or loaded ahead of a chunk's next row
+    // (a serial holder prefetches) does.
+    bool once = n < 2 && c[at] == row.name && c.size() == at + 1;
+    if (once && !carried.count(b)) continue;
+    (carried.count(b) ? h.written : h.buffers).push_back(b);
+    h.holder[b] = c[at];
     bytes += element_bytes(k.find_buffer(b)->dtype);
   }
-  if (h.buffers.empty()) return {};
+  if (h.buffers.empty() && h.written.empty()) return {};
   // Every loop reading a held row walks it the same way: one width (the narrowest of theirs,
   // powers of two, so it divides the others) and one length.
   for (auto& a : loops) {
     bool reads_held = false;
-    for (auto& b : h.buffers) reads_held = reads_held || a.bases.count(b);
+    for (auto& [b, l] : h.holder) reads_held = reads_held || a.bases.count(b);
     if (!reads_held) continue;
-    if (h.extent != 0 && h.extent != a.extent) return {};
-    h.extent = a.extent;
+    if (h.extent != 0 && h.extent != a.loop->extent) return {};
+    h.extent = a.loop->extent;
     h.width = h.width == 0 ? a.width : std::min(h.width, a.width);
   }
   int64_t vectors = h.extent / h.width;
@@ -246,7 +310,9 @@ Held rows_to_hold(const Kernel& k, const Stmt& row, int64_t threads, int64_t max
     h.vectors = (vectors + h.threads - 1) / h.threads;
     if (h.vectors * h.width * bytes <= kHeldBytesPerThread) return h;
   }
-  // Too long for registers: shared memory, with as many threads as the row may have.
+  // Too long for registers: shared memory, with as many threads as the row may have (rows
+  // carried from row to row stay in memory then: they are no more than one row per chunk).
+  if (!h.written.empty()) return {};
   h.threads = std::max(threads, max_threads);
   h.vectors = (vectors + h.threads - 1) / h.threads;
   h.shared = true;
@@ -259,7 +325,9 @@ Held rows_to_hold(const Kernel& k, const Stmt& row, int64_t threads, int64_t max
 // A grid-stride loop vectorizes only as the kernel's sole statement (the emitter then prints
 // its scalar tail after it).
 StmtPtr set_vectors(const Kernel& k, const StmtPtr& body, const Held& held) {
-  std::set<std::string> held_set(held.buffers.begin(), held.buffers.end());
+  std::set<std::string> held_set;
+  for (auto& [b, loop] : held.holder) held_set.insert(b);
+  std::set<std::string> carried(held.written.begin(), held.written.end());
   StmtPtr sole = sole_loop(body);
   return edit_loops(body, [&](Stmt& l) {
     auto self = std::make_shared<Stmt>(l);
@@ -269,13 +337,20 @@ StmtPtr set_vectors(const Kernel& k, const StmtPtr& body, const Held& held) {
     } else if (is_share(l)) {
       // A loop reading a held row walks it at the held width; any other keeps 16-byte vectors
       // where its row allows them (width 1, one element per access, only serves a held row).
-      int width = row_vector_width(k, self, bases, /*scalar_ok=*/true);
+      int width = row_vector_width(k, self, bases, /*scalar_ok=*/true, carried);
       bool reads_held = std::any_of(bases.begin(), bases.end(), [&](auto& b) { return held_set.count(b.first) > 0; });
       l.vector = reads_held ? held.width : width > 1 ? width : 0;
-    } else if (l.map == LoopMap::GpuWarps || l.map == LoopMap::GpuBlocks) {
-      l.held = held.buffers;
-      l.held_vectors = held.buffers.empty() ? 0 : held.vectors;
-      l.held_shared = held.shared;
+    } else if (l.map == LoopMap::GpuWarps || l.map == LoopMap::GpuBlocks || l.map == LoopMap::Serial) {
+      l.held.clear();
+      l.held_written.clear();
+      for (auto& b : held.buffers)
+        if (held.holder.at(b) == l.name) l.held.push_back(b);
+      for (auto& b : held.written)
+        if (held.holder.at(b) == l.name) l.held_written.push_back(b);
+      l.held_vectors = l.held.empty() && l.held_written.empty() ? 0 : held.vectors;
+      l.held_shared = held.shared && !l.held.empty();
+      // A chunk's rows come one after another: the next row's loads overlap this row's work.
+      l.prefetch = l.map == LoopMap::Serial && !l.held.empty() && !held.shared;
       l.cluster = l.map == LoopMap::GpuBlocks ? held.cluster : 0;
     }
   });
@@ -358,7 +433,17 @@ void schedule_cuda(Kernel& k, const Target& t) {
       rec = {"thread per row", launch.block, 1, 0, {}, 0, fmt::format("rows of at most {} elements (Target::thread_row_max)", t.thread_row_max), {}};
       continue;
     }
-    bool warp = lv.reduction && lv.longest <= t.warp_row_max;
+    // Rows walked in order inside, each reduced (a chunk of rows carrying column partials,
+    // codegen/lower_column_partials.cpp): a block per chunk, whatever the row's length, since a
+    // chunk is many rows' work and its partials are one block's registers.
+    bool chunks = false;
+    for (auto& b : s->body)
+      visit(b, [&](const Stmt& x) {
+        if (x.kind != StmtKind::For || x.loop != LoopKind::Ordered || is_leaf(x)) return;
+        for (auto& c : x.body)
+          visit(c, [&](const Stmt& y) { chunks = chunks || (y.kind == StmtKind::For && y.loop == LoopKind::Reduction); });
+      });
+    bool warp = lv.reduction && lv.longest <= t.warp_row_max && !chunks;
     LoopMap outer = warp ? LoopMap::GpuWarps : LoopMap::GpuBlocks;
     LoopMap inner = warp ? LoopMap::GpuLanes : LoopMap::GpuThreads;
     StmtPtr mapped = map_loops(s, [&](const Stmt& l, std::vector<StmtPtr>& after) {
@@ -381,8 +466,9 @@ void schedule_cuda(Kernel& k, const Target& t) {
       int64_t cap = lv.reduction ? t.reduction_block : t.max_threads_per_block;
       launch.block = std::min<int64_t>(cap, std::max<int64_t>(32, round_up(lv.longest, 32)));
       launch.grid = grid_of(1, s->extent);
-      rec = lv.reduction ? ScheduleRecord{"block per row", 1, launch.block, 0, {}, 0, fmt::format("reduction rows longer than {} elements", t.warp_row_max), {}}
-                         : ScheduleRecord{"block per tile", 1, launch.block, 0, {}, 0, "independent inner loops: a block per outer iteration", {}};
+      rec = chunks        ? ScheduleRecord{"block per chunk of rows", 1, launch.block, 0, {}, 0, "rows walked in order, carrying the chunk's column partials", {}}
+            : lv.reduction ? ScheduleRecord{"block per row", 1, launch.block, 0, {}, 0, fmt::format("reduction rows longer than {} elements", t.warp_row_max), {}}
+                           : ScheduleRecord{"block per tile", 1, launch.block, 0, {}, 0, "independent inner loops: a block per outer iteration", {}};
       if (lv.reduction) row_max_threads = launch.block == cap ? t.max_threads_per_block : launch.block;
     }
   }
@@ -423,7 +509,7 @@ void choose_vectors(Kernel& k, int64_t max_row_threads, int64_t shared_limit, in
   Held held;
   if (max_row_threads > 0)
     visit(k.body, [&](const Stmt& x) {
-      if (!held.buffers.empty() || (x.map != LoopMap::GpuWarps && x.map != LoopMap::GpuBlocks)) return;
+      if (!held.holder.empty() || (x.map != LoopMap::GpuWarps && x.map != LoopMap::GpuBlocks)) return;
       bool block_may_grow = x.map == LoopMap::GpuBlocks && k.schedule.threads_per_row == k.launch.block;
       int64_t threads = x.map == LoopMap::GpuWarps ? 32 : k.launch.block;
       int64_t most = block_may_grow ? std::max(threads, max_row_threads) : threads;
@@ -431,12 +517,12 @@ void choose_vectors(Kernel& k, int64_t max_row_threads, int64_t shared_limit, in
       // Too long for one block's registers: a cluster's, the smallest blocks first (more of
       // them per SM, so that one block's loads overlap another's arithmetic), then shared memory.
       for (int64_t per_block : {256, 512, 1024})
-        for (int cs = 2; held.buffers.empty() && block_may_grow && cs <= max_cluster && per_block <= most; cs *= 2)
-          if (Held h = rows_to_hold(k, x, per_block * cs, per_block * cs, 0); !h.buffers.empty()) {
+        for (int cs = 2; held.holder.empty() && block_may_grow && cs <= max_cluster && per_block <= most; cs *= 2)
+          if (Held h = rows_to_hold(k, x, per_block * cs, per_block * cs, 0); !h.holder.empty()) {
             held = h;
             held.cluster = cs;
           }
-      if (held.buffers.empty()) held = rows_to_hold(k, x, threads, most, shared_limit);
+      if (held.holder.empty()) held = rows_to_hold(k, x, threads, most, shared_limit);
     });
   if (held.cluster > 1) {
     k.launch.block = held.threads / held.cluster;
@@ -445,7 +531,7 @@ void choose_vectors(Kernel& k, int64_t max_row_threads, int64_t shared_limit, in
     k.schedule.cluster = held.cluster;
     k.schedule.mapping = "cluster per row";
     k.schedule.rows_per_block = 0;
-  } else if (!held.buffers.empty() && held.threads != k.launch.block && k.schedule.threads_per_row == k.launch.block) {
+  } else if (!held.holder.empty() && held.threads != k.launch.block && k.schedule.threads_per_row == k.launch.block) {
     k.launch.block = k.schedule.threads_per_row = held.threads;
   }
   k.body = set_vectors(k, k.body, held);
@@ -454,6 +540,7 @@ void choose_vectors(Kernel& k, int64_t max_row_threads, int64_t shared_limit, in
     if (x.kind == StmtKind::For) k.schedule.vector = std::max(k.schedule.vector, x.vector);
   });
   k.schedule.held = held.buffers;
+  k.schedule.carried = held.written;
   k.schedule.held_elements = held.vectors * held.width;
   k.schedule.held_shared = held.shared;
   k.launch.dynamic_shared_bytes = held.shared ? held.shared_bytes : 0;

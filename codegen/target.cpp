@@ -21,6 +21,7 @@ Target cuda_target(const std::string& arch, int num_sms) {
   t.buffer_alignment = 256;
   t.matmul_epilogues = true;
   t.recompute_from_statistics = true;
+  t.column_partials_in_rows = true;
   t.online_softmax = true;
   t.welford = true;
   // A row the schedule holds on chip is read from memory once whatever the passes over it, so

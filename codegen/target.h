@@ -42,6 +42,12 @@ struct Target {
   // norm backward 1.134 -> 0.500 ms; this 2-core CPU's 25.0-27.9 -> 28.0-29.8 ms, so off there.
   bool recompute_from_statistics = false;
 
+  // A column reduction computes the row reductions it reads in chunks of rows, its sums as
+  // per-chunk partials (passes/fusion/column_partials.h): a norm's backward in one pass over
+  // x and dy. A GPU's blocks hold a chunk's partials in registers; the CPU's column tiles
+  // already read each row once per tile, so off there.
+  bool column_partials_in_rows = false;
+
   // Online softmax: a softmax's max and sum of exp in one pass over the row. Welford: a mean
   // and the sum of squared deviations from it (a layer norm's statistics) in one pass. Both
   // trade a pass over the row for more arithmetic per element, which pays only where the row

@@ -154,7 +154,8 @@ ExprPtr aligned_base(const ExprPtr& index, const std::string& v, int w) {
   return ok && !uses_v ? *rest : nullptr;
 }
 
-int row_vector_width(const Kernel& k, const StmtPtr& loop, std::map<std::string, ExprPtr>& bases, bool scalar_ok) {
+int row_vector_width(const Kernel& k, const StmtPtr& loop, std::map<std::string, ExprPtr>& bases, bool scalar_ok,
+                     const std::set<std::string>& carried) {
   if (loop->map != LoopMap::GpuThreads && loop->map != LoopMap::GpuLanes) return 0;
   const std::string& v = loop->name;
   int widest = 0;
@@ -195,7 +196,7 @@ int row_vector_width(const Kernel& k, const StmtPtr& loop, std::map<std::string,
       default: ok = false;
     }
   }
-  for (auto& b : loaded) ok = ok && !stored.count(b);
+  for (auto& b : loaded) ok = ok && (!stored.count(b) || carried.count(b));
   // Only read-only inputs and outputs the kernel never reads back keep one owner per element.
   std::set<std::string> loaded_anywhere;
   visit(k.body, [&](const Stmt& st) {
@@ -206,7 +207,8 @@ int row_vector_width(const Kernel& k, const StmtPtr& loop, std::map<std::string,
   });
   for (auto& [b, index] : accesses) {
     const Buffer* buf = k.find_buffer(b);
-    ok = ok && buf && buf->role != BufferRole::Temp && !(buf->role == BufferRole::Output && loaded_anywhere.count(b));
+    ok = ok && buf && buf->role != BufferRole::Temp &&
+         !(buf->role == BufferRole::Output && loaded_anywhere.count(b) && !carried.count(b));
   }
   if (!ok || widest == 0 || accesses.empty()) return 0;
   int w = 16 / widest;

@@ -11,6 +11,7 @@
 // grid-stride loop, so that a 16-bit buffer is read 8 values at a time beside f32 ones).
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 
 #include "codegen/kernel_ir.h"
@@ -38,7 +39,10 @@ ExprPtr aligned_base(const ExprPtr& index, const std::string& v, int w);
 // Elements per vector for a share of a row (`loop` mapped GpuThreads or GpuLanes), or 0;
 // `bases` gets each accessed buffer's base. A row whose length is no multiple of the width
 // gives 0, or 1 with `scalar_ok` (the same access form one element at a time: what a row held
-// in registers needs of every loop that reads it).
-int row_vector_width(const Kernel& k, const StmtPtr& loop, std::map<std::string, ExprPtr>& bases, bool scalar_ok = false);
+// in registers needs of every loop that reads it). Buffers in `carried` (outputs whose row a
+// loop holds in registers and stores back once: a chunk's column partials, Stmt::held_written)
+// may be loaded and stored by the loop: every loop touching them walks the held row alike.
+int row_vector_width(const Kernel& k, const StmtPtr& loop, std::map<std::string, ExprPtr>& bases, bool scalar_ok = false,
+                     const std::set<std::string>& carried = {});
 
 }  // namespace kiln::codegen

@@ -74,8 +74,13 @@ struct FusionGroup {
   // it adds and the value it writes (that group's result).
   MatmulEpilogue epilogue = MatmulEpilogue::None;
   Value epilogue_bias, epilogue_result;
-  // A Pointwise group computed by the GEMM of group `folded_into` (no kernel of its own); -1.
+  // A group with no kernel of its own, computed by group `folded_into`'s: a Pointwise group by
+  // that group's GEMM (its epilogue), or a Reduction group over rows by that column group's
+  // chunks (rows_of); -1.
   int folded_into = -1;
+  // A Reduction group over columns whose kernel computes the row reductions of group `rows_of`
+  // row by row and its own sums as column partials (passes/fusion/column_partials.h); -1.
+  int rows_of = -1;
   std::string label() const;    // "k3 reduction [amax, sub, exp, sum, div]"
 };
 
@@ -95,6 +100,10 @@ struct FusionOptions {
   // The target's GEMM adds a bias and applies a ReLU or tanh GELU to its output (cuBLASLt):
   // a matmul group then computes such a group after it (passes/fusion/matmul_epilogue.h).
   bool matmul_epilogues = false;
+  // A column reduction group computes the row reductions it reads in chunks of rows, with its
+  // sums as per-chunk partials (passes/fusion/column_partials.h): a norm's backward reads x
+  // and dy once. The target decides (Target::column_partials_in_rows: a GPU).
+  bool column_partials_in_rows = false;
 };
 
 struct FusionPlan {

@@ -8,6 +8,7 @@
 
 #include "ir/log.h"
 #include "passes/decompose.h"
+#include "passes/fusion/column_partials.h"
 #include "passes/fusion/matmul_epilogue.h"
 #include "passes/fusion/rebuild.h"
 #include "passes/fusion/space.h"
@@ -96,6 +97,7 @@ FusionPlan build_plan(Graph& g_, const Drafts& drafts_, const std::vector<Note>&
   }
 
   if (opt_.matmul_epilogues) choose_matmul_epilogues(g_, plan);
+  if (opt_.column_partials_in_rows) choose_rows_with_column_partials(g_, plan);
 
   if (log_enabled("fusion")) {
     log_line("fusion", fmt::format("graph {}: {} nodes -> {} kernels in {} groups", g_.name(), g_.num_nodes(),

@@ -61,11 +61,13 @@ std::string print_fused(const Graph& g, const FusionPlan& plan) {
   std::string out = plain.substr(0, header_end);
   for (const FusionGroup& grp : plan.groups) {
     std::string what = grp.kind == KernelKind::Alias ? "alias"
+                       : grp.folded_into >= 0 && grp.kind == KernelKind::Reduction ? fmt::format("rows in the chunks of k{},", grp.folded_into)
                        : grp.folded_into >= 0    ? fmt::format("epilogue of k{},", grp.folded_into)
                                                  : "kernel";
     std::string space = grp.kind == KernelKind::Reduction
                             ? fmt::format("rows {} over {}", shape_str(grp.space), dims_str(grp.reduce_dims))
                             : fmt::format("space {}", shape_str(grp.space));
+    if (grp.rows_of >= 0) space += fmt::format(" (with the rows of k{})", grp.rows_of);
     std::string outs = grp.outputs.empty() ? "" : " -> " + value_list(grp.outputs);
     out += fmt::format("  # {} k{} ({}): {} {}{}\n", what, grp.id, kernel_kind_name(grp.kind), space, op_list(grp.nodes),
                        outs);

@@ -13,6 +13,8 @@
 #include <cmath>
 
 #include "ir/builder.h"
+#include "passes/autograd/joint.h"
+#include "passes/autograd/partition.h"
 #include "tests/backend/backend_check.h"
 
 namespace kiln::testing {
@@ -107,6 +109,45 @@ TEST_P(BackendShapes, HalfPrecisionRowReductions) {
       // A sum of 4097 values near +-37 in f16 holds 3 significant digits: 2x the default.
       expect_matches_reference(g, inputs_for(g, 3), 2);
     }
+}
+
+// ------------------------------------------------------------------ norm backwards
+
+// The backward of a norm over the last dim of [rows, cols] (dx, dW, db): the row statistics and
+// the column sums in one kernel over chunks of rows (passes/fusion/column_partials.h), on the
+// CPU too when asked. Rows that a GPU's SMs divide into chunks (256, 1000), rows with no good
+// divisor (a prime: 1009, the groups run apart), rows that are one chunk each (3); columns
+// that take 16-byte vectors (4096, 768), odd columns (33, 1000 + 1) and short ones (8).
+void check_norm_backward(const std::string& which, int64_t rows, int64_t cols, DType dt, uint64_t seed) {
+  SCOPED_TRACE(fmt::format("{} backward of {}[{},{}]", which, dtype_name(dt), rows, cols));
+  Graph f(fmt::format("{}_{}x{}", which, rows, cols));
+  Builder b(f);
+  Var x = input(b, "x", T(dt, {rows, cols}));
+  Var w = input(b, "w", T(dt, {cols}));
+  if (which == "layer_norm") {
+    Var bias = input(b, "bias", T(dt, {cols}));
+    f.set_outputs({b.op(Op::LayerNorm, {x, w, bias}, {{"normalized_shape", IntList{cols}}})});
+  } else {  // an RMSNorm as a Llama block writes it
+    Var ms = b.sum(x * x, {1}, true) / static_cast<double>(cols);
+    f.set_outputs({x * b.op(Op::Rsqrt, {ms + 1e-6}) * w});
+  }
+  autograd::JointGraph joint = autograd::build_joint(f);
+  Graph g = std::move(autograd::partition(joint, autograd::PartitionKind::Default).backward);
+  backend::CompileOptions options;
+  options.fusion.column_partials_in_rows = true;
+  options.fusion.recompute_from_statistics = true;  // as a GPU fuses (the CPU would write x̂ out)
+  // Sums over the rows: the reference folds in f64, the kernels in chunks of rows in f32.
+  expect_matches_reference(g, inputs_for(g, seed), 4 * slack_for(rows), options);
+}
+
+TEST_P(BackendShapes, NormBackwardsInOnePass) {
+  KILN_REQUIRE_JIT();
+  uint64_t seed = 60;
+  for (const char* which : {"layer_norm", "rms_norm"}) {
+    for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{256, 4096}, {1000, 768}, {1009, 33}, {3, 1001}, {264, 8}})
+      check_norm_backward(which, rows, cols, DType::F32, seed++);
+    check_norm_backward(which, 512, 1024, DType::BF16, seed++);
+  }
 }
 
 // ------------------------------------------------------------------ other reduced dims

@@ -11,7 +11,9 @@
 #include "codegen/lower.h"
 #include "codegen/schedule.h"
 #include "ir/builder.h"
+#include "passes/fusion/fusion.h"
 #include "passes/fusion/matmul_epilogue.h"
+#include "ir/parser.h"
 #include "passes/pass_manager.h"
 #include "tests/support/support.h"
 
@@ -379,6 +381,61 @@ TEST(EmitGolden, ReductionKernel) {
   LoweredGraph lg = lower(g, plan);
   schedule(lg, cpu_target());
   expect_golden("reduction.cpp", emit_cpp_kernel(lg.kernels.at(0)));
+}
+
+// A norm's backward on a GPU (passes/fusion/column_partials.h, codegen/lower_column_partials.cpp):
+// one kernel walks chunks of rows (a block each), holding each row of x and dy in registers
+// (the next row's loads issued ahead) and the chunk's column partials in registers from row to
+// row; a second kernel sums the partials in chunk order. Rows with no divisor near the SM count
+// (a prime) run as the two groups' own kernels.
+TEST(Lower, NormBackwardRunsAsChunksOfRowsWithColumnPartials) {
+  auto lowered = [](int64_t rows) {
+    Graph g = parse_graph(fmt::format(R"(
+graph rms_backward(%x: f32[{0},768], %w: f32[768], %dy: f32[{0},768]) {{
+  %sq = mul(%x, %x) : f32[{0},768]
+  %ss = sum(%sq, dim=[1], keepdim=true) : f32[{0},1]
+  %n = full(size=[], fill_value=768.0) : f32[]
+  %ms = div(%ss, %n) : f32[{0},1]
+  %r = rsqrt(%ms) : f32[{0},1]
+  %xn = mul(%x, %r) : f32[{0},768]
+  %g = mul(%dy, %xn) : f32[{0},768]
+  %dw = sum(%g, dim=[0]) : f32[768]
+  %dyw = mul(%dy, %w) : f32[{0},768]
+  %dx = mul(%dyw, %r) : f32[{0},768]
+  return (%dx, %dw)
+}})", rows));
+    Target t = cuda_target("sm_90", 132);
+    fusion::FusionOptions fo;
+    fo.column_partials_in_rows = t.column_partials_in_rows;
+    fo.recompute_from_statistics = t.recompute_from_statistics;
+    fusion::FusionPlan plan = fusion::fuse(g, fo);
+    LoweredGraph lg = lower(g, plan, t);
+    schedule(lg, t);
+    return lg;
+  };
+  LoweredGraph lg = lowered(512);
+  ASSERT_EQ(lg.kernels.size(), 2u) << print_schedule(lg);
+  const Kernel& chunks = lg.kernels[0];
+  std::string text = print_kernel(chunks);
+  EXPECT_EQ(chunks.schedule.mapping, "block per chunk of rows") << text;
+  EXPECT_EQ(chunks.launch.grid, 256) << "512 rows in 256 chunks of 2 (two an SM)";
+  // x (read by the statistics and the row's values), dy (read once a row, loaded ahead) and w
+  // (read by every row of the chunk: once a chunk).
+  EXPECT_EQ(chunks.schedule.held, (std::vector<std::string>{"b2", "b3", "b4"})) << text;
+  ASSERT_EQ(chunks.schedule.carried.size(), 1u) << text;
+  EXPECT_TRUE(has(text, "parallel for q in 0..256 @gpu_blocks")) << text;
+  EXPECT_TRUE(has(text, "ordered for j in 0..2 @serial hold(")) << text;
+  EXPECT_TRUE(has(text, "the next iteration's loaded ahead")) << text;
+  EXPECT_TRUE(has(text, "carry(" + chunks.schedule.carried[0])) << text;
+  EXPECT_TRUE(has(print_schedule(chunks.schedule, chunks.launch), "carried in registers from row to row")) << text;
+  std::string cuda = emit_cuda_kernel(chunks);
+  EXPECT_TRUE(has(cuda, "_next[h] = ((const kiln_vec<float, 4>*)")) << cuda;
+  EXPECT_TRUE(has(cuda, "stored back from registers")) << cuda;
+  EXPECT_TRUE(has(lg.kernels[1].comment, "(combines 256 partials)")) << lg.kernels[1].comment;
+
+  LoweredGraph prime = lowered(1009);
+  EXPECT_EQ(prime.kernels.size(), 2u) << "the row statistics, then the column sums";
+  for (const Kernel& k : prime.kernels) EXPECT_NE(k.schedule.mapping, "block per chunk of rows") << print_kernel(k);
 }
 
 }  // namespace

@@ -894,6 +894,57 @@ TEST(Fusion, DecomposedMiniGPTForwardAndLoss) {
 }  // namespace
 namespace {
 
+// Column partials in rows are fusion's decision (passes/fusion/column_partials.h): where the
+// target asks, a column group (dW: a sum over the rows) that reads a row group's statistics
+// (each row's rstd) computes that group itself, row by row; the row group is folded into it
+// and both record why. A statistic the graph returns is a near miss that says so; without the
+// option nothing folds.
+TEST(Fusion, AColumnSumComputesTheRowStatisticsItReads) {
+  const char* text = R"(
+graph rms_backward(%x: f32[8,16], %w: f32[16], %dy: f32[8,16]) {
+  %sq = mul(%x, %x) : f32[8,16]
+  %ss = sum(%sq, dim=[1], keepdim=true) : f32[8,1]
+  %n = full(size=[], fill_value=16.0) : f32[]
+  %ms = div(%ss, %n) : f32[8,1]
+  %r = rsqrt(%ms) : f32[8,1]
+  %xn = mul(%x, %r) : f32[8,16]
+  %g = mul(%dy, %xn) : f32[8,16]
+  %dw = sum(%g, dim=[0]) : f32[16]
+  %dyw = mul(%dy, %w) : f32[8,16]
+  %dx = mul(%dyw, %r) : f32[8,16]
+  return (%dx, %dw RETURNED)
+})";
+  auto with = [&](const std::string& extra) {
+    std::string t = text;
+    t.replace(t.find(" RETURNED"), 9, extra);
+    return t;
+  };
+  fusion::FusionOptions on;
+  on.column_partials_in_rows = true;
+  on.recompute_from_statistics = true;  // as for a GPU: the row group hands on rstd, not x̂
+  Fused f = fuse_text(with(""), on);
+  const fusion::FusionGroup& rows = f.of("ss");
+  const fusion::FusionGroup& cols = f.of("dw");
+  ASSERT_NE(rows.id, cols.id) << f.dump();
+  EXPECT_EQ(cols.rows_of, rows.id) << f.dump();
+  EXPECT_EQ(rows.folded_into, cols.id);
+  EXPECT_EQ(f.plan.num_kernels(), 1) << "the column group's kernel computes the rows";
+  EXPECT_TRUE(has(cols.reasons.back(), fmt::format("column partials in the rows of k{}", rows.id))) << cols.reasons.back();
+  EXPECT_TRUE(has(rows.reasons.back(), fmt::format("computed row by row in the chunks of k{}", cols.id))) << rows.reasons.back();
+  EXPECT_TRUE(has(print_fused(f.g, f.plan), fmt::format("# rows in the chunks of k{},", cols.id))) << print_fused(f.g, f.plan);
+
+  Fused returned = fuse_text(with(", %r"), on);
+  EXPECT_EQ(returned.of("dw").rows_of, -1);
+  EXPECT_TRUE(has(returned.of("dw").reasons.back(), "no column partials in the rows of")) << returned.dump();
+  EXPECT_TRUE(has(returned.of("dw").reasons.back(), "%r is an output of the graph")) << returned.of("dw").reasons.back();
+
+  fusion::FusionOptions off_opt = on;
+  off_opt.column_partials_in_rows = false;
+  Fused off = fuse_text(with(""), off_opt);
+  EXPECT_EQ(off.of("dw").rows_of, -1);
+  EXPECT_EQ(off.plan.num_kernels(), 2);
+}
+
 // Matmul epilogues are fusion's decision (passes/fusion/matmul_epilogue.h): where the target's
 // GEMM has them, the bias add and ReLU after a matmul fold into it, recorded in both groups'
 // reasons; an exact GELU is a near miss that says why; without the option nothing folds.
