@@ -280,8 +280,8 @@ TEST(CudaEmitter, ARowReadTwiceIsHeldInRegisters) {
   EXPECT_EQ(hk.schedule.held_elements, 32);
   std::string k = emit_cuda_kernel(hk);
   EXPECT_TRUE(has(k, "kiln_vec<float, 4> b1_held[8];\n    #pragma unroll\n    for (int h = 0; h < 8; ++h) {\n"
-                     "      const int q = (int)(threadIdx.x % 32) + h * 32;\n"
-                     "      b1_held[h] = ((const kiln_vec<float, 4>*)b1)[(row * 1024) / 4 + q];")) << k;
+                     "      const int held_vq = (int)(threadIdx.x % 32) + h * 32;\n"
+                     "      b1_held[h] = ((const kiln_vec<float, 4>*)b1)[(row * 1024) / 4 + held_vq];")) << k;
   EXPECT_TRUE(has(k, "for (int r_h = 0; r_h < 8; ++r_h) {")) << k;
   EXPECT_TRUE(has(k, "const kiln_vec<float, 4> b1_v = b1_held[r_h];")) << k;
   EXPECT_TRUE(has(k, "const kiln_vec<float, 4> b2_v = ((const kiln_vec<float, 4>*)b2)[r_vec];")) << k;
@@ -293,7 +293,7 @@ TEST(CudaEmitter, ARowReadTwiceIsHeldInRegisters) {
   EXPECT_EQ(odd.schedule.held_elements, 32);
   std::string o = emit_cuda_kernel(odd);
   EXPECT_TRUE(has(o, "kiln_vec<float, 1> b1_held[32];")) << o;
-  EXPECT_TRUE(has(o, "if (q < 1022) b1_held[h] = ((const kiln_vec<float, 1>*)b1)[(row * 1022) / 1 + q];")) << o;
+  EXPECT_TRUE(has(o, "if (held_vq < 1022) b1_held[h] = ((const kiln_vec<float, 1>*)b1)[(row * 1022) / 1 + held_vq];")) << o;
   EXPECT_TRUE(has(o, "if (r_vec >= 1022) break;")) << o;
   // Longer rows than 128 bytes per lane stay in memory.
   Kernel long_row = row_kernel(2048);
@@ -317,7 +317,7 @@ TEST(CudaEmitter, ARowTooLongForRegistersIsHeldInSharedMemory) {
   std::string k = emit_cuda_kernel(sk);
   EXPECT_TRUE(has(k, "extern __shared__ __align__(16) unsigned char kiln_dynamic_smem[];")) << k;
   EXPECT_TRUE(has(k, "kiln_vec<float, 1>* b1_held = (kiln_vec<float, 1>*)(kiln_dynamic_smem + 0);")) << k;
-  EXPECT_TRUE(has(k, "if (q < 50257) b1_held[h * 1024 + threadIdx.x] = ((const kiln_vec<float, 1>*)b1)[(row * 50257) / 1 + q];")) << k;
+  EXPECT_TRUE(has(k, "if (held_vq < 50257) b1_held[h * 1024 + threadIdx.x] = ((const kiln_vec<float, 1>*)b1)[(row * 50257) / 1 + held_vq];")) << k;
   EXPECT_TRUE(has(k, "const kiln_vec<float, 1> b1_v = b1_held[r_h * 1024 + threadIdx.x];")) << k;
   EXPECT_FALSE(has(k, "__syncthreads")) << "each thread reads back only its own slots\n" << k;
   // With no shared memory to spare the row stays in memory.
@@ -488,7 +488,7 @@ TEST(CudaEmitter, ARowSharedByAClusterCombinesThroughDistributedSharedMemory) {
   EXPECT_TRUE(has(k, "extern \"C\" __global__ void __cluster_dims__(8, 1, 1) __launch_bounds__(256) blockrow50257(")) << k;
   EXPECT_TRUE(has(k, "const unsigned kiln_crank = kiln_cluster_rank();")) << k;
   EXPECT_TRUE(has(k, "for (int row = blockIdx.x / 8; row < 64; row += gridDim.x / 8) {")) << k;
-  EXPECT_TRUE(has(k, "const int q = (int)((kiln_crank * blockDim.x + threadIdx.x)) + h * 2048;")) << k;
+  EXPECT_TRUE(has(k, "const int held_vq = (int)((kiln_crank * blockDim.x + threadIdx.x)) + h * 2048;")) << k;
   EXPECT_TRUE(has(k, "s_acc = kiln_cluster_combine(s_acc, kiln_sum_op(), kiln_smem_f32, 8);")) << k;
   EXPECT_FALSE(has(k, "kiln_block_combine")) << k;
 }
