@@ -176,6 +176,11 @@ bool is_share(const Stmt& s) { return s.kind == StmtKind::For && (s.map == LoopM
 // `shared_limit` bytes: each thread's vectors in slots of its own, which it alone writes and
 // reads back, so no barrier orders them.
 constexpr int64_t kHeldBytesPerThread = 128;
+// A block walking a chunk of rows (column partials) is alone on its SM whatever its registers,
+// and with fewer threads each row's block combines wait on fewer warps: it holds up to twice
+// as much a thread before it grows (layer-norm backward [16384,4096] on the H200: 512 threads
+// holding 8 elements of x, dy, w and two partials 0.255 ms, 1024 threads holding 4: 0.287 ms).
+constexpr int64_t kChunkHeldBytesPerThread = 256;
 // Blocks per SM of a tiled loop (GpuTiles).
 constexpr int kTileBlocksPerSm = 4;
 // The portable limit of a thread-block cluster, and the threads an SM runs at once (sm_80, sm_90).
@@ -306,9 +311,10 @@ Held rows_to_hold(const Kernel& k, const Stmt& row, int64_t threads, int64_t max
     h.width = h.width == 0 ? a.width : std::min(h.width, a.width);
   }
   int64_t vectors = h.extent / h.width;
+  bool chunk = !h.written.empty() || std::any_of(h.holder.begin(), h.holder.end(), [&](auto& b) { return b.second != row.name; });
   for (h.threads = threads; h.threads <= max_threads; h.threads *= 2) {
     h.vectors = (vectors + h.threads - 1) / h.threads;
-    if (h.vectors * h.width * bytes <= kHeldBytesPerThread) return h;
+    if (h.vectors * h.width * bytes <= (chunk ? kChunkHeldBytesPerThread : kHeldBytesPerThread)) return h;
   }
   // Too long for registers: shared memory, with as many threads as the row may have (rows
   // carried from row to row stay in memory then: they are no more than one row per chunk).

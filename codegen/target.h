@@ -44,8 +44,8 @@ struct Target {
 
   // A column reduction computes the row reductions it reads in chunks of rows, its sums as
   // per-chunk partials (passes/fusion/column_partials.h): a norm's backward in one pass over
-  // x and dy. A GPU's blocks hold a chunk's partials in registers; the CPU's column tiles
-  // already read each row once per tile, so off there.
+  // x and dy. A GPU's blocks hold a chunk's partials in registers (H200: layer-norm backward
+  // 0.396 -> 0.263 ms). Not measured on the CPU, so off there (kiln fuzz checks it there).
   bool column_partials_in_rows = false;
 
   // Online softmax: a softmax's max and sum of exp in one pass over the row. Welford: a mean
