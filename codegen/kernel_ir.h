@@ -262,7 +262,7 @@ struct ScheduleRecord {
   std::string why;                // the rule that chose it
   std::string tiles;              // tiled kernels (attention): the tile shapes and shared memory
   bool held_shared = false;       // `held` is in shared memory (rows too long for registers)
-  std::vector<std::string> carried;  // output rows held in registers and stored back once (Stmt::held_written)
+  std::vector<std::string> carried = {};  // output rows held in registers and stored back once (Stmt::held_written)
   int cluster = 0;                // blocks sharing a row (a thread-block cluster), 0: one
 };
 std::string print_schedule(const ScheduleRecord& r, const LaunchConfig& launch);
