@@ -4,7 +4,16 @@
 
 namespace kiln::codegen {
 
-Target cpu_target() { return Target{}; }
+Target cpu_target() {
+  Target t;
+  // Together, not apart: a norm's backward in one pass over x and dy needs the row group to hand
+  // on per-row statistics only (this 2-core VM, `kiln_bench_cpu --quick`: layer_norm bwd
+  // [2048,4096] 26.8 ms as before, 29.7 recomputing alone, 20.3 both; the GPT-2 block train step
+  // 456 -> 435 ms; bench/NOTES.md, stop 30).
+  t.recompute_from_statistics = true;
+  t.column_partials_in_rows = true;
+  return t;
+}
 
 bool Target::supports_clusters() const {
   return is_gpu() && arch.rfind("sm_", 0) == 0 && std::atoi(arch.c_str() + 3) >= 90;

@@ -39,13 +39,15 @@ struct Target {
   // Fusion recomputes a cheap pointwise cone from a reduction's small results (a row's mean
   // and rstd) in each group that reads it, instead of materializing the cone's full-size
   // value (a layer norm backward's x̂). Measured (bench/NOTES.md, stop 27): the H100's layer
-  // norm backward 1.134 -> 0.500 ms; this 2-core CPU's 25.0-27.9 -> 28.0-29.8 ms, so off there.
+  // norm backward 1.134 -> 0.500 ms; this 2-core CPU's 25.0-27.9 -> 28.0-29.8 ms alone, but it
+  // is what lets the column partials fold the rows in (stop 30), so on there too.
   bool recompute_from_statistics = false;
 
   // A column reduction computes the row reductions it reads in chunks of rows, its sums as
   // per-chunk partials (passes/fusion/column_partials.h): a norm's backward in one pass over
   // x and dy. A GPU's blocks hold a chunk's partials in registers (H200: layer-norm backward
-  // 0.396 -> 0.263 ms). Not measured on the CPU, so off there (kiln fuzz checks it there).
+  // 0.396 -> 0.263 ms); the CPU's chunks keep theirs in cache (with recompute_from_statistics:
+  // 26.8 -> 20.3 ms on this VM's [2048,4096]).
   bool column_partials_in_rows = false;
 
   // Online softmax: a softmax's max and sum of exp in one pass over the row. Welford: a mean

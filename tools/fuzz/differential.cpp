@@ -34,9 +34,8 @@ std::vector<CompileConfig> default_configs() {
   c[1].options.fuse = false;
   c[2].name = "unoptimized";
   c[2].options.optimize = false;
-  // The GPU's fusion choices on every device (the CPU does not recompute from row statistics
-  // or fold row groups into column partials by default): the rules are checked wherever kiln
-  // fuzz runs.
+  // Recomputing from row statistics and folding row groups into column partials, whatever
+  // the target's defaults (both targets' today): the rules are checked wherever kiln fuzz runs.
   c[2].options.fusion.recompute_from_statistics = true;
   c[2].options.fusion.column_partials_in_rows = true;
   return c;
