@@ -16,12 +16,7 @@
 namespace kiln::codegen::detail {
 
 bool GraphLowering::lower_rows_with_column_partials(const FusionGroup& rows, const FusionGroup& cols) {
-  std::vector<const Node*> col_reds, row_reds;
-  for (const Node* n : cols.nodes)
-    if (n->category() == OpCategory::Reduction) col_reds.push_back(n);
-  for (const Node* n : rows.nodes)
-    if (n->category() == OpCategory::Reduction) row_reds.push_back(n);
-  if (col_reds.empty() || row_reds.empty()) return false;
+  const std::vector<const Node*> col_reds = reductions_of(cols), row_reds = reductions_of(rows);
   const Shape& S = col_reds[0]->input(0).meta().shape;
   std::vector<bool> red = reduced_dims_of(col_reds[0]);  // the leading dims: the rows
   Shape row_dims, col_dims;

@@ -158,6 +158,9 @@ inline std::string node_list(const std::vector<Node*>& nodes) {
 
 class GraphLowering;
 
+// The reduction nodes of a Reduction group, in group order (at least one).
+std::vector<const Node*> reductions_of(const FusionGroup& grp);
+
 class KernelBuilder {
  public:
   KernelBuilder(GraphLowering& gl, const FusionGroup* group, std::string comment);

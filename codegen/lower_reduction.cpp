@@ -156,7 +156,7 @@ void GraphLowering::emit_row_reductions(KernelBuilder& kb, const std::vector<con
   }
 }
 
-static std::vector<const Node*> reductions_of(const FusionGroup& grp) {
+std::vector<const Node*> reductions_of(const FusionGroup& grp) {
   std::vector<const Node*> reductions;
   for (const Node* n : grp.nodes)
     if (n->category() == OpCategory::Reduction) reductions.push_back(n);
