@@ -150,6 +150,27 @@ TEST_P(BackendShapes, NormBackwardsInOnePass) {
   }
 }
 
+// The chunks' partials are summed in chunk order, each chunk's rows in order: the same bits
+// run after run (no atomics), as the issue asks of every new kernel kind.
+TEST_P(BackendShapes, NormBackwardInOnePassGivesTheSameBitsTwice) {
+  KILN_REQUIRE_JIT();
+  Graph f("layer_norm_256x4096");
+  Builder b(f);
+  Var x = input(b, "x", F({256, 4096}));
+  Var w = input(b, "w", F({4096}));
+  Var bias = input(b, "bias", F({4096}));
+  f.set_outputs({b.op(Op::LayerNorm, {x, w, bias}, {{"normalized_shape", IntList{4096}}})});
+  autograd::JointGraph joint = autograd::build_joint(f);
+  Graph g = std::move(autograd::partition(joint, autograd::PartitionKind::Default).backward);
+  backend::CompiledGraph cg = compile_for_test(g);
+  EXPECT_TRUE(has(cg.executable.source(), "rows, in order")) << "the backward runs as chunks of rows";
+  KILN_REQUIRE_RUN();
+  std::vector<HostTensor> in = inputs_for(g, 71);
+  std::vector<HostTensor> first = cg.run(in), second = cg.run(in);
+  ASSERT_EQ(first.size(), second.size());
+  for (size_t i = 0; i < first.size(); ++i) EXPECT_TRUE(tensors_close(first[i], second[i], 0, 0)) << "output " << i;
+}
+
 // ------------------------------------------------------------------ other reduced dims
 
 TEST_P(BackendShapes, ColumnReductions) {
