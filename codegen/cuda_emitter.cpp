@@ -1,5 +1,4 @@
 #include "codegen/cuda_emitter.h"
-#include "codegen/simplify.h"
 
 #include "codegen/attention.h"
 
@@ -12,6 +11,7 @@
 #include <set>
 
 #include "codegen/c_family.h"
+#include "codegen/simplify.h"
 #include "codegen/tiling.h"
 #include "codegen/vectorize.h"
 #include "ir/error.h"

@@ -227,20 +227,24 @@ Held rows_to_hold(const Kernel& k, const Stmt& row, int64_t threads, int64_t max
   std::set<std::string> carried;
   {
     std::map<std::string, int> in_loops, anywhere;
-    auto count = [](const StmtPtr& s, std::map<std::string, int>& n, std::set<std::string>* loaded) {
+    // Accesses of each buffer under `s`; `loaded` gets the buffers it loads.
+    auto count = [](const StmtPtr& s, std::map<std::string, int>& n, std::set<std::string>& loaded) {
       visit(s, [&](const Stmt& st) {
         if (st.kind == StmtKind::Store) ++n[st.name];
         for (auto& e : st.exprs)
           visit(e, [&](const Expr& x) {
-            if (x.kind == ExprKind::Load) ++n[x.name], loaded ? (void)loaded->insert(x.name) : (void)0;
+            if (x.kind != ExprKind::Load) return;
+            ++n[x.name];
+            loaded.insert(x.name);
           });
       });
     };
-    count(k.body, anywhere, nullptr);
+    std::set<std::string> loaded_anywhere;
+    count(k.body, anywhere, loaded_anywhere);
     std::set<std::string> first_stored, loaded_before;
     for (auto& a : loops) {
       std::set<std::string> loaded;
-      count(a.loop, in_loops, &loaded);
+      count(a.loop, in_loops, loaded);
       for (auto& st : a.loop->body)
         if (st->kind == StmtKind::Store && !loaded.count(st->name) && !loaded_before.count(st->name)) first_stored.insert(st->name);
       loaded_before.insert(loaded.begin(), loaded.end());

@@ -51,10 +51,10 @@ void choose_rows_with_column_partials(const Graph& g, FusionPlan& plan) {
     if (cols.kind != KernelKind::Reduction || cols.folded_into >= 0 || cols.rows_of >= 0) continue;
     const size_t rank = cols.space.size();
     if (!leading(cols.reduce_dims, rank)) continue;
-    std::set<int> readers_of;  // the groups whose values the column group reads
+    std::set<int> read_from;  // the groups whose values the column group reads
     for (const Value& v : cols.inputs)
-      if (auto it = plan.group_of.find(v.node); it != plan.group_of.end()) readers_of.insert(it->second);
-    for (int id : readers_of) {
+      if (auto it = plan.group_of.find(v.node); it != plan.group_of.end()) read_from.insert(it->second);
+    for (int id : read_from) {
       FusionGroup& rows = plan.groups[static_cast<size_t>(id)];
       if (rows.kind != KernelKind::Reduction || rows.space != cols.space || rows.folded_into >= 0 || rows.rows_of >= 0) continue;
       // The row group reduces exactly the dims the column group keeps.

@@ -118,8 +118,8 @@ TEST_P(BackendShapes, HalfPrecisionRowReductions) {
 // CPU too when asked. Rows that a GPU's SMs divide into chunks (256, 1000), rows with no good
 // divisor (a prime: 1009, the groups run apart), rows that are one chunk each (3); columns
 // that take 16-byte vectors (4096, 768), odd columns (33, 1000 + 1) and short ones (8).
-void check_norm_backward(const std::string& which, int64_t rows, int64_t cols, DType dt, uint64_t seed) {
-  SCOPED_TRACE(fmt::format("{} backward of {}[{},{}]", which, dtype_name(dt), rows, cols));
+// The backward graph (default partition) of a layer_norm or an RMSNorm over [rows, cols].
+Graph norm_backward(const std::string& which, int64_t rows, int64_t cols, DType dt) {
   Graph f(fmt::format("{}_{}x{}", which, rows, cols));
   Builder b(f);
   Var x = input(b, "x", T(dt, {rows, cols}));
@@ -132,10 +132,16 @@ void check_norm_backward(const std::string& which, int64_t rows, int64_t cols, D
     f.set_outputs({x * b.op(Op::Rsqrt, {ms + 1e-6}) * w});
   }
   autograd::JointGraph joint = autograd::build_joint(f);
-  Graph g = std::move(autograd::partition(joint, autograd::PartitionKind::Default).backward);
+  return std::move(autograd::partition(joint, autograd::PartitionKind::Default).backward);
+}
+
+void check_norm_backward(const std::string& which, int64_t rows, int64_t cols, DType dt, uint64_t seed) {
+  SCOPED_TRACE(fmt::format("{} backward of {}[{},{}]", which, dtype_name(dt), rows, cols));
+  Graph g = norm_backward(which, rows, cols, dt);
+  // Both targets' defaults today; asked for here so that the test keeps checking the fold.
   backend::CompileOptions options;
   options.fusion.column_partials_in_rows = true;
-  options.fusion.recompute_from_statistics = true;  // as a GPU fuses (the CPU would write x̂ out)
+  options.fusion.recompute_from_statistics = true;
   // Sums over the rows: the reference folds in f64, the kernels in chunks of rows in f32.
   expect_matches_reference(g, inputs_for(g, seed), 4 * slack_for(rows), options);
 }
@@ -154,14 +160,7 @@ TEST_P(BackendShapes, NormBackwardsInOnePass) {
 // run after run (no atomics), as the issue asks of every new kernel kind.
 TEST_P(BackendShapes, NormBackwardInOnePassGivesTheSameBitsTwice) {
   KILN_REQUIRE_JIT();
-  Graph f("layer_norm_256x4096");
-  Builder b(f);
-  Var x = input(b, "x", F({256, 4096}));
-  Var w = input(b, "w", F({4096}));
-  Var bias = input(b, "bias", F({4096}));
-  f.set_outputs({b.op(Op::LayerNorm, {x, w, bias}, {{"normalized_shape", IntList{4096}}})});
-  autograd::JointGraph joint = autograd::build_joint(f);
-  Graph g = std::move(autograd::partition(joint, autograd::PartitionKind::Default).backward);
+  Graph g = norm_backward("layer_norm", 256, 4096, DType::F32);
   backend::CompiledGraph cg = compile_for_test(g);
   EXPECT_TRUE(has(cg.executable.source(), "rows, in order")) << "the backward runs as chunks of rows";
   KILN_REQUIRE_RUN();
