@@ -79,6 +79,14 @@ class Backend {
   // CUDA; nullopt when unknown (a CUDA compile on a machine with no GPU).
   virtual std::optional<MemoryBudget> memory_budget(const CompileOptions&) const { return std::nullopt; }
 
+  // ---- tuning (backend/autotune.h)
+  // What a tuned choice holds for on options.device, as part of its cache key ("NVIDIA H200,
+  // 132 SMs, driver 13000"); nullopt, with `why`, when this backend cannot time kernels there.
+  virtual std::optional<std::string> tuning_device(const CompileOptions& options, std::string* why) const;
+  // Milliseconds per run of each of `candidates` (schedules of one kernel: the same buffers,
+  // distinct names), timed on options.device. The default: a kiln::Error.
+  virtual std::vector<double> time_kernels(const std::vector<codegen::Kernel>& candidates, const CompileOptions& options) const;
+
   // ---- a device with memory of its own (not the CPU's: its tensors are HostTensors)
   // Whether `device` can run kernels here; when not, `why` says what is missing (no driver,
   // no such device).

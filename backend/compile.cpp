@@ -12,11 +12,13 @@
 #include <limits>
 #include <optional>
 
+#include "backend/autotune.h"
 #include "backend/backend.h"
 #include "backend/debug_dump.h"
 #include "backend/executable_state.h"
 #include "backend/registry.h"
 #include "codegen/schedule.h"
+#include "codegen/schedule_candidates.h"
 #include "ir/bytes.h"
 #include "ir/error.h"
 #include "ir/log.h"
@@ -141,6 +143,7 @@ std::string CompileReport::str() const {
   }
   s += fmt::format(" total {:.2f} ms\n", total);
   if (!compiler.empty()) s += compiler + "\n";
+  if (!autotune.empty()) s += autotune + "\n";
   return s;
 }
 
@@ -154,7 +157,7 @@ CompiledGraph compile_stages(const Graph& input, const CompileOptions& options) 
   CompileReport& report = out.report;
   report.graph = input.name();
   state->device = options.device;
-  state->target = be.target(options);
+  state->target = options.schedule_knobs.empty() ? be.target(options) : codegen::with_knobs(be.target(options), options.schedule_knobs);
   report.device = state->target.name;
   bool dump = !options.dump_dir.empty();
   if (dump) std::filesystem::create_directories(options.dump_dir);
@@ -185,6 +188,9 @@ CompiledGraph compile_stages(const Graph& input, const CompileOptions& options) 
   }
 
   state->lowered = codegen::lower(g, plan, state->target);
+  const bool tune = autotune_requested(options);
+  std::vector<codegen::Kernel> unscheduled;
+  if (tune) unscheduled = state->lowered.kernels;
   codegen::schedule(state->lowered, state->target);
   // Collectives as early as their inputs allow, to overlap the kernels after them (KILN_LOGS=ddp
   // shows where each one runs).
@@ -196,6 +202,11 @@ CompiledGraph compile_stages(const Graph& input, const CompileOptions& options) 
      : s.kind == codegen::Step::Kind::Collective ? report.collective_calls
                                                  : report.opaque_calls)++;
   report.stage_ms.emplace_back("lower", sw.lap());
+  if (tune) {
+    // Before the memory plan and the emitter: the tuned kernels replace the defaults.
+    report.autotune = autotune(state->lowered, unscheduled, state->target, be, options, g.name()).str();
+    report.stage_ms.emplace_back("autotune", sw.lap());
+  }
   const codegen::ArenaPlan arena = codegen::plan_arena(state->lowered, state->target.buffer_alignment);
   report.buffers = arena.buffers;
   report.arena_bytes = arena.arena_bytes;

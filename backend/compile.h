@@ -43,6 +43,13 @@ struct CompileOptions {
   Device device = Device::cpu();
   std::string arch;         // CUDA: "sm_90"; empty: the device's own (sm_90 where there is none)
   RunOptions run;
+  // Time each generated kernel's candidate schedules on the device and keep the fastest
+  // (backend/autotune.h); KILN_AUTOTUNE=1 turns it on for every compile.
+  bool autotune = false;
+  // The schedule's knobs for every kernel, as the tuner names its candidates
+  // ("reduction_block 128, held_bytes_per_thread 64"; codegen/schedule_candidates.h): to run
+  // one candidate everywhere (tests, kiln compile --schedule). Empty: the target's own.
+  std::string schedule_knobs;
   // Who asked for the compile, for the log lines (output_code, perf) and the debug folder's
   // report.json: "kiln::compile 'mlp'", "eager cuda op", "Trainer", "kiln compile", ...
   std::string origin;
@@ -74,6 +81,7 @@ struct CompileReport {
   PassReport passes;      // each pass run by the pass manager
   runtime::cpu::CompileStats jit;  // the CPU compiler (empty on other devices)
   std::string compiler;   // one line about the device compiler ("nvrtc 13.0: 4 kernels ...")
+  std::string autotune;   // one line about schedule tuning, when it was asked for
   std::string debug_folder;  // the folder KILN_DEBUG_DIR gave this compile ("" when none)
   std::string str() const;   // the text `kiln compile` prints
 };

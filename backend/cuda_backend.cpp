@@ -457,6 +457,26 @@ std::vector<HostTensor> CudaProgram::run(const ExecutableState& s, std::span<con
   return host;
 }
 
+}  // namespace
+
+cu::NvrtcOptions generated_kernel_options(const std::string& arch, bool use_cache) {
+  cu::NvrtcOptions o;
+  o.arch = arch;
+  o.use_cache = use_cache;
+  o.minimal = true;
+  // No contraction of a*b+c into an FMA in kiln's own kernels, as on the CPU
+  // (runtime/cpu/clang_frontend.cpp): a fused kernel computes the same product in two places
+  // (a reduction's two loops, or two uses of one value), and NVVM contracted one with the
+  // sum and one with the subtraction, so x - mean(x) of one element was the product's
+  // rounding error, not 0, and var(x) of it +inf, not 0/0 = NaN (kiln fuzz on the H100,
+  // seed 2301). Memory-bound kernels lose nothing measurable (bench/NOTES.md); the GEMMs
+  // are cuBLASLt's, and libdevice's functions call fma explicitly.
+  o.extra_args.push_back("-fmad=false");
+  return o;
+}
+
+namespace {
+
 class CudaBackend final : public Backend {
  public:
   std::string_view name() const override { return "cuda"; }
@@ -495,6 +515,12 @@ class CudaBackend final : public Backend {
     return cuda_storage(cu::DeviceTensor::from_host(host, device.index));
   }
   std::string emit_kernel(const codegen::Kernel& k) const override { return codegen::emit_cuda_kernel(k); }
+  std::optional<std::string> tuning_device(const CompileOptions& options, std::string* why) const override {
+    return cuda_tuning_device(options, why);
+  }
+  std::vector<double> time_kernels(const std::vector<codegen::Kernel>& candidates, const CompileOptions& options) const override {
+    return time_cuda_kernels(candidates, options);
+  }
   std::string source_file_name() const override { return "kernels.cu"; }
 
   // The device's whole memory where there is a device (what is free is checked again at each
@@ -544,16 +570,7 @@ class CudaBackend final : public Backend {
     cu::NvrtcOptions no;
     no.arch = p->arch;
     no.use_cache = options.jit.use_cache;
-    cu::NvrtcOptions generated = no;
-    generated.minimal = true;
-    // No contraction of a*b+c into an FMA in kiln's own kernels, as on the CPU
-    // (runtime/cpu/clang_frontend.cpp): a fused kernel computes the same product in two places
-    // (a reduction's two loops, or two uses of one value), and NVVM contracted one with the
-    // sum and one with the subtraction, so x - mean(x) of one element was the product's
-    // rounding error, not 0, and var(x) of it +inf, not 0/0 = NaN (kiln fuzz on the H100,
-    // seed 2301). Memory-bound kernels lose nothing measurable (bench/NOTES.md); the GEMMs
-    // are cuBLASLt's, and libdevice's functions call fma explicitly.
-    generated.extra_args.push_back("-fmad=false");
+    const cu::NvrtcOptions generated = generated_kernel_options(p->arch, options.jit.use_cache);
     try {
       p->binaries = cu::compile_cuda_kernels(state.emitted.prelude, kernels, generated);
     } catch (const cu::NvrtcError& e) {

@@ -7,11 +7,14 @@
 //
 // Without a GPU (CI, development machines) everything up to the CUBIN works; running says
 // that no CUDA device is present and why.
+#include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "backend/compile.h"
 #include "runtime/cuda/device_tensor.h"
+#include "runtime/cuda/nvrtc.h"
 
 namespace kiln::backend {
 
@@ -25,6 +28,18 @@ const runtime::cuda::DeviceTensor& cuda_tensor(const DeviceStorage& s);
 // tensors from the caching allocator. kiln::Error for a non-CUDA executable, a wrong input, or
 // a kernel error (an out-of-range gather index, an illegal address) naming the kernel.
 std::vector<runtime::cuda::DeviceTensor> run_on_device(const Executable& exe, std::span<const runtime::cuda::DeviceTensor> inputs);
+
+#if KILN_HAVE_CUDA
+// The NVRTC options of kiln's generated kernels for `arch` (-fmad=false and why: see its
+// definition), the kernel cache as `use_cache` says.
+runtime::cuda::NvrtcOptions generated_kernel_options(const std::string& arch, bool use_cache);
+
+// Schedule tuning's two questions (backend/autotune.h) for the CUDA backend: what a choice
+// holds for on options.device ("NVIDIA H200, 132 SMs, sm_90, driver 13.0", nullopt with
+// `why` when no device is present), and each candidate's time there (cuda_timing.cpp).
+std::optional<std::string> cuda_tuning_device(const CompileOptions& options, std::string* why);
+std::vector<double> time_cuda_kernels(const std::vector<codegen::Kernel>& candidates, const CompileOptions& options);
+#endif
 
 // Whether a CUDA device can run kernels here; when not, `why` says what is missing (no
 // driver, no device).

@@ -422,6 +422,7 @@ std::string print_schedule(const ScheduleRecord& r, const LaunchConfig& launch) 
     out += fmt::format(", {} carried in registers from row to row ({} elements per thread)", fmt::join(r.carried, ", "), r.held_elements);
   if (!r.tiles.empty()) out += ", " + r.tiles;
   if (!r.why.empty()) out += " (" + r.why + ")";
+  if (!r.tuned.empty()) out += "; tuned: " + r.tuned;
   return out;
 }
 

@@ -169,20 +169,17 @@ bool is_share(const Stmt& s) { return s.kind == StmtKind::For && (s.map == LoopM
 // would come from L2 or DRAM again: a warp's 4 KB row does not stay in L1 between passes
 // when 64 warps per SM stream theirs. Held, the row is read once, into registers, at the top
 // of each row's iteration (all its loads in flight at once), and every pass reads the
-// registers. It pays when the registers fit: at most `kHeldBytesPerThread` bytes per thread
-// for all held rows together (32 f32 registers), with a block of up to 1024 threads for a
+// registers. It pays when the registers fit: at most Target::held_bytes_per_thread bytes per
+// thread for all held rows together (128: 32 f32 registers), with a block of up to 1024 threads for a
 // long row. A row longer than that (a 50257-word vocabulary) is held in the registers of a
 // thread-block cluster on sm_90 (choose_vectors), else in the block's shared memory, up to
 // `shared_limit` bytes: each thread's vectors in slots of its own, which it alone writes and
 // reads back, so no barrier orders them.
-constexpr int64_t kHeldBytesPerThread = 128;
 // A block walking a chunk of rows (column partials) is alone on its SM whatever its registers,
 // and with fewer threads each row's block combines wait on fewer warps: it holds up to twice
-// as much a thread before it grows (layer-norm backward [16384,4096] on the H200: 512 threads
-// holding 8 elements of x, dy, w and two partials 0.255 ms, 1024 threads holding 4: 0.287 ms).
-constexpr int64_t kChunkHeldBytesPerThread = 256;
-// Blocks per SM of a tiled loop (GpuTiles).
-constexpr int kTileBlocksPerSm = 4;
+// as much a thread before it grows (Target::chunk_held_bytes_per_thread 256; layer-norm
+// backward [16384,4096] on the H200: 512 threads holding 8 elements of x, dy, w and two
+// partials 0.255 ms, 1024 threads holding 4: 0.287 ms).
 // The portable limit of a thread-block cluster, and the threads an SM runs at once (sm_80, sm_90).
 constexpr int kMostClusterBlocks = 8;
 constexpr int64_t kThreadsPerSm = 2048;
@@ -206,7 +203,7 @@ struct Held {
 
 // What `row` (a GpuWarps or GpuBlocks loop over `threads` threads per row, or up to
 // `max_threads` for a block) can hold; empty buffers when nothing pays.
-Held rows_to_hold(const Kernel& k, const Stmt& row, int64_t threads, int64_t max_threads, int64_t shared_limit) {
+Held rows_to_hold(const Kernel& k, const Stmt& row, int64_t threads, int64_t max_threads, int64_t shared_limit, const Target& t) {
   struct Access {
     StmtPtr loop;
     std::vector<std::string> chain;  // the loops around it inside `row`, `row` first
@@ -318,7 +315,7 @@ Held rows_to_hold(const Kernel& k, const Stmt& row, int64_t threads, int64_t max
   bool chunk = !h.written.empty() || std::any_of(h.holder.begin(), h.holder.end(), [&](auto& b) { return b.second != row.name; });
   for (h.threads = threads; h.threads <= max_threads; h.threads *= 2) {
     h.vectors = (vectors + h.threads - 1) / h.threads;
-    if (h.vectors * h.width * bytes <= (chunk ? kChunkHeldBytesPerThread : kHeldBytesPerThread)) return h;
+    if (h.vectors * h.width * bytes <= (chunk ? t.chunk_held_bytes_per_thread : t.held_bytes_per_thread)) return h;
   }
   // Too long for registers: shared memory, with as many threads as the row may have (rows
   // carried from row to row stay in memory then: they are no more than one row per chunk).
@@ -407,7 +404,7 @@ void schedule_cuda(Kernel& k, const Target& t) {
         // A few blocks an SM, each walking several tiles: a block's next tile is loaded while
         // its current one computes (the emitter's prefetch), which one tile a block cannot do.
         launch.block = t.pointwise_block;
-        launch.grid = std::min<int64_t>(tiles, int64_t(t.num_sms) * kTileBlocksPerSm);
+        launch.grid = std::min<int64_t>(tiles, int64_t(t.num_sms) * t.tile_blocks_per_sm);
         std::vector<std::string> names;
         std::set<std::string> buffers;
         for (auto& l : plan->loads)
@@ -488,7 +485,7 @@ void schedule_cuda(Kernel& k, const Target& t) {
   k.schedule = rec;
   k.launch = launch;
   k.launch.shared_bytes = cuda_shared_bytes(k);  // the scratch the emitter declares for block combines
-  choose_vectors(k, row_max_threads, t.shared_memory_optin - k.launch.shared_bytes, t.supports_clusters() ? kMostClusterBlocks : 1);
+  choose_vectors(k, row_max_threads, t);
   if (k.launch.cluster > 1) {
     // Clusters of blocks per row, as many as the SMs run at once.
     int64_t rows = 0;
@@ -517,7 +514,9 @@ void schedule_cuda(Kernel& k, const Target& t) {
 
 }  // namespace
 
-void choose_vectors(Kernel& k, int64_t max_row_threads, int64_t shared_limit, int max_cluster) {
+void choose_vectors(Kernel& k, int64_t max_row_threads, const Target& t) {
+  const int64_t shared_limit = t.shared_memory_optin - k.launch.shared_bytes;
+  const int max_cluster = t.supports_clusters() ? kMostClusterBlocks : 1;
   Held held;
   if (max_row_threads > 0)
     visit(k.body, [&](const Stmt& x) {
@@ -525,16 +524,16 @@ void choose_vectors(Kernel& k, int64_t max_row_threads, int64_t shared_limit, in
       bool block_may_grow = x.map == LoopMap::GpuBlocks && k.schedule.threads_per_row == k.launch.block;
       int64_t threads = x.map == LoopMap::GpuWarps ? 32 : k.launch.block;
       int64_t most = block_may_grow ? std::max(threads, max_row_threads) : threads;
-      held = rows_to_hold(k, x, threads, most, /*shared_limit=*/0);
+      held = rows_to_hold(k, x, threads, most, /*shared_limit=*/0, t);
       // Too long for one block's registers: a cluster's, the smallest blocks first (more of
       // them per SM, so that one block's loads overlap another's arithmetic), then shared memory.
       for (int64_t per_block : {256, 512, 1024})
         for (int cs = 2; held.holder.empty() && block_may_grow && cs <= max_cluster && per_block <= most; cs *= 2)
-          if (Held h = rows_to_hold(k, x, per_block * cs, per_block * cs, 0); !h.holder.empty()) {
+          if (Held h = rows_to_hold(k, x, per_block * cs, per_block * cs, 0, t); !h.holder.empty()) {
             held = h;
             held.cluster = cs;
           }
-      if (held.holder.empty()) held = rows_to_hold(k, x, threads, most, shared_limit);
+      if (held.holder.empty()) held = rows_to_hold(k, x, threads, most, shared_limit, t);
     });
   if (held.cluster > 1) {
     k.launch.block = held.threads / held.cluster;

@@ -32,11 +32,11 @@ void schedule(Kernel& k, const Target& target);
 // The CUDA schedule's last step, on a kernel whose loops are mapped and launch set: each
 // grid-stride and row-share loop's vector width (Stmt::vector, from codegen/vectorize.h) and
 // the rows a row loop holds in registers (Stmt::held; a block per row may grow to
-// `max_row_threads` threads for it, 0: hold nothing); for a block's row too long for its
-// registers, in the registers of a thread-block cluster of up to `max_cluster` blocks (1:
-// none), else in up to `shared_limit` bytes of dynamic shared memory (0: never); recorded in
-// Kernel::schedule.
-void choose_vectors(Kernel& k, int64_t max_row_threads, int64_t shared_limit = 0, int max_cluster = 1);
+// `max_row_threads` threads for it, 0: hold nothing; each thread holding at most the target's
+// held bytes); for a block's row too long for its registers, in the registers of a
+// thread-block cluster (sm_90), else in the dynamic shared memory the target allows; recorded
+// in Kernel::schedule.
+void choose_vectors(Kernel& k, int64_t max_row_threads, const Target& target);
 void schedule(LoweredGraph& lg, const Target& target);
 
 }  // namespace kiln::codegen

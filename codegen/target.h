@@ -79,6 +79,12 @@ struct Target {
   int64_t warp_row_max = 1024;    // rows up to this long get a warp; longer ones a block
   int64_t thread_row_max = 16;    // rows up to this long get one thread each
   int blocks_per_sm = 8;          // a grid-stride loop's grid: at most num_sms * this many blocks
+  int tile_blocks_per_sm = 4;     // a tiled loop's (transposed reads) grid: num_sms * this many blocks
+  // Rows held in registers (codegen/schedule.cpp's rows_to_hold): the most bytes of held rows
+  // one thread holds before its row's block grows; a block walking a chunk of rows (column
+  // partials) is alone on its SM whatever its registers, and may hold more.
+  int64_t held_bytes_per_thread = 128;
+  int64_t chunk_held_bytes_per_thread = 256;
 
   bool is_gpu() const { return kind == TargetKind::Cuda; }
   // Thread-block clusters and distributed shared memory: sm_90 and later.

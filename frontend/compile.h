@@ -57,6 +57,7 @@ struct CompileOptions {
   std::optional<Device> device;         // where the compiled code runs; empty: where the inputs are
   std::string partitioner = "mincut";   // "mincut" | "default": the forward/backward split (AOTAutograd's)
   backend::RunOptions run;              // CUDA graphs, TF32 (backend/compile.h)
+  bool autotune = false;                // time candidate schedules on the device, keep the fastest (backend/autotune.h; KILN_AUTOTUNE=1)
   std::string debug_dir;                // a numbered folder per compiled graph; empty: $KILN_DEBUG_DIR, if set
   bool debug_svg = false;               // the debug folder also draws each graph as an SVG (KILN_DEBUG_SVG=1)
   int cache_size_limit = 8;             // compiles per function before it runs eagerly

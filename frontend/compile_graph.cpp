@@ -8,6 +8,7 @@ std::shared_ptr<const backend::Executable> compile_one_graph(const Graph& g, Dev
   backend::CompileOptions b;
   b.device = device;
   b.run = options.run;
+  b.autotune = options.autotune;
   b.dump_dir = debug.compile_folder(stage);
   b.origin = options.name;
   backend::CompiledGraph c = backend::compile(g, b);

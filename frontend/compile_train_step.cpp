@@ -120,6 +120,7 @@ std::vector<Tensor> CompiledTrainStepState::run_graph(const TrainEntry& e, const
     o.device = device;
     o.origin = options.name;
     o.run = options.run;
+    o.autotune = options.autotune;
     return kiln::run(backend::compile(g, o).executable, inputs);
   }
   std::vector<HostTensor> host;

@@ -35,6 +35,14 @@ Buffer buf(const std::string& name, DType dt, BufferRole role, int64_t numel, co
   return b;
 }
 
+// A target whose choose_vectors may use `shared_limit` bytes of dynamic shared memory beside
+// the kernel's own `static_shared` (0: none) and clusters only when `clusters` (sm_90).
+Target vectors_target(int64_t shared_limit, int64_t static_shared, bool clusters = false) {
+  Target t = cuda_target(clusters ? "sm_90" : "sm_80");
+  t.shared_memory_optin = shared_limit + static_shared;
+  return t;
+}
+
 Kernel kernel(const std::string& name, std::vector<Buffer> buffers, StmtPtr body, int64_t block, int index_bits = 32) {
   Kernel k;
   k.name = name;
@@ -45,7 +53,7 @@ Kernel kernel(const std::string& name, std::vector<Buffer> buffers, StmtPtr body
   k.launch = {.grid = 4, .block = block, .shared_bytes = 0};
   verify(k);  // the hand-built kernels keep the IR's invariants
   k.launch.shared_bytes = cuda_shared_bytes(k);
-  choose_vectors(k, /*max_row_threads=*/0);  // vector widths as the schedule picks them; no rows held
+  choose_vectors(k, /*max_row_threads=*/0, vectors_target(0, k.launch.shared_bytes));  // vector widths as the schedule picks them; no rows held
   return k;
 }
 
@@ -270,7 +278,7 @@ TEST(CudaEmitter, RowLoopsTake16BytesOfTheirWidestBuffer) {
 Kernel held_row_kernel(int64_t len) {
   Kernel k = row_kernel(len);
   k.name = fmt::format("held{}", len);
-  choose_vectors(k, 32);
+  choose_vectors(k, 32, vectors_target(0, k.launch.shared_bytes));
   return k;
 }
 
@@ -297,7 +305,7 @@ TEST(CudaEmitter, ARowReadTwiceIsHeldInRegisters) {
   EXPECT_TRUE(has(o, "if (r_vec >= 1022) break;")) << o;
   // Longer rows than 128 bytes per lane stay in memory.
   Kernel long_row = row_kernel(2048);
-  choose_vectors(long_row, 32);
+  choose_vectors(long_row, 32, vectors_target(0, long_row.launch.shared_bytes));
   EXPECT_TRUE(long_row.schedule.held.empty());
 }
 
@@ -306,7 +314,7 @@ TEST(CudaEmitter, ARowReadTwiceIsHeldInRegisters) {
 Kernel shared_row_kernel() {
   Kernel k = row_kernel(50257, DType::F32, /*block=*/true);
   k.schedule.threads_per_row = 1024;
-  choose_vectors(k, 1024, /*shared_limit=*/227 * 1024);
+  choose_vectors(k, 1024, vectors_target(227 * 1024, k.launch.shared_bytes));
   return k;
 }
 
@@ -323,7 +331,7 @@ TEST(CudaEmitter, ARowTooLongForRegistersIsHeldInSharedMemory) {
   // With no shared memory to spare the row stays in memory.
   Kernel none = row_kernel(50257, DType::F32, true);
   none.schedule.threads_per_row = 1024;
-  choose_vectors(none, 1024, /*shared_limit=*/100 * 1024);
+  choose_vectors(none, 1024, vectors_target(100 * 1024, none.launch.shared_bytes));
   EXPECT_TRUE(none.schedule.held.empty());
   EXPECT_EQ(none.launch.dynamic_shared_bytes, 0);
 }
@@ -476,7 +484,7 @@ TEST(CppEmitter, ObeysLoopMapsAndRefusesGpuKernels) {
 Kernel cluster_row_kernel() {
   Kernel k = row_kernel(50257, DType::F32, /*block=*/true);
   k.schedule.threads_per_row = 1024;
-  choose_vectors(k, 1024, /*shared_limit=*/0, /*max_cluster=*/8);
+  choose_vectors(k, 1024, vectors_target(0, k.launch.shared_bytes, /*clusters=*/true));
   return k;
 }
 

@@ -1,4 +1,4 @@
-// kiln compile FILE.kir --device cpu|cuda [--arch sm_90] [--dump DIR] [--graph NAME]:
+// kiln compile FILE.kir --device cpu|cuda [--arch sm_90] [--dump DIR] [--graph NAME] [--autotune]:
 // compiles a graph for a device and prints the compile report (stages and their times,
 // kernels, buffers, planned peak). --dump writes every stage: passes/*.kir, decomposed.kir,
 // fused.kir, fused.dot, kernels.txt (scheduled kernel IR), kernels.cpp or kernels.cu (+
@@ -48,8 +48,8 @@ void require_runnable(const Device& device, const std::string& command) {
 
 void add_compile_command(CLI::App& app) {
   struct Opts {
-    std::string file, graph, device = "cpu", dump, arch;
-    bool unfused = false, unoptimized = false, remarks = false;
+    std::string file, graph, device = "cpu", dump, arch, schedule;
+    bool unfused = false, unoptimized = false, remarks = false, autotune = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("compile", "Compile a graph for a device and print the compile report");
@@ -60,6 +60,8 @@ void add_compile_command(CLI::App& app) {
   cmd->add_option("--dump", o->dump, "write every stage of the compilation to DIR");
   cmd->add_flag("--unfused", o->unfused, "one kernel per node (no fusion)");
   cmd->add_flag("--unoptimized", o->unoptimized, "skip the graph optimizations (canonicalize, CSE, DCE) before fusion, as kiln fuzz's unoptimized config");
+  cmd->add_flag("--autotune", o->autotune, "time each kernel's candidate schedules on the device and keep the fastest (also KILN_AUTOTUNE=1; the choice is kept in the kernel cache)");
+  cmd->add_option("--schedule", o->schedule, "CUDA: the schedule knobs of every kernel, as --autotune names its candidates ('reduction_block 128, held_bytes_per_thread 64')");
   cmd->add_flag("--vectorizer-remarks", o->remarks, "print clang's loop-vectorizer remarks (what vectorized, what did not)");
   cmd->callback([o] {
     backend::CompileOptions options;
@@ -72,6 +74,8 @@ void add_compile_command(CLI::App& app) {
     options.optimize = !o->unoptimized;
     options.jit.vectorizer_remarks = o->remarks;
     options.jit.use_cache = !o->remarks;  // remarks come from clang, which a cache hit skips
+    options.autotune = o->autotune;
+    options.schedule_knobs = o->schedule;
     options.origin = "kiln compile";
     backend::CompiledGraph cg = backend::compile(g, options);
     fmt::print("{}", cg.report.str());

@@ -18,12 +18,14 @@ void add_profile_command(CLI::App& app) {
     std::string file, graph, device = "cpu", trace;
     int runs = 10;
     uint64_t seed = 0;
+    bool autotune = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("profile", "Compile a graph, run it, and show the time of every kernel and BLAS call");
   cmd->add_option("file", o->file, "the .kir file")->required();
   cmd->add_option("--graph", o->graph, "which graph, when the file holds several");
   cmd->add_option("--device", o->device, "cpu, cuda or cuda:N")->capture_default_str();
+  cmd->add_flag("--autotune", o->autotune, "time each kernel's candidate schedules on the device and keep the fastest (also KILN_AUTOTUNE=1; the choice is kept in the kernel cache)");
   cmd->add_option("--runs", o->runs, "timed runs (after one warm-up run); each step's time is its median")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000000));
@@ -35,10 +37,12 @@ void add_profile_command(CLI::App& app) {
     std::vector<HostTensor> inputs = random_inputs(g, o->seed);
     backend::CompileOptions options;
     options.device = parse_device(o->device);
+    options.autotune = o->autotune;
     options.origin = "kiln profile";
     backend::CompiledGraph cg = backend::compile(g, options);
     fmt::print("compiled {} for {}: {} kernels + {} BLAS calls\n", g.name(), o->device, cg.report.kernels,
                cg.report.blas_calls);
+    if (!cg.report.autotune.empty()) fmt::print("{}\n", cg.report.autotune);
     backend::Profile p = backend::profile(cg.executable, inputs, o->runs);
     fmt::print("{}", p.table());
     if (!o->trace.empty()) {

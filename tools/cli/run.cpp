@@ -42,6 +42,7 @@ void add_run_command(CLI::App& app) {
     std::string device;
     uint64_t seed = 0;
     bool check = false;
+    bool autotune = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("run", "Run a graph on the reference interpreter and summarize its outputs");
@@ -52,6 +53,7 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--save-outputs", o->save_outputs, "write each output as DIR/NAME.npy");
   cmd->add_option("--save-inputs", o->save_inputs, "write each input as DIR/NAME.npy (to replay them elsewhere)");
   cmd->add_option("--device", o->device, "compile and run on this device (cpu, cuda, cuda:N) instead of the reference interpreter");
+  cmd->add_flag("--autotune", o->autotune, "time each kernel's candidate schedules on the device and keep the fastest (also KILN_AUTOTUNE=1; the choice is kept in the kernel cache)");
   cmd->add_flag("--check", o->check, "with --device: compare every output with the reference interpreter (exit 1 on failure)");
   cmd->callback([o] {
     if (!o->device.empty()) require_runnable(parse_device(o->device), "kiln run");
@@ -67,9 +69,11 @@ void add_run_command(CLI::App& app) {
     } else {
       backend::CompileOptions options;
       options.device = parse_device(o->device);
+      options.autotune = o->autotune;
       options.origin = "kiln run";
       backend::CompiledGraph cg = backend::compile(g, options);
       fmt::print("compiled for {}: {} kernels + {} BLAS calls\n", o->device, cg.report.kernels, cg.report.blas_calls);
+      if (!cg.report.autotune.empty()) fmt::print("{}\n", cg.report.autotune);
       outputs = cg.run(inputs);
     }
     for (size_t i = 0; i < outputs.size(); ++i) fmt::print("  out %{}: {}\n", g.outputs()[i].name(), summarize(outputs[i]));

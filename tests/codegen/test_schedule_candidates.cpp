@@ -1,0 +1,171 @@
+// The tuner's candidate schedules (codegen/schedule_candidates.h): which variants each mapping
+// gets, that they are distinct and valid kernels, and the knobs' names as a user writes them.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "codegen/cuda_emitter.h"
+#include "codegen/lower.h"
+#include "codegen/schedule.h"
+#include "codegen/schedule_candidates.h"
+#include "ir/error.h"
+#include "ir/parser.h"
+#include "passes/fusion/fusion.h"
+#include "tests/support/support.h"
+
+#if KILN_HAVE_CUDA
+#include "runtime/cuda/nvrtc.h"
+#endif
+
+namespace kiln::codegen {
+namespace {
+
+using kiln::testing::has;
+
+// The graph's kernels as the lowering leaves them for `t` (unscheduled).
+std::vector<Kernel> lowered_kernels(const std::string& kir, const Target& t) {
+  Graph g = parse_graph(kir);
+  fusion::FusionOptions fo;
+  fo.column_partials_in_rows = t.column_partials_in_rows;
+  fo.recompute_from_statistics = t.recompute_from_statistics;
+  return lower(g, fusion::fuse(g, fo), t).kernels;
+}
+
+constexpr const char* kSoftmax = R"(
+graph softmax(%x: f32[{0},{1}]) {{
+  %m = amax(%x, dim=[1], keepdim=true) : f32[{0},1]
+  %d = sub(%x, %m) : f32[{0},{1}]
+  %e = exp(%d) : f32[{0},{1}]
+  %s = sum(%e, dim=[1], keepdim=true) : f32[{0},1]
+  %y = div(%e, %s) : f32[{0},{1}]
+  return (%y)
+}})";
+
+constexpr const char* kPointwise = R"(
+graph pw(%x: f32[{0}], %w: f32[{0}]) {{
+  %a = mul(%x, %w) : f32[{0}]
+  %y = gelu(%a) : f32[{0}]
+  return (%y)
+}})";
+
+constexpr const char* kRmsBackward = R"(
+graph rms_backward(%x: f32[{0},{1}], %w: f32[{1}], %dy: f32[{0},{1}]) {{
+  %sq = mul(%x, %x) : f32[{0},{1}]
+  %ss = sum(%sq, dim=[1], keepdim=true) : f32[{0},1]
+  %n = full(size=[], fill_value={1}.0) : f32[]
+  %ms = div(%ss, %n) : f32[{0},1]
+  %r = rsqrt(%ms) : f32[{0},1]
+  %xn = mul(%x, %r) : f32[{0},{1}]
+  %g = mul(%dy, %xn) : f32[{0},{1}]
+  %dw = sum(%g, dim=[0]) : f32[{1}]
+  %dyw = mul(%dy, %w) : f32[{0},{1}]
+  %dx = mul(%dyw, %r) : f32[{0},{1}]
+  return (%dx, %dw)
+}})";
+
+// Every candidate: verified, scheduled differently from the others, the default first.
+void expect_distinct(const std::vector<ScheduleCandidate>& cands) {
+  ASSERT_FALSE(cands.empty());
+  EXPECT_EQ(cands[0].knobs, "default");
+  std::set<std::string> seen;
+  for (const ScheduleCandidate& c : cands) {
+    EXPECT_NO_THROW(verify(c.kernel)) << c.knobs;
+    std::string f = fmt::format("{}|{}x{}", print_kernel(c.kernel), c.kernel.launch.grid, c.kernel.launch.block);
+    EXPECT_TRUE(seen.insert(f).second) << "two candidates schedule alike: " << c.knobs;
+  }
+}
+
+std::vector<std::string> knobs_of(const std::vector<ScheduleCandidate>& cands) {
+  std::vector<std::string> out;
+  for (const ScheduleCandidate& c : cands) out.push_back(c.knobs);
+  return out;
+}
+
+TEST(ScheduleCandidates, EachMappingGetsItsOwnVariants) {
+  Target t = cuda_target("sm_90", 132);
+  // A flat loop: blocks and grid.
+  auto pw = schedule_candidates(lowered_kernels(fmt::format(kPointwise, 1 << 20), t).at(0), t);
+  expect_distinct(pw);
+  EXPECT_EQ(pw[0].kernel.schedule.mapping, "grid-stride");
+  EXPECT_EQ(pw.size(), 6u) << fmt::format("{}", fmt::join(knobs_of(pw), " | "));
+  EXPECT_EQ(pw[1].knobs, "pointwise_block 128");
+  EXPECT_EQ(pw[1].kernel.launch.block, 128);
+  // Rows of 1024 (a warp per row): rows per block, or a block per row.
+  auto sm = schedule_candidates(lowered_kernels(fmt::format(kSoftmax, 4096, 1024), t).at(0), t);
+  expect_distinct(sm);
+  EXPECT_EQ(sm[0].kernel.schedule.mapping, "warp per row");
+  bool block_per_row = false;
+  for (const ScheduleCandidate& c : sm) block_per_row |= c.kernel.schedule.mapping == "block per row";
+  EXPECT_TRUE(block_per_row) << fmt::format("{}", fmt::join(knobs_of(sm), " | "));
+  // Rows of 4096 (a block per row): its block and what a thread holds.
+  auto big = schedule_candidates(lowered_kernels(fmt::format(kSoftmax, 1024, 4096), t).at(0), t);
+  expect_distinct(big);
+  EXPECT_EQ(big[0].kernel.schedule.mapping, "block per row");
+  EXPECT_GE(big.size(), 3u);
+  // A norm backward's chunks: the bytes a thread holds (so the block's size).
+  auto chunks = schedule_candidates(lowered_kernels(fmt::format(kRmsBackward, 512, 4096), t).at(0), t);
+  expect_distinct(chunks);
+  EXPECT_EQ(chunks[0].kernel.schedule.mapping, "block per chunk of rows");
+  ASSERT_EQ(chunks.size(), 3u) << fmt::format("{}", fmt::join(knobs_of(chunks), " | "));
+  EXPECT_NE(chunks[1].kernel.launch.block, chunks[0].kernel.launch.block);
+  EXPECT_NE(chunks[2].kernel.launch.block, chunks[0].kernel.launch.block);
+}
+
+// A knob the kernel's schedule does not read gives the same kernel: dropped, so a short row's
+// block-per-row variants collapse, and a CPU target has its default alone.
+TEST(ScheduleCandidates, VariantsThatChangeNothingAreDropped) {
+  Target t = cuda_target("sm_90", 132);
+  auto tiny = schedule_candidates(lowered_kernels(fmt::format(kPointwise, 40), t).at(0), t);
+  expect_distinct(tiny);
+  EXPECT_LT(tiny.size(), 6u) << "a 40-element loop has one block of 64 whatever pointwise_block says above it";
+  Target cpu = cpu_target();
+  auto on_cpu = schedule_candidates(lowered_kernels(fmt::format(kSoftmax, 64, 1024), cpu).at(0), cpu);
+  EXPECT_EQ(on_cpu.size(), 1u);
+}
+
+TEST(ScheduleCandidates, KnobsParseAsTheyPrint) {
+  Target t = with_knobs(cuda_target("sm_90", 132), "reduction_block 128, held_bytes_per_thread 64");
+  EXPECT_EQ(t.reduction_block, 128);
+  EXPECT_EQ(t.held_bytes_per_thread, 64);
+  EXPECT_EQ(with_knobs(t, "default").reduction_block, 128);
+  try {
+    with_knobs(t, "reduction_blok 128");
+    ADD_FAILURE() << "an unknown knob was accepted";
+  } catch (const kiln::Error& e) {
+    EXPECT_TRUE(has(e.what(), "'reduction_blok 128' is not a knob the schedule reads")) << e.what();
+    EXPECT_TRUE(has(e.what(), "reduction_block")) << "lists the knobs: " << e.what();
+  }
+  EXPECT_THROW(with_knobs(t, "reduction_block 12x"), kiln::Error);
+  EXPECT_THROW(with_knobs(t, "reduction_block 0"), kiln::Error);
+  EXPECT_THROW(with_knobs(t, "reduction_block"), kiln::Error);
+}
+
+#if KILN_HAVE_CUDA
+// Every candidate of every kind compiles with NVRTC, with no warning.
+TEST(ScheduleCandidates, EveryCandidateCompilesWithNvrtc) {
+  Target t = cuda_target("sm_90", 132);
+  std::string module(cuda_prelude());
+  int n = 0;
+  for (const std::string& kir : {fmt::format(kPointwise, 1 << 20), fmt::format(kSoftmax, 4096, 1024), fmt::format(kSoftmax, 1024, 4096),
+                                 fmt::format(kRmsBackward, 512, 4096)})
+    for (const Kernel& k : lowered_kernels(kir, t))
+      for (ScheduleCandidate& c : schedule_candidates(k, t)) {
+        c.kernel.name = fmt::format("c{}", n++);
+        module += "\n" + emit_cuda_kernel(c.kernel);
+      }
+  runtime::cuda::NvrtcOptions o;
+  o.use_cache = false;
+  o.arch = "sm_90";
+  runtime::cuda::NvrtcOutput out;
+  ASSERT_NO_THROW(out = runtime::cuda::compile_cuda(module, "candidates", o));
+  EXPECT_FALSE(has(out.log, "warning")) << out.log;
+  EXPECT_GE(n, 15);
+}
+#endif
+
+}  // namespace
+}  // namespace kiln::codegen
