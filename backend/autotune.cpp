@@ -65,8 +65,11 @@ std::string times_sentence(const std::vector<ScheduleCandidate>& cands, const st
 
 std::string AutotuneReport::str() const {
   if (!skipped.empty()) return "autotune: nothing tuned: " + skipped;
-  return fmt::format("autotune: {} kernels with candidates, {} timed ({} candidates), {} from the cache, {} not on the default; {:.1f} ms",
-                     kernels, timed, candidates, from_cache, changed, ms);
+  std::string gemms = matmuls ? fmt::format("; {} matmuls, {} from the cache, {} not on cuBLASLt's first choice", matmuls,
+                                            matmuls_from_cache, matmuls_changed)
+                              : "";
+  return fmt::format("autotune: {} kernels with candidates, {} timed ({} candidates), {} from the cache, {} not on the default{}; {:.1f} ms",
+                     kernels, timed, candidates, from_cache, changed, gemms, ms);
 }
 
 bool autotune_requested(const CompileOptions& options) {
@@ -135,6 +138,12 @@ AutotuneReport autotune(codegen::LoweredGraph& lowered, const std::vector<Kernel
     k.name = name;
     k.comment = comment;
     k.schedule.tuned = choice->tuned;
+  }
+  for (const std::string& said : backend.tune_matmuls(lowered, options)) {
+    ++report.matmuls;
+    report.matmuls_from_cache += said.find("(from the cache)") != std::string::npos;
+    report.matmuls_changed += said.find(": algorithm ") != std::string::npos;
+    if (log_enabled("autotune")) log_line("autotune", fmt::format("graph {}: {}", graph_name, said));
   }
   report.ms = now_ms() - start;
   if (log_enabled("autotune")) log_line("autotune", fmt::format("graph {}: {}", graph_name, report.str()));

@@ -28,6 +28,8 @@ struct AutotuneReport {
   int from_cache = 0;     // of those, whose choice came from the kernel cache
   int changed = 0;        // kernels whose chosen schedule is not the default
   int candidates = 0;     // candidates timed
+  int matmuls = 0;        // library calls tuned (cuBLASLt's algorithms)
+  int matmuls_from_cache = 0, matmuls_changed = 0;
   double ms = 0;          // the tuner's time (NVRTC for the candidates, allocation, the runs)
   std::string skipped;    // why nothing was tuned, when nothing was
   std::string str() const;

@@ -258,19 +258,10 @@ class GpuSteps final : public DeviceSteps {
   }
   void gemm(const MatmulCall& mm, const std::vector<void*>& ptr) override {
     if (!is_floating(mm.dtype)) fail("graph {}: {} matmul on CUDA: cuBLASLt multiplies floats only ({})", s_.graph_name, dtype_name(mm.dtype), mm.label);
-    int64_t lda = mm.trans_a ? mm.m : mm.k, ldb = mm.trans_b ? mm.k : mm.n;
     cu::GemmOptions go;
     go.allow_tf32 = p_.run_options.allow_tf32;
-    switch (mm.epilogue) {
-      case codegen::MatmulEpilogue::None: break;
-      case codegen::MatmulEpilogue::Bias: go.epilogue = cu::Epilogue::Bias; break;
-      case codegen::MatmulEpilogue::BiasRelu: go.epilogue = cu::Epilogue::BiasRelu; break;
-      case codegen::MatmulEpilogue::BiasGelu: go.epilogue = cu::Epilogue::BiasGelu; break;
-    }
-    if (mm.bias >= 0) go.bias = ptr[static_cast<size_t>(mm.bias)];
-    cu::gemm_strided_batched(mm.dtype, mm.trans_a, mm.trans_b, mm.m, mm.n, mm.k, 1.0, ptr[static_cast<size_t>(mm.a)], lda,
-                             mm.a_batch_stride, ptr[static_cast<size_t>(mm.b)], ldb, mm.b_batch_stride, 0.0,
-                             ptr[static_cast<size_t>(mm.out)], mm.n, mm.m * mm.n, mm.batch, *L_.stream, go);
+    queue_matmul(mm, ptr[static_cast<size_t>(mm.a)], ptr[static_cast<size_t>(mm.b)], ptr[static_cast<size_t>(mm.out)],
+                 mm.bias >= 0 ? ptr[static_cast<size_t>(mm.bias)] : nullptr, *L_.stream, go);
   }
   void opaque(size_t step_index, const codegen::OpaqueCall& c, const std::vector<void*>& ptr) override {
     const int oi = p_.opaque_of_step[step_index];
@@ -459,6 +450,20 @@ std::vector<HostTensor> CudaProgram::run(const ExecutableState& s, std::span<con
 
 }  // namespace
 
+void queue_matmul(const MatmulCall& mm, const void* a, const void* b, void* out, const void* bias, cu::Stream& stream,
+                  cu::GemmOptions go) {
+  int64_t lda = mm.trans_a ? mm.m : mm.k, ldb = mm.trans_b ? mm.k : mm.n;
+  switch (mm.epilogue) {
+    case codegen::MatmulEpilogue::None: break;
+    case codegen::MatmulEpilogue::Bias: go.epilogue = cu::Epilogue::Bias; break;
+    case codegen::MatmulEpilogue::BiasRelu: go.epilogue = cu::Epilogue::BiasRelu; break;
+    case codegen::MatmulEpilogue::BiasGelu: go.epilogue = cu::Epilogue::BiasGelu; break;
+  }
+  go.bias = bias;
+  cu::gemm_strided_batched(mm.dtype, mm.trans_a, mm.trans_b, mm.m, mm.n, mm.k, 1.0, a, lda, mm.a_batch_stride, b, ldb, mm.b_batch_stride,
+                           0.0, out, mm.n, mm.m * mm.n, mm.batch, stream, go);
+}
+
 cu::NvrtcOptions generated_kernel_options(const std::string& arch, bool use_cache) {
   cu::NvrtcOptions o;
   o.arch = arch;
@@ -520,6 +525,9 @@ class CudaBackend final : public Backend {
   }
   std::vector<double> time_kernels(const std::vector<codegen::Kernel>& candidates, const CompileOptions& options) const override {
     return time_cuda_kernels(candidates, options);
+  }
+  std::vector<std::string> tune_matmuls(const codegen::LoweredGraph& lowered, const CompileOptions& options) const override {
+    return tune_cuda_matmuls(lowered, options);
   }
   std::string source_file_name() const override { return "kernels.cu"; }
 

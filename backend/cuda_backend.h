@@ -14,6 +14,7 @@
 
 #include "backend/compile.h"
 #include "runtime/cuda/device_tensor.h"
+#include "runtime/cuda/cublaslt.h"
 #include "runtime/cuda/nvrtc.h"
 
 namespace kiln::backend {
@@ -39,6 +40,14 @@ runtime::cuda::NvrtcOptions generated_kernel_options(const std::string& arch, bo
 // `why` when no device is present), and each candidate's time there (cuda_timing.cpp).
 std::optional<std::string> cuda_tuning_device(const CompileOptions& options, std::string* why);
 std::vector<double> time_cuda_kernels(const std::vector<codegen::Kernel>& candidates, const CompileOptions& options);
+// Each matmul of `lowered` tuned (cuBLASLt's algorithms timed, GemmOptions::autotune) on scratch
+// operands of its sizes; what each got, in step order.
+std::vector<std::string> tune_cuda_matmuls(const codegen::LoweredGraph& lowered, const CompileOptions& options);
+
+// Queues the product `mm` (a MatmulCall of the lowering) through cuBLASLt on these operands,
+// with the options `go` (TF32, tuning) and the call's epilogue.
+void queue_matmul(const codegen::MatmulCall& mm, const void* a, const void* b, void* out, const void* bias, runtime::cuda::Stream& stream,
+                  runtime::cuda::GemmOptions go);
 #endif
 
 // Whether a CUDA device can run kernels here; when not, `why` says what is missing (no

@@ -113,5 +113,33 @@ std::vector<double> time_cuda_kernels(const std::vector<codegen::Kernel>& candid
   return out;
 }
 
+std::vector<std::string> tune_cuda_matmuls(const codegen::LoweredGraph& lowered, const CompileOptions& options) {
+  std::vector<std::string> out;
+  const int device = options.device.index;
+  cu::Stream stream(device);
+  for (const codegen::Step& step : lowered.steps) {
+    if (step.kind != codegen::Step::Kind::Matmul || !is_floating(step.matmul.dtype)) continue;
+    const codegen::MatmulCall& mm = step.matmul;
+    const size_t esize = static_cast<size_t>(dtype_size(mm.dtype));
+    auto scratch = [&](int64_t stride, int64_t one, int64_t batch) {
+      size_t elements = static_cast<size_t>(std::max<int64_t>(1, stride * (batch - 1) + one));
+      cu::DeviceBuffer buf = cu::device_alloc(elements * esize, device);
+      cu::memset_async(buf->data(), 0, elements * esize, stream);
+      return buf;
+    };
+    cu::DeviceBuffer a = scratch(mm.a_batch_stride, mm.m * mm.k, mm.batch), b = scratch(mm.b_batch_stride, mm.k * mm.n, mm.batch),
+                     c = scratch(mm.m * mm.n, mm.m * mm.n, mm.batch), bias = scratch(0, mm.n, 1);
+    cu::GemmOptions go;
+    go.allow_tf32 = options.run.allow_tf32;
+    go.autotune = true;
+    std::string tuned;
+    go.tuned = &tuned;
+    queue_matmul(mm, a->data(), b->data(), c->data(), mm.bias >= 0 ? bias->data() : nullptr, stream, go);
+    cu::synchronize_and_check(stream, "tuning " + mm.label);
+    out.push_back(tuned);
+  }
+  return out;
+}
+
 }  // namespace kiln::backend
 #endif  // KILN_HAVE_CUDA

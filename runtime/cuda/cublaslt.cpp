@@ -4,14 +4,21 @@
 
 #include <cublasLt.h>
 
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "ir/error.h"
 #include "runtime/cuda/allocator.h"
 #include "runtime/cuda/driver.h"
+#include "runtime/cuda/driver_api.h"
+#include "runtime/kernel_cache.h"
 
 namespace kiln::runtime::cuda {
 namespace {
@@ -77,7 +84,14 @@ struct Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t first = nullptr, second = nullptr, out = nullptr;  // B's memory, A's, C
   cublasLtMatmulAlgo_t algo{};
+  std::vector<cublasLtMatmulAlgo_t> candidates;  // the heuristic's first few, best first
+  std::string tuned;                             // set once tuned: what was chosen
 };
+
+// How many of the heuristic's algorithms a tuned problem times (Inductor's max-autotune asks
+// cuBLAS for its first few too); how long each may run.
+constexpr int kTunedAlgorithms = 8;
+constexpr double kTuneBudgetMs = 5.0;
 
 struct DeviceState {
   std::mutex mutex;
@@ -110,6 +124,61 @@ cublasLtMatrixLayout_t layout(cudaDataType_t type, int64_t rows, int64_t cols, i
              "setting the batch stride");
   }
   return l;
+}
+
+// Times each of the plan's candidate algorithms with `run` (which queues one product on
+// `stream`) and keeps the fastest in plan.algo; the choice is stored in the kernel cache under
+// the problem's key, the device and cuBLASLt's version, and taken from there when it is still
+// one cuBLASLt accepts for this problem. Returns what happened, for GemmOptions::tuned.
+std::string tune_plan(DeviceState& st, Plan& plan, const std::string& key, int device, Stream& stream,
+                      const std::function<cublasStatus_t(const cublasLtMatmulAlgo_t&)>& run) {
+  if (plan.candidates.size() < 2) return "the heuristic offers one algorithm";
+  const DeviceInfo& info = device_info(device);
+  std::string cache_key = content_key({"gemm-tune", "1", key, info.name, std::to_string(cublasLtGetVersion()), driver_version_string()});
+  std::optional<KernelCache> cache;
+  if (auto dir = KernelCache::default_dir()) cache.emplace(*dir);
+  if (cache)
+    if (std::optional<std::string> bytes = cache->load(cache_key, "gemmtune"); bytes && bytes->size() > sizeof(cublasLtMatmulAlgo_t)) {
+      cublasLtMatmulAlgo_t algo{};
+      std::memcpy(&algo, bytes->data(), sizeof algo);
+      cublasLtMatmulHeuristicResult_t check{};
+      if (cublasLtMatmulAlgoCheck(st.handle, plan.desc, plan.first, plan.second, plan.out, plan.out, &algo, &check) ==
+          CUBLAS_STATUS_SUCCESS) {
+        plan.algo = algo;
+        return bytes->substr(sizeof algo) + " (from the cache)";
+      }
+    }
+  std::vector<double> ms;
+  for (const cublasLtMatmulAlgo_t& algo : plan.candidates) {
+    Event start(device), end(device);
+    // One run to warm up (and to find an algorithm that fails to launch: it is never chosen).
+    if (run(algo) != CUBLAS_STATUS_SUCCESS) {
+      ms.push_back(std::numeric_limits<double>::infinity());
+      continue;
+    }
+    start.record(stream);
+    check_lt(run(algo), "a tuned algorithm");
+    end.record(stream);
+    end.synchronize();
+    double first = elapsed_ms(start, end);
+    int runs = std::clamp(static_cast<int>(kTuneBudgetMs / std::max(first, 1e-3)), 3, 20);
+    start.record(stream);
+    for (int r = 0; r < runs; ++r) check_lt(run(algo), "a tuned algorithm");
+    end.record(stream);
+    end.synchronize();
+    ms.push_back(elapsed_ms(start, end) / runs);
+  }
+  size_t best = static_cast<size_t>(std::min_element(ms.begin(), ms.end()) - ms.begin());
+  if (ms[best] > 0.98 * ms[0]) best = 0;  // within noise of the heuristic's choice: keep it
+  plan.algo = plan.candidates[best];
+  std::string said = best == 0 ? fmt::format("the heuristic's first, fastest of {} algorithms ({:.4f} ms)", ms.size(), ms[0])
+                               : fmt::format("algorithm {} of the heuristic's {}, {:.4f} ms (its first {:.4f} ms)", best + 1, ms.size(),
+                                             ms[best], ms[0]);
+  if (cache) {
+    std::string bytes(reinterpret_cast<const char*>(&plan.algo), sizeof plan.algo);
+    cache->store(cache_key, {{"gemmtune", bytes + said, false}});
+  }
+  return said;
 }
 
 }  // namespace
@@ -193,10 +262,11 @@ void gemm_strided_batched(DType dtype, bool trans_a, bool trans_b, int64_t m, in
       uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
       cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof schemes);
     }
-    cublasLtMatmulHeuristicResult_t result{};
+    cublasLtMatmulHeuristicResult_t results[kTunedAlgorithms]{};
     int found = 0;
-    cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(st.handle, p->desc, p->first, p->second, p->out, p->out, pref, 1,
-                                                      &result, &found);
+    cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(st.handle, p->desc, p->first, p->second, p->out, p->out, pref,
+                                                      kTunedAlgorithms, results, &found);
+    const cublasLtMatmulHeuristicResult_t& result = results[0];
     cublasLtMatmulPreferenceDestroy(pref);
     if (s == CUBLAS_STATUS_NOT_SUPPORTED || (s == CUBLAS_STATUS_SUCCESS && found == 0)) {
       plan.reset();
@@ -208,6 +278,8 @@ void gemm_strided_batched(DType dtype, bool trans_a, bool trans_b, int64_t m, in
     if (s != CUBLAS_STATUS_SUCCESS) st.plans.erase(key);
     check_lt(s, "cublasLtMatmulAlgoGetHeuristic");
     p->algo = result.algo;
+    for (int i = 0; i < found; ++i)
+      if (results[i].state == CUBLAS_STATUS_SUCCESS) p->candidates.push_back(results[i].algo);
     plan = std::move(p);
   }
   if (has_bias(options.epilogue)) {
@@ -218,9 +290,23 @@ void gemm_strided_batched(DType dtype, bool trans_a, bool trans_b, int64_t m, in
   float alpha32 = static_cast<float>(alpha), beta32 = static_cast<float>(beta);
   const void* alpha_p = types.scale == CUDA_R_64F ? static_cast<const void*>(&alpha) : &alpha32;
   const void* beta_p = types.scale == CUDA_R_64F ? static_cast<const void*>(&beta) : &beta32;
-  check_lt(cublasLtMatmul(st.handle, plan->desc, alpha_p, b, plan->first, a, plan->second, beta_p, c, plan->out, c,
-                          plan->out, &plan->algo, st.workspace->data(), kWorkspaceBytes, stream.raw()),
-           fmt::format("cublasLtMatmul ({} {}x{}x{}, batch {})", dtype_name(dtype), m, n, k, batch));
+  auto run = [&](const cublasLtMatmulAlgo_t& algo) {
+    return cublasLtMatmul(st.handle, plan->desc, alpha_p, b, plan->first, a, plan->second, beta_p, c, plan->out, c, plan->out, &algo,
+                          st.workspace->data(), kWorkspaceBytes, stream.raw());
+  };
+  if (options.autotune && plan->tuned.empty()) {
+    CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+    detail::api().cuStreamIsCapturing(stream.raw(), &capture);
+    std::string problem = fmt::format("{} matmul {}x{}x{} (batch {}, trans_a={}, trans_b={}, epilogue {})", dtype_name(dtype), m, n, k,
+                                      batch, trans_a, trans_b, epilogue_name(options.epilogue));
+    if (capture != CU_STREAM_CAPTURE_STATUS_NONE) {
+      if (options.tuned) *options.tuned = problem + ": not tuned (the stream is being captured)";
+    } else {
+      plan->tuned = problem + ": " + tune_plan(st, *plan, key, device, stream, run);
+    }
+  }
+  if (options.tuned && !plan->tuned.empty()) *options.tuned = plan->tuned;
+  check_lt(run(plan->algo), fmt::format("cublasLtMatmul ({} {}x{}x{}, batch {})", dtype_name(dtype), m, n, k, batch));
 }
 
 void gemm(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const void* a,

@@ -166,6 +166,31 @@ TEST_P(Autotune, TunesOnceThenTheCacheKeepsTheChoice) {
   got = third.run(in);
   for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(tensors_close(got[i], want[i], 1e-4, 1e-4)) << "output " << i;
 }
+
+// A matmul with a bias and GELU (cuBLASLt's epilogue) and a batched one: each tuned over
+// cuBLASLt's algorithms on scratch operands, the results right (KILN_LOGS=autotune shows the
+// choices; a second process takes them from the cache, which one process cannot show: its
+// plans are tuned already).
+TEST_P(Autotune, MatmulsTakeTheFastestOfCublasLtsAlgorithms) {
+  if (!on_cuda()) GTEST_SKIP() << "the CPU backend does not tune";
+  KILN_REQUIRE_RUN();
+  FreshCache cache;
+  Graph g("mm");
+  Builder b(g);
+  Var x = input(b, "x", F({256, 384}));
+  Var w = input(b, "w", F({384, 512}));
+  Var bias = input(b, "bias", F({512}));
+  Var q = input(b, "q", F({4, 64, 32}));
+  Var k = input(b, "k", F({4, 32, 64}));
+  g.set_outputs({b.gelu(b.matmul(x, w) + bias, "tanh"), b.matmul(q, k)});
+  backend::CompileOptions tuned;
+  tuned.autotune = true;
+  backend::CompiledGraph cg = compile_for_test(g, tuned);
+  EXPECT_TRUE(has(cg.report.autotune, "; 2 matmuls")) << cg.report.autotune;
+  std::vector<HostTensor> in = inputs_for(g, 3);
+  std::vector<HostTensor> want = interpret(g, in), got = cg.run(in);
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(tensors_close(got[i], want[i], 1e-4, 1e-4)) << "output " << i;
+}
 #endif
 
 }  // namespace
