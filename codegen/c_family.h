@@ -28,6 +28,9 @@ struct CDialect {
   // flag (the CPU: LLVM 14 vectorizes integer max/min reductions only); otherwise the plain
   // NaN-winning steps kiln_max_step / kiln_min_step.
   bool order_key_minmax = false;
+  // f32 calls take their approximate forms where they have one (exp, division, sigmoid, silu:
+  // ScheduleRecord::approx_f32_math).
+  bool approx_f32 = false;
 };
 
 // The C++ dialect (every index int64_t) and the CUDA C one for a kernel's index width.

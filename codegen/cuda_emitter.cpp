@@ -126,9 +126,16 @@ StmtPtr row_vector_element(const StmtPtr& s, const std::map<std::string, ExprPtr
 // every thread of the launch redundantly.
 enum class Runs { Launch, Thread, Block, Warp };
 
+// The dialect of one kernel: its index width, and the approximate f32 math its schedule chose.
+CDialect kernel_dialect(const Kernel& k) {
+  CDialect d = cuda_dialect(k.index_bits);
+  d.approx_f32 = k.schedule.approx_f32_math;
+  return d;
+}
+
 class CudaEmitter : public CEmitter {
  public:
-  explicit CudaEmitter(const Kernel& k) : CEmitter(cuda_dialect(k.index_bits)), k_(k) {}
+  explicit CudaEmitter(const Kernel& k) : CEmitter(kernel_dialect(k)), k_(k) {}
 
   void kernel_body(int ind) {
     StmtPtr top = sole_loop(k_.body);

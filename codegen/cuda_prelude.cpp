@@ -45,6 +45,13 @@ typedef unsigned long long uint64_t;
 KILN_FN float kiln_rcp(float x) { return __frcp_rn(x); }
 KILN_FN double kiln_rcp(double x) { return __drcp_rn(x); }
 
+// The approximate f32 forms of kernels whose every result is 16-bit (Target::
+// approx_math_for_16bit_results): exp by ex2.approx (2 + 1.2|x| ulp), division by rcp.approx
+// (2 ulp), where a bf16 rounding is 2^15 f32 ulps. __fdividef returns 0 for a divisor past
+// 2^126: those take the IEEE division.
+KILN_FN float kiln_exp_approx(float x) { return __expf(x); }
+KILN_FN float kiln_div_approx(float a, float b) { return fabsf(b) < 0x1p126f ? __fdividef(a, b) : a / b; }
+
 // ---- f16: the hardware's conversions (round to nearest even, as ir/half.h; a NaN stays a
 // NaN, though its payload may differ from the CPU's)
 KILN_FN float kiln_h2f(uint16_t h) {
@@ -57,6 +64,17 @@ KILN_FN uint16_t kiln_f2h(float f) {
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
   return h;
 }
+// bf16 too from sm_80: one cvt where the portable rounding (prelude_math) takes six integer
+// instructions, twice per element of a 16-bit result (its rounding, then its store); the same
+// bits but a NaN's, which comes out as the canonical quiet NaN.
+#if __CUDA_ARCH__ >= 800
+#define KILN_HARDWARE_F2BF 1
+KILN_FN uint16_t kiln_f2bf(float f) {
+  uint16_t h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+#endif
 
 // ---- the device error record (codegen/cuda_emitter.h): the first out-of-range gather or
 // scatter index of a launch, read by the host after it synchronizes. Reports go where

@@ -264,6 +264,7 @@ struct ScheduleRecord {
   bool held_shared = false;       // `held` is in shared memory (rows too long for registers)
   std::vector<std::string> carried = {};  // output rows held in registers and stored back once (Stmt::held_written)
   int cluster = 0;                // blocks sharing a row (a thread-block cluster), 0: one
+  bool approx_f32_math = false;   // f32 exp and division approximate (Target::approx_math_for_16bit_results)
   std::string tuned = {};         // set by the tuner (backend/autotune.h): which candidate won, its time and the default's
 };
 std::string print_schedule(const ScheduleRecord& r, const LaunchConfig& launch);

@@ -14,12 +14,14 @@ std::string_view prelude_math() {
   return R"PRELUDE(// ---- kiln prelude math, shared by the C++ and CUDA preludes (codegen/prelude_math.cpp)
 // ---- bf16 (round to nearest even, as ir/half.h; a NaN stays a quiet NaN)
 KILN_FN float kiln_bf2f(uint16_t b) { return KILN_U32_AS_F32((uint32_t)b << 16); }
+#if !KILN_HARDWARE_F2BF  // (the CUDA prelude's is one cvt on sm_80 and later)
 KILN_FN uint16_t kiln_f2bf(float f) {
   uint32_t u = KILN_F32_AS_U32(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
   u += 0x7fffu + ((u >> 16) & 1u);
   return (uint16_t)(u >> 16);
 }
+#endif
 KILN_FN float kiln_round_f16(float x) { return kiln_h2f(kiln_f2h(x)); }
 KILN_FN float kiln_round_bf16(float x) { return kiln_bf2f(kiln_f2bf(x)); }
 

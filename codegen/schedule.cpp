@@ -183,6 +183,8 @@ bool is_share(const Stmt& s) { return s.kind == StmtKind::For && (s.map == LoopM
 // The portable limit of a thread-block cluster, and the threads an SM runs at once (sm_80, sm_90).
 constexpr int kMostClusterBlocks = 8;
 constexpr int64_t kThreadsPerSm = 2048;
+// The smallest block a flat loop shrinks to so that its blocks reach every SM.
+constexpr int64_t kSmallestFlatBlock = 128;
 
 struct Held {
   std::vector<std::string> buffers;
@@ -486,6 +488,20 @@ void schedule_cuda(Kernel& k, const Target& t) {
   k.launch = launch;
   k.launch.shared_bytes = cuda_shared_bytes(k);  // the scratch the emitter declares for block combines
   choose_vectors(k, row_max_threads, t);
+  if (k.schedule.mapping == "grid-stride" && k.schedule.vector > 1) {
+    // A vectorized flat loop has extent / vector iterations of work, not extent: sized by the
+    // extent, a grid of 64K elements in 4-element vectors gave 64 busy blocks out of 256 (half
+    // the SMs idle). Blocks halve (to 128) until they cover every SM: the tuner picked 128 for
+    // most small flat loops of the benchmark rows (bench/NOTES.md, stop 31).
+    int64_t items = 0;
+    visit(k.body, [&](const Stmt& x) {
+      if (x.kind == StmtKind::For && x.map == LoopMap::GpuGridStride) items = (x.extent + k.schedule.vector - 1) / k.schedule.vector;
+    });
+    int64_t block = std::min<int64_t>(t.pointwise_block, std::max<int64_t>(32, round_up(items, 32)));
+    while (block > kSmallestFlatBlock && (items + block - 1) / block < t.num_sms) block /= 2;
+    k.launch.block = block;
+    k.launch.grid = grid_of(block, items);
+  }
   if (k.launch.cluster > 1) {
     // Clusters of blocks per row, as many as the SMs run at once.
     int64_t rows = 0;
@@ -510,6 +526,15 @@ void schedule_cuda(Kernel& k, const Target& t) {
   });
   int64_t threads = launch.grid * launch.block;
   k.index_bits = biggest + threads < int64_t(INT32_MAX) ? 32 : 64;
+  // Numerics: a kernel whose every result is 16-bit computes f32 exp and division approximately
+  // (Target::approx_math_for_16bit_results says why).
+  bool results = false, all_16_bit = true;
+  for (const Buffer& b : k.buffers)
+    if (b.role == BufferRole::Output || b.role == BufferRole::Temp) {
+      results = true;
+      all_16_bit = all_16_bit && (b.dtype == DType::F16 || b.dtype == DType::BF16);
+    }
+  k.schedule.approx_f32_math = t.approx_math_for_16bit_results && results && all_16_bit;
 }
 
 }  // namespace

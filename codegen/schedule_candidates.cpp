@@ -49,7 +49,7 @@ std::vector<Knobs> variants_of(const std::string& m, bool tiled, const Target& t
             {{"pointwise_block", 128}, {"blocks_per_sm", 16}}};
   if (m == "thread per row") return {{{"pointwise_block", 64}}, {{"pointwise_block", 128}}, {{"pointwise_block", 512}}};
   if (m == "block per tile" && tiled)
-    return {{{"tile_blocks_per_sm", 2}}, {{"tile_blocks_per_sm", 8}}, {{"tile_blocks_per_sm", 16}}, {{"pointwise_block", 512}}};
+    return {{{"tile_blocks_per_sm", 4}}, {{"tile_blocks_per_sm", 16}}, {{"pointwise_block", 512}}};
   if (m == "warp per row")
     return {{{"warp_rows_per_block", 2}},
             {{"warp_rows_per_block", 4}},

@@ -58,6 +58,13 @@ struct Target {
   // 32000 15% faster; Welford on layer-norm rows of 4096 ran 6% slower. Since rows are held on
   // chip (read once however many passes), CUDA starts them past the longest row it holds
   // (cuda_target). The CPU keeps two passes (its vectorized exp would run twice).
+  // Kernels whose every result is f16 or bf16 compute f32 exp and division with the hardware's
+  // approximations (ex2.approx, rcp.approx: a few ulp of f32, far below the 16-bit rounding that
+  // follows), as Triton's exp and division do for torch.compile; f32 and f64 results keep the
+  // library's accurate forms. CUDA: a bf16 softmax of rows of 1024 was bound by its two exps and
+  // one IEEE division per element (49% of copy on the H200; bench/NOTES.md, stop 31).
+  bool approx_math_for_16bit_results = false;
+
   bool online_softmax = false;
   bool welford = false;
   int64_t one_pass_min_row = 8192;
@@ -79,7 +86,10 @@ struct Target {
   int64_t warp_row_max = 1024;    // rows up to this long get a warp; longer ones a block
   int64_t thread_row_max = 16;    // rows up to this long get one thread each
   int blocks_per_sm = 8;          // a grid-stride loop's grid: at most num_sms * this many blocks
-  int tile_blocks_per_sm = 4;     // a tiled loop's (transposed reads) grid: num_sms * this many blocks
+  // A tiled loop's (transposed reads) grid: num_sms * this many blocks. 8 blocks of 256 fill an
+  // SM's 2048 threads; with 4 the tuner beat the default on every tiled kernel of the benchmark
+  // rows (block 512 or 8-16 blocks an SM: bench/NOTES.md, stop 31).
+  int tile_blocks_per_sm = 8;
   // Rows held in registers (codegen/schedule.cpp's rows_to_hold): the most bytes of held rows
   // one thread holds before its row's block grows; a block walking a chunk of rows (column
   // partials) is alone on its SM whatever its registers, and may hold more.

@@ -440,3 +440,43 @@ graph rms_backward(%x: f32[{0},768], %w: f32[768], %dy: f32[{0},768]) {{
 
 }  // namespace
 }  // namespace kiln::codegen
+
+namespace kiln::codegen {
+namespace {
+
+// A kernel whose every result is 16-bit computes f32 exp and division approximately on CUDA
+// (Target::approx_math_for_16bit_results); one with an f32 result, or the CPU, keeps the
+// accurate forms.
+TEST(Lower, SixteenBitResultsTakeApproximateExpAndDivisionOnCuda) {
+  auto kernel_of = [](const std::string& dt, const Target& t) {
+    Graph g = parse_graph(fmt::format(R"(
+graph softmax(%x: {0}[64,1024]) {{
+  %m = amax(%x, dim=[1], keepdim=true) : {0}[64,1]
+  %d = sub(%x, %m) : {0}[64,1024]
+  %e = exp(%d) : {0}[64,1024]
+  %s = sum(%e, dim=[1], keepdim=true) : {0}[64,1]
+  %y = div(%e, %s) : {0}[64,1024]
+  %z = sigmoid(%y) : {0}[64,1024]
+  return (%z)
+}})", dt));
+    LoweredGraph lg = lower(g, fusion::fuse(g, {}), t);
+    schedule(lg, t);
+    return lg.kernels.at(0);
+  };
+  Kernel bf16 = kernel_of("bf16", cuda_target());
+  EXPECT_TRUE(bf16.schedule.approx_f32_math);
+  EXPECT_TRUE(has(print_schedule(bf16.schedule, bf16.launch), "approximate f32 exp and division (every result 16-bit)"));
+  std::string cu = emit_cuda_kernel(bf16);
+  EXPECT_TRUE(has(cu, "kiln_exp_approx(")) << cu;
+  EXPECT_TRUE(has(cu, "kiln_div_approx(")) << cu;
+  EXPECT_FALSE(has(cu, "kiln_exp(")) << cu;
+  Kernel f32 = kernel_of("f32", cuda_target());
+  EXPECT_FALSE(f32.schedule.approx_f32_math);
+  EXPECT_FALSE(has(emit_cuda_kernel(f32), "_approx(")) << emit_cuda_kernel(f32);
+  Kernel cpu = kernel_of("bf16", cpu_target());
+  EXPECT_FALSE(cpu.schedule.approx_f32_math);
+  EXPECT_FALSE(has(emit_cpp_kernel(cpu), "_approx("));
+}
+
+}  // namespace
+}  // namespace kiln::codegen

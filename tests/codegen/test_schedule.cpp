@@ -52,8 +52,12 @@ std::string scheduled(Kernel k, const Target& t) {
 TEST(Schedule, PointwiseIsAGridStrideLoopOnAGpuAndChunksOnTheCpu) {
   std::string gpu = scheduled(pointwise(1 << 20), cuda_target());
   EXPECT_TRUE(has(gpu, "parallel for i in 0..1048576 @gpu_grid_stride")) << gpu;
-  EXPECT_TRUE(has(gpu, "launch grid 1056 x block 256")) << gpu;
+  // 2^20 elements in 4-element vectors: 2^18 iterations of work, 1024 blocks of 256.
+  EXPECT_TRUE(has(gpu, "launch grid 1024 x block 256")) << gpu;
   EXPECT_TRUE(has(gpu, "i32 indices")) << gpu;
+  // 2^16 elements: 16384 iterations; blocks of 256 would leave 68 of the 132 SMs idle.
+  std::string small = scheduled(pointwise(1 << 16), cuda_target());
+  EXPECT_TRUE(has(small, "launch grid 128 x block 128")) << small;
   std::string cpu = scheduled(pointwise(1 << 20), cpu_target());
   EXPECT_TRUE(has(cpu, "@cpu_threads(grain 32768)")) << cpu;
   EXPECT_TRUE(has(scheduled(pointwise(100), cpu_target()), "@cpu_vector"));
@@ -218,7 +222,10 @@ TEST(Schedule, TransposedReadsRunInSharedMemoryTiles) {
   EXPECT_TRUE(has(k.schedule.tiles, "tiles of 64 x 64 of the loop as [1024, 4096], 16.2 KB shared")) << k.schedule.tiles;
   EXPECT_EQ(k.launch.block, 256);
   EXPECT_EQ(k.launch.shared_bytes, 64 * 65 * 4);
-  EXPECT_EQ(k.launch.grid, 132 * 4) << "4 blocks an SM, each walking 2 of the 1024 tiles";
+  EXPECT_EQ(k.launch.grid, 1024) << "a block per tile: 8 blocks an SM would be 1056";
+  Kernel big = transposed(4096, 4096);
+  schedule(big, cuda_target());
+  EXPECT_EQ(big.launch.grid, 132 * 8) << "8 blocks an SM, each walking several of the 4096 tiles";
 
   // Odd sizes tile too (the emitter guards the edges); the plan covers the loop exactly. A
   // view under 64 on a side takes the small tiles.

@@ -88,7 +88,7 @@ std::vector<std::string> knobs_of(const std::vector<ScheduleCandidate>& cands) {
 TEST(ScheduleCandidates, EachMappingGetsItsOwnVariants) {
   Target t = cuda_target("sm_90", 132);
   // A flat loop: blocks and grid.
-  auto pw = schedule_candidates(lowered_kernels(fmt::format(kPointwise, 1 << 20), t).at(0), t);
+  auto pw = schedule_candidates(lowered_kernels(fmt::format(kPointwise, 1 << 22), t).at(0), t);
   expect_distinct(pw);
   EXPECT_EQ(pw[0].kernel.schedule.mapping, "grid-stride");
   EXPECT_EQ(pw.size(), 6u) << fmt::format("{}", fmt::join(knobs_of(pw), " | "));

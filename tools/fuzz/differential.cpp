@@ -38,6 +38,11 @@ std::vector<CompileConfig> default_configs() {
   // the target's defaults (both targets' today): the rules are checked wherever kiln fuzz runs.
   c[2].options.fusion.recompute_from_statistics = true;
   c[2].options.fusion.column_partials_in_rows = true;
+  // And every CUDA kernel under schedule knobs other than the defaults, one per mapping, as the
+  // tuner may choose them (codegen/schedule_candidates.h; the CPU reads none of them).
+  c[2].options.schedule_knobs =
+      "pointwise_block 128, blocks_per_sm 16, tile_blocks_per_sm 4, warp_rows_per_block 4, reduction_block 128, "
+      "held_bytes_per_thread 64, chunk_held_bytes_per_thread 512";
   return c;
 }
 

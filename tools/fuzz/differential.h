@@ -25,7 +25,8 @@ struct CompileConfig {
   std::string name;  // "fused", "unfused", "unoptimized"
   backend::CompileOptions options;
 };
-// fused (the defaults), unfused (fuse off), unoptimized (canonicalize/cse/dce off).
+// fused (the defaults), unfused (fuse off), unoptimized (canonicalize/cse/dce off; the GPU's
+// fusion choices on every device, and CUDA kernels under non-default schedule knobs).
 std::vector<CompileConfig> default_configs();
 
 struct Finding {
