@@ -42,13 +42,15 @@ std::optional<Choice> parse_stored(const std::string& bytes) {
 }
 
 // The key of a kernel's choice: the kernel as the lowering left it, named the same whatever its
-// place in the graph; the candidates' knobs (a new candidate list tunes again); the target and
-// the device.
+// place in the graph and whatever its values are called; the candidates' knobs (a new
+// candidate list tunes again); the target and the device.
 std::string choice_key(const Kernel& unscheduled, const std::vector<ScheduleCandidate>& cands, const codegen::Target& target,
                        const std::string& device) {
   Kernel k = unscheduled;
   k.name = std::string(1, 'k');  // the same kernel wherever it sits in a graph
   k.comment.clear();
+  for (codegen::Buffer& b : k.buffers) b.what.clear();
+  for (codegen::Buffer& b : k.constants) b.what.clear();
   std::string knobs;
   for (const ScheduleCandidate& c : cands) knobs += c.knobs + ";";
   std::string version = std::to_string(kAutotuneFormatVersion);
