@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <map>
 #include <optional>
 
 #include "backend/compile.h"
@@ -94,6 +95,7 @@ AutotuneReport autotune(codegen::LoweredGraph& lowered, const std::vector<Kernel
   std::optional<runtime::KernelCache> cache;
   if (options.jit.use_cache)
     if (auto dir = runtime::KernelCache::default_dir()) cache.emplace(*dir);
+  std::map<std::string, Choice> this_compile;  // kernels met twice are timed once, cache or not
   for (size_t i = 0; i < lowered.kernels.size(); ++i) {
     Kernel& k = lowered.kernels[i];
     std::vector<ScheduleCandidate> cands = codegen::schedule_candidates(unscheduled.at(i), target);
@@ -101,7 +103,8 @@ AutotuneReport autotune(codegen::LoweredGraph& lowered, const std::vector<Kernel
     ++report.kernels;
     std::string key = choice_key(unscheduled[i], cands, target, *device);
     std::optional<Choice> choice;
-    if (cache)
+    if (auto it = this_compile.find(key); it != this_compile.end()) choice = it->second;
+    else if (cache)
       if (std::optional<std::string> bytes = cache->load(key, "tune")) choice = parse_stored(*bytes);
     auto chosen = choice ? std::find_if(cands.begin(), cands.end(), [&](const ScheduleCandidate& c) { return c.knobs == choice->knobs; })
                          : cands.end();
@@ -118,8 +121,9 @@ AutotuneReport autotune(codegen::LoweredGraph& lowered, const std::vector<Kernel
       }
       std::vector<double> ms = backend.time_kernels(named, options);
       size_t best = static_cast<size_t>(std::min_element(ms.begin(), ms.end()) - ms.begin());
-      // A candidate within 2% of the default is noise: keep the default.
-      if (ms[best] > 0.98 * ms[0]) best = 0;
+      // A candidate within 2% or 1 us of the default is noise (CUDA events resolve about half a
+      // microsecond): keep the default.
+      if (ms[best] > std::min(0.98 * ms[0], ms[0] - 0.001)) best = 0;
       choice = Choice{cands[best].knobs, times_sentence(cands, ms, best)};
       chosen = cands.begin() + static_cast<long>(best);
       ++report.timed;
@@ -134,6 +138,7 @@ AutotuneReport autotune(codegen::LoweredGraph& lowered, const std::vector<Kernel
       }
       if (cache) cache->store(key, {{"tune", stored_form(*choice), false}});
     }
+    this_compile[key] = *choice;
     report.changed += chosen != cands.begin();
     std::string name = k.name, comment = k.comment;
     k = chosen->kernel;
