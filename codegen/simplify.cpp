@@ -266,6 +266,31 @@ ExprPtr from_lin(const Lin& l) {
   return out;
 }
 
+// A comparison of two index values that their ranges decide, from the range of a - b (so that
+// i + 1 > i is decided whatever i's range): a cat's "which input" select inside one input's
+// loop, a pad's bounds check where the loop stays inside, a causal mask's i >= j where i's
+// tile lies wholly below j's.
+std::optional<bool> decided_comparison(const std::string& op, const ExprPtr& a, const ExprPtr& b) {
+  Lin d = simplify_lin(a);
+  d.add(simplify_lin(b), -1);
+  std::optional<IndexRange> r = range_of(d);
+  if (!r) return std::nullopt;
+  auto decide = [](bool yes, bool no) -> std::optional<bool> {
+    if (yes) return true;
+    if (no) return false;
+    return std::nullopt;
+  };
+  if (op == "lt") return decide(r->hi < 0, r->lo >= 0);
+  if (op == "le") return decide(r->hi <= 0, r->lo > 0);
+  if (op == "gt") return decide(r->lo > 0, r->hi <= 0);
+  if (op == "ge") return decide(r->lo >= 0, r->hi < 0);
+  if (op == "eq") return decide(r->lo == 0 && r->hi == 0, r->lo > 0 || r->hi < 0);
+  if (op == "ne") return decide(r->lo > 0 || r->hi < 0, r->lo == 0 && r->hi == 0);
+  return std::nullopt;
+}
+
+bool is_bool_const(const ExprPtr& e, bool v) { return e->kind == ExprKind::IntImm && e->dtype == DType::Bool && (e->i != 0) == v; }
+
 ExprPtr simplify_value(const ExprPtr& e) {
   if (is_index(e) && e->kind != ExprKind::Load && e->kind != ExprKind::Call && e->kind != ExprKind::Var &&
       e->kind != ExprKind::Select && e->kind != ExprKind::Cast)
@@ -283,6 +308,17 @@ ExprPtr simplify_value(const ExprPtr& e) {
     if (x->kind == ExprKind::IntImm && (out->dtype == DType::I64 || (out->dtype == DType::F64 && std::llabs(x->i) < (1LL << 53)) ||
                                         (out->dtype == DType::F32 && std::llabs(x->i) < (1LL << 24))))
       return imm(out->dtype, static_cast<double>(x->i));
+  }
+  if (out->kind == ExprKind::Call && out->args.size() == 2 && is_index(out->args[0]) && is_index(out->args[1]))
+    if (std::optional<bool> v = decided_comparison(out->name, out->args[0], out->args[1])) return imm(DType::Bool, *v);
+  if (out->kind == ExprKind::Call && out->args.size() == 2 && (out->name == "logical_and" || out->name == "logical_or")) {
+    const bool is_and = out->name == "logical_and";
+    for (int k = 0; k < 2; ++k) {
+      const ExprPtr& x = out->args[static_cast<size_t>(k)];
+      const ExprPtr& other = out->args[static_cast<size_t>(1 - k)];
+      if (is_bool_const(x, !is_and)) return imm(DType::Bool, !is_and);          // false && y, true || y
+      if (is_bool_const(x, is_and) && other->dtype == DType::Bool) return other;  // true && y, false || y
+    }
   }
   if (out->kind == ExprKind::Select && out->args[0]->kind == ExprKind::IntImm)
     return out->args[0]->i ? out->args[1] : out->args[2];

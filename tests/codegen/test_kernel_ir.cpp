@@ -113,6 +113,29 @@ TEST(Simplifier, MergesAdjacentDigitsAboveTheLowest) {
   EXPECT_EQ(s(add(mul(digit(64, 4), imm(128)), mul(digit(2, 32), imm(2)))), "(i / 64 % 4)*128 + (i / 2 % 32)*2");
 }
 
+// Comparisons of index values that their ranges decide fold to constants (from the range of
+// the difference, so i + 1 > i holds for any i), and the selects and logical ops over them
+// with them; undecided ones stay.
+TEST(Simplifier, DecidesComparisonsByRanges) {
+  ExprPtr i = var("i", 0, 63), j = var("j", 64, 127), n = var("n", 0, 1000000);
+  auto cmp = [](const char* op, ExprPtr a, ExprPtr b) { return call(op, DType::Bool, {std::move(a), std::move(b)}); };
+  EXPECT_EQ(s(cmp("lt", i, imm(64))), "true");
+  EXPECT_EQ(s(cmp("lt", i, imm(63))), "lt(i, 63)");
+  EXPECT_EQ(s(cmp("ge", i, imm(64))), "false");
+  EXPECT_EQ(s(cmp("lt", i, j)), "true");
+  EXPECT_EQ(s(cmp("ge", j, add(i, imm(1)))), "true");
+  EXPECT_EQ(s(cmp("gt", add(n, imm(1)), n)), "true");
+  EXPECT_EQ(s(cmp("eq", sub(add(n, imm(3)), n), imm(3))), "true");
+  EXPECT_EQ(s(cmp("ne", i, j)), "true");
+  EXPECT_EQ(s(cmp("le", n, imm(5))), "le(n, 5)");
+  // A cat's pick inside its first input's range is that input's load.
+  ExprPtr pick = select(cmp("lt", i, imm(64)), load("b1", DType::F32, i), load("b2", DType::F32, sub(i, imm(64))));
+  EXPECT_EQ(s(pick), "b1[i]");
+  EXPECT_EQ(s(call("logical_and", DType::Bool, {cmp("lt", i, imm(64)), cmp("lt", n, imm(7))})), "lt(n, 7)");
+  EXPECT_EQ(s(call("logical_or", DType::Bool, {cmp("lt", n, imm(7)), cmp("lt", i, imm(64))})), "true");
+  EXPECT_EQ(s(call("logical_and", DType::Bool, {cmp("lt", n, imm(7)), cmp("ge", i, imm(64))})), "false");
+}
+
 TEST(Simplifier, KeepsLoadsAndCallsAsAtoms) {
   ExprPtr i = var("i", 0, 9);
   ExprPtr g = call("check_index", DType::I64, {load("b1", DType::I64, add(i, imm(0))), imm(10), imm(0)});
