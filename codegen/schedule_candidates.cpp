@@ -110,6 +110,10 @@ Target with_knobs(Target target, const std::string& knobs) {
     auto [end_of, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
     if (ec != std::errc() || end_of != digits.data() + digits.size() || value < 1)
       fail("schedule knobs '{}': the value of '{}' is not a positive integer", knobs, one);
+    // Blocks of threads (pointwise_block, reduction_block): what a launch and the block combines take.
+    const bool threads = it->first == "pointwise_block" || it->first == "reduction_block";
+    if (threads && (value < 32 || value > 1024 || (value & (value - 1)) != 0))
+      fail("schedule knobs '{}': {} is a block of threads, a power of two from 32 to 1024, not {}", knobs, it->first, value);
     it->second(target, value);
     at = end == std::string::npos ? knobs.size() : end + 2;
   }

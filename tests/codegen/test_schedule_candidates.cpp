@@ -142,6 +142,8 @@ TEST(ScheduleCandidates, KnobsParseAsTheyPrint) {
   EXPECT_THROW(with_knobs(t, "reduction_block 12x"), kiln::Error);
   EXPECT_THROW(with_knobs(t, "reduction_block 0"), kiln::Error);
   EXPECT_THROW(with_knobs(t, "reduction_block"), kiln::Error);
+  EXPECT_THROW(with_knobs(t, "pointwise_block 2048"), kiln::Error);
+  EXPECT_THROW(with_knobs(t, "reduction_block 100"), kiln::Error);
 }
 
 #if KILN_HAVE_CUDA
