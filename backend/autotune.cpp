@@ -121,9 +121,7 @@ AutotuneReport autotune(codegen::LoweredGraph& lowered, const std::vector<Kernel
       }
       std::vector<double> ms = backend.time_kernels(named, options);
       size_t best = static_cast<size_t>(std::min_element(ms.begin(), ms.end()) - ms.begin());
-      // A candidate within 2% or 1 us of the default is noise (CUDA events resolve about half a
-      // microsecond): keep the default.
-      if (ms[best] > std::min(0.98 * ms[0], ms[0] - 0.001)) best = 0;
+      if (!runtime::clearly_faster(ms[best], ms[0])) best = 0;
       choice = Choice{cands[best].knobs, times_sentence(cands, ms, best)};
       chosen = cands.begin() + static_cast<long>(best);
       ++report.timed;
@@ -146,11 +144,11 @@ AutotuneReport autotune(codegen::LoweredGraph& lowered, const std::vector<Kernel
     k.comment = comment;
     k.schedule.tuned = choice->tuned;
   }
-  for (const std::string& said : backend.tune_matmuls(lowered, options)) {
+  for (const runtime::TuningOutcome& m : backend.tune_matmuls(lowered, options)) {
     ++report.matmuls;
-    report.matmuls_from_cache += said.find("(from the cache)") != std::string::npos;
-    report.matmuls_changed += said.find(": algorithm ") != std::string::npos;
-    if (log_enabled("autotune")) log_line("autotune", fmt::format("graph {}: {}", graph_name, said));
+    report.matmuls_from_cache += m.from_cache;
+    report.matmuls_changed += m.changed;
+    if (log_enabled("autotune")) log_line("autotune", fmt::format("graph {}: {}", graph_name, m.said));
   }
   report.ms = now_ms() - start;
   if (log_enabled("autotune")) log_line("autotune", fmt::format("graph {}: {}", graph_name, report.str()));

@@ -24,6 +24,7 @@
 #include "codegen/lower.h"
 #include "codegen/target.h"
 #include "ir/host_tensor.h"
+#include "runtime/tuning.h"
 
 namespace kiln::backend {
 
@@ -88,8 +89,8 @@ class Backend {
   // distinct names), timed on options.device. The default: a kiln::Error.
   virtual std::vector<double> time_kernels(const std::vector<codegen::Kernel>& candidates, const CompileOptions& options) const;
   // Each library call of `lowered` (cuBLASLt's matmuls) tuned on options.device: what each got,
-  // in step order ("... algorithm 3 of the heuristic's 8, ..."). The default: none.
-  virtual std::vector<std::string> tune_matmuls(const codegen::LoweredGraph&, const CompileOptions&) const { return {}; }
+  // in step order. The default: none.
+  virtual std::vector<runtime::TuningOutcome> tune_matmuls(const codegen::LoweredGraph&, const CompileOptions&) const { return {}; }
 
   // ---- a device with memory of its own (not the CPU's: its tensors are HostTensors)
   // Whether `device` can run kernels here; when not, `why` says what is missing (no driver,

@@ -526,7 +526,7 @@ class CudaBackend final : public Backend {
   std::vector<double> time_kernels(const std::vector<codegen::Kernel>& candidates, const CompileOptions& options) const override {
     return time_cuda_kernels(candidates, options);
   }
-  std::vector<std::string> tune_matmuls(const codegen::LoweredGraph& lowered, const CompileOptions& options) const override {
+  std::vector<runtime::TuningOutcome> tune_matmuls(const codegen::LoweredGraph& lowered, const CompileOptions& options) const override {
     return tune_cuda_matmuls(lowered, options);
   }
   std::string source_file_name() const override { return "kernels.cu"; }

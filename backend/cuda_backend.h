@@ -42,7 +42,7 @@ std::optional<std::string> cuda_tuning_device(const CompileOptions& options, std
 std::vector<double> time_cuda_kernels(const std::vector<codegen::Kernel>& candidates, const CompileOptions& options);
 // Each matmul of `lowered` tuned (cuBLASLt's algorithms timed, GemmOptions::autotune) on scratch
 // operands of its sizes; what each got, in step order.
-std::vector<std::string> tune_cuda_matmuls(const codegen::LoweredGraph& lowered, const CompileOptions& options);
+std::vector<runtime::TuningOutcome> tune_cuda_matmuls(const codegen::LoweredGraph& lowered, const CompileOptions& options);
 
 // Queues the product `mm` (a MatmulCall of the lowering) through cuBLASLt on these operands,
 // with the options `go` (TF32, tuning) and the call's epilogue.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/cuda_backend.h"
+#include "backend/profile.h"
 #include "codegen/cuda_emitter.h"
 #include "ir/dtype.h"
 #include "ir/error.h"
@@ -27,12 +28,6 @@ namespace {
 constexpr int kFewestRuns = 5;
 constexpr int kMostRuns = 40;
 constexpr double kRunBudgetMs = 10.0;  // per candidate, flushes included
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 }  // namespace
 
@@ -108,13 +103,13 @@ std::vector<double> time_cuda_kernels(const std::vector<codegen::Kernel>& candid
     cu::synchronize_and_check(stream, fmt::format("tuning candidate {}", candidates[c].name));
     std::vector<double> ms;
     for (size_t r = 0; r + 1 < marks.size(); r += 2) ms.push_back(cu::elapsed_ms(marks[r], marks[r + 1]));
-    out.push_back(median(ms));
+    out.push_back(median_of(ms));
   }
   return out;
 }
 
-std::vector<std::string> tune_cuda_matmuls(const codegen::LoweredGraph& lowered, const CompileOptions& options) {
-  std::vector<std::string> out;
+std::vector<runtime::TuningOutcome> tune_cuda_matmuls(const codegen::LoweredGraph& lowered, const CompileOptions& options) {
+  std::vector<runtime::TuningOutcome> out;
   const int device = options.device.index;
   cu::Stream stream(device);
   for (const codegen::Step& step : lowered.steps) {
@@ -132,7 +127,7 @@ std::vector<std::string> tune_cuda_matmuls(const codegen::LoweredGraph& lowered,
     cu::GemmOptions go;
     go.allow_tf32 = options.run.allow_tf32;
     go.autotune = true;
-    std::string tuned;
+    runtime::TuningOutcome tuned;
     go.tuned = &tuned;
     queue_matmul(mm, a->data(), b->data(), c->data(), mm.bias >= 0 ? bias->data() : nullptr, stream, go);
     cu::synchronize_and_check(stream, "tuning " + mm.label);

@@ -13,12 +13,12 @@ namespace kiln::backend {
 
 namespace {
 thread_local StepRecorder* g_recorder = nullptr;
+}  // namespace
 
 double median_of(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
 }
-}  // namespace
 
 StepRecorder::StepRecorder() {
   if (g_recorder) fail("a profile is already being recorded on this thread");

@@ -60,6 +60,10 @@ struct Profile {
   std::string chrome_trace() const;
 };
 
+// The median of timings (the upper middle of an even count; 0 for none): the profiler's and the
+// tuner's.
+double median_of(std::vector<double> v);
+
 // Runs the executable `runs` times after one warm-up run, recording every step.
 // kiln::Error for runs < 1 or a failing run.
 Profile profile(const Executable& exe, std::span<const HostTensor> inputs, int runs = 10);

@@ -85,7 +85,7 @@ struct Plan {
   cublasLtMatrixLayout_t first = nullptr, second = nullptr, out = nullptr;  // B's memory, A's, C
   cublasLtMatmulAlgo_t algo{};
   std::vector<cublasLtMatmulAlgo_t> candidates;  // the heuristic's first few, best first
-  std::string tuned;                             // set once tuned: what was chosen
+  std::optional<TuningOutcome> tuned;            // set once tuned: what was chosen
 };
 
 // How many of the heuristic's algorithms a tuned problem times (Inductor's max-autotune asks
@@ -130,22 +130,23 @@ cublasLtMatrixLayout_t layout(cudaDataType_t type, int64_t rows, int64_t cols, i
 // `stream`) and keeps the fastest in plan.algo; the choice is stored in the kernel cache under
 // the problem's key, the device and cuBLASLt's version, and taken from there when it is still
 // one cuBLASLt accepts for this problem. Returns what happened, for GemmOptions::tuned.
-std::string tune_plan(DeviceState& st, Plan& plan, const std::string& key, int device, Stream& stream,
+TuningOutcome tune_plan(DeviceState& st, Plan& plan, const std::string& key, int device, Stream& stream,
                       const std::function<cublasStatus_t(const cublasLtMatmulAlgo_t&)>& run) {
-  if (plan.candidates.size() < 2) return "the heuristic offers one algorithm";
+  if (plan.candidates.size() < 2) return {"the heuristic offers one algorithm"};
   const DeviceInfo& info = device_info(device);
-  std::string cache_key = content_key({"gemm-tune", "1", key, info.name, std::to_string(cublasLtGetVersion()), driver_version_string()});
+  std::string cache_key = content_key({"gemm-tune", "2", key, info.name, std::to_string(cublasLtGetVersion()), driver_version_string()});
   std::optional<KernelCache> cache;
   if (auto dir = KernelCache::default_dir()) cache.emplace(*dir);
   if (cache)
-    if (std::optional<std::string> bytes = cache->load(cache_key, "gemmtune"); bytes && bytes->size() > sizeof(cublasLtMatmulAlgo_t)) {
+    // Stored: the algorithm's bytes, one byte saying whether it left the heuristic's first, the sentence.
+    if (std::optional<std::string> bytes = cache->load(cache_key, "gemmtune"); bytes && bytes->size() > sizeof(cublasLtMatmulAlgo_t) + 1) {
       cublasLtMatmulAlgo_t algo{};
       std::memcpy(&algo, bytes->data(), sizeof algo);
       cublasLtMatmulHeuristicResult_t check{};
       if (cublasLtMatmulAlgoCheck(st.handle, plan.desc, plan.first, plan.second, plan.out, plan.out, &algo, &check) ==
           CUBLAS_STATUS_SUCCESS) {
         plan.algo = algo;
-        return bytes->substr(sizeof algo) + " (from the cache)";
+        return {bytes->substr(sizeof algo + 1) + " (from the cache)", true, (*bytes)[sizeof algo] != 0};
       }
     }
   std::vector<double> ms;
@@ -169,16 +170,17 @@ std::string tune_plan(DeviceState& st, Plan& plan, const std::string& key, int d
     ms.push_back(elapsed_ms(start, end) / runs);
   }
   size_t best = static_cast<size_t>(std::min_element(ms.begin(), ms.end()) - ms.begin());
-  if (ms[best] > std::min(0.98 * ms[0], ms[0] - 0.001)) best = 0;  // within 2% or 1 us (noise): keep the heuristic's
+  if (!clearly_faster(ms[best], ms[0])) best = 0;
   plan.algo = plan.candidates[best];
   std::string said = best == 0 ? fmt::format("the heuristic's first, fastest of {} algorithms ({:.4f} ms)", ms.size(), ms[0])
                                : fmt::format("algorithm {} of the heuristic's {}, {:.4f} ms (its first {:.4f} ms)", best + 1, ms.size(),
                                              ms[best], ms[0]);
   if (cache) {
     std::string bytes(reinterpret_cast<const char*>(&plan.algo), sizeof plan.algo);
+    bytes += static_cast<char>(best != 0);
     cache->store(cache_key, {{"gemmtune", bytes + said, false}});
   }
-  return said;
+  return {said, false, best != 0};
 }
 
 }  // namespace
@@ -294,18 +296,19 @@ void gemm_strided_batched(DType dtype, bool trans_a, bool trans_b, int64_t m, in
     return cublasLtMatmul(st.handle, plan->desc, alpha_p, b, plan->first, a, plan->second, beta_p, c, plan->out, c, plan->out, &algo,
                           st.workspace->data(), kWorkspaceBytes, stream.raw());
   };
-  if (options.autotune && plan->tuned.empty()) {
+  if (options.autotune && !plan->tuned) {
     CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
     detail::api().cuStreamIsCapturing(stream.raw(), &capture);
     std::string problem = fmt::format("{} matmul {}x{}x{} (batch {}, trans_a={}, trans_b={}, epilogue {})", dtype_name(dtype), m, n, k,
                                       batch, trans_a, trans_b, epilogue_name(options.epilogue));
     if (capture != CU_STREAM_CAPTURE_STATUS_NONE) {
-      if (options.tuned) *options.tuned = problem + ": not tuned (the stream is being captured)";
+      if (options.tuned) *options.tuned = {problem + ": not tuned (the stream is being captured)"};
     } else {
-      plan->tuned = problem + ": " + tune_plan(st, *plan, key, device, stream, run);
+      plan->tuned = tune_plan(st, *plan, key, device, stream, run);
+      plan->tuned->said = problem + ": " + plan->tuned->said;
     }
   }
-  if (options.tuned && !plan->tuned.empty()) *options.tuned = plan->tuned;
+  if (options.tuned && plan->tuned) *options.tuned = *plan->tuned;
   check_lt(run(plan->algo), fmt::format("cublasLtMatmul ({} {}x{}x{}, batch {})", dtype_name(dtype), m, n, k, batch));
 }
 

@@ -28,6 +28,7 @@
 
 #include "ir/dtype.h"
 #include "runtime/cuda/stream.h"
+#include "runtime/tuning.h"
 
 namespace kiln::runtime::cuda {
 
@@ -44,9 +45,9 @@ struct GemmOptions {
   // a later process takes it without timing. Not while the stream is being captured (a CUDA
   // graph): then the plan stays the heuristic's first. `tuned`, when given, receives what
   // happened ("algorithm 3 of 8, 0.0123 ms (the heuristic's first 0.0150 ms)", "... from the
-  // cache", or why nothing was timed).
+  // cache", or why nothing was timed), whether it came from the cache and left the first.
   bool autotune = false;
-  std::string* tuned = nullptr;
+  TuningOutcome* tuned = nullptr;
 };
 
 // Queued on `stream` (on its device). m, n or batch 0: nothing. k == 0: C = beta * C, then the
