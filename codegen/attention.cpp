@@ -20,10 +20,18 @@ int64_t cuda_shared_bytes(AttentionKernel::Pass pass, int64_t bm, int64_t bn, in
   return ((2 * bm + 2 * bn) * (head + 1) + 2 * bm * (bn + 1) + 2 * bm) * elem;
 }
 
-// The tensor-core routines' shared memory: the forward holds k and v tiles, a backward pass q,
-// dO, k and v tiles (and dK/dV's lse and delta rows), 16-bit with rows padded by 8 elements.
-int64_t tensor_core_shared_bytes(AttentionKernel::Pass pass, int64_t head) {
-  return pass == AttentionKernel::Pass::Forward ? 2 * 64 * (head + 8) * 2 : 4 * 64 * (head + 8) * 2 + 2 * 64 * 4;
+// The tensor-core routines' shared memory (codegen/attention_prelude_mma.cpp lays it out), 16-bit
+// tiles with rows padded by 8 elements: the forward holds two buffers of a k and a v tile; the
+// dK/dV pass its k and v tiles and two buffers of a query tile (q, dO, lse and delta); the dQ
+// pass its q and dO tiles and two buffers of a k and a v tile.
+int64_t tensor_core_shared_bytes(AttentionKernel::Pass pass, int64_t own, int64_t walked, int64_t head) {
+  const int64_t row = (head + 8) * 2;
+  switch (pass) {
+    case AttentionKernel::Pass::Forward: return 2 * 2 * walked * row;
+    case AttentionKernel::Pass::BackwardKV: return 2 * own * row + 2 * (2 * walked * row + 2 * walked * 4);
+    case AttentionKernel::Pass::BackwardQ: return 2 * own * row + 2 * 2 * walked * row;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -61,16 +69,23 @@ void schedule_attention(Kernel& k, const Target& t) {
   }
   a.head = round_up(std::max<int64_t>({a.E, a.Ev, 1}), 16);
   // f16 and bf16 on tensor cores (mma.sync m16n8k16: sm_80 and later), heads up to 128 (a
-  // thread's accumulators: head/8 x 4 floats per output); everything else on FFMA tiles.
+  // thread's accumulators: head/8 x 4 floats per output) where the double-buffered tiles fit
+  // the opt-in shared memory (104 KB for the dQ pass at head 128); everything else on FFMA tiles.
   const int cc = std::stoi(t.arch.substr(3, 2));
-  a.tensor_cores = (a.dtype == DType::F16 || a.dtype == DType::BF16) && a.head <= 128 && cc >= 80;
+  // dK and dV take head/2 floats a thread each: at wide heads their pass walks smaller tiles.
+  const int64_t tc_walked = kv && a.head > 64 ? 32 : 64;
+  const int64_t tc_bytes = tensor_core_shared_bytes(a.pass, 64, tc_walked, a.head);
+  a.tensor_cores = (a.dtype == DType::F16 || a.dtype == DType::BF16) && a.head <= 128 && cc >= 80 && tc_bytes <= t.shared_memory_optin;
   int64_t bytes = 0;
   if (a.tensor_cores) {
-    a.block_m = a.block_n = 64;
-    bytes = tensor_core_shared_bytes(a.pass, a.head);
+    a.block_m = kv ? tc_walked : 64;
+    a.block_n = 64;
+    bytes = tc_bytes;
     rec.threads_per_row = 4;
-    rec.why = fmt::format("{} on tensor cores: mma.sync m16n8k16 with f32 accumulators, 4 warps of 16 {} rows{}", dtype_name(a.dtype),
-                          kv ? "key" : "query", a.pass == AttentionKernel::Pass::Forward ? ", q in registers" : "");
+    rec.why = fmt::format(
+        "{} on tensor cores: mma.sync m16n8k16 with f32 accumulators, 4 warps of 16 {} rows{}; fragments by ldmatrix, the walked "
+        "tiles by cp.async into two buffers, exp2 on the MUFU",
+        dtype_name(a.dtype), kv ? "key" : "query", a.pass == AttentionKernel::Pass::Forward ? ", q in registers" : "");
   } else {
     const int64_t elem = a.dtype == DType::F64 ? 8 : 4;
     // Wide heads take smaller tiles: a thread's accumulators grow with the head (rows/8 x head/16).

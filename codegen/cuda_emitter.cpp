@@ -699,7 +699,8 @@ std::string emit_attention_kernel(const Kernel& k) {
   out += fmt::format("  if (blockIdx.x >= {}) return;\n", tiles);
   const std::string sizes = fmt::format("{}, {}, {}, {}, {}", a.L, a.S, a.E, a.Ev, float_literal(a.scale, DType::F64, cuda_dialect(64)));
   if (a.tensor_cores)
-    out += fmt::format("  {}_mma<{}, {}, {}>({}{});\n", routine, attention_dtype_code(a.dtype), a.head, a.causal ? "true" : "false", args, sizes);
+    out += fmt::format("  {}_mma<{}, {}, {}, {}>({}{});\n", routine, attention_dtype_code(a.dtype), a.head,
+                       a.pass == AttentionKernel::Pass::BackwardKV ? a.block_m : a.block_n, a.causal ? "true" : "false", args, sizes);
   else
     out += fmt::format("  {}<{}, {}, {}, {}, {}>({}{});\n", routine, attention_dtype_code(a.dtype), a.block_m, a.block_n, a.head,
                        a.causal ? "true" : "false", args, sizes);
