@@ -21,13 +21,14 @@ int64_t cuda_shared_bytes(AttentionKernel::Pass pass, int64_t bm, int64_t bn, in
 }
 
 // The tensor-core routines' shared memory (codegen/attention_prelude_mma.cpp lays it out), 16-bit
-// tiles with rows padded by 8 elements: the forward holds two buffers of a k and a v tile; the
+// tiles with rows padded by 8 elements: the forward holds two buffers of a k and a v tile (and its
+// q tile, unless q's fragments stay in registers); the
 // dK/dV pass its k and v tiles and two buffers of a query tile (q, dO, lse and delta); the dQ
 // pass its q and dO tiles and two buffers of a k and a v tile.
-int64_t tensor_core_shared_bytes(AttentionKernel::Pass pass, int64_t own, int64_t walked, int64_t head) {
+int64_t tensor_core_shared_bytes(AttentionKernel::Pass pass, int64_t own, int64_t walked, int64_t head, bool q_in_registers) {
   const int64_t row = (head + 8) * 2;
   switch (pass) {
-    case AttentionKernel::Pass::Forward: return 2 * 2 * walked * row;
+    case AttentionKernel::Pass::Forward: return (q_in_registers ? 0 : own * row) + 2 * 2 * walked * row;
     case AttentionKernel::Pass::BackwardKV: return 2 * own * row + 2 * (2 * walked * row + 2 * walked * 4);
     case AttentionKernel::Pass::BackwardQ: return 2 * own * row + 2 * 2 * walked * row;
   }
@@ -72,20 +73,29 @@ void schedule_attention(Kernel& k, const Target& t) {
   // thread's accumulators: head/8 x 4 floats per output) where the double-buffered tiles fit
   // the opt-in shared memory (104 KB for the dQ pass at head 128); everything else on FFMA tiles.
   const int cc = std::stoi(t.arch.substr(3, 2));
-  // dK and dV take head/2 floats a thread each: at wide heads their pass walks smaller tiles.
-  const int64_t tc_walked = kv && a.head > 64 ? 32 : 64;
-  const int64_t tc_bytes = tensor_core_shared_bytes(a.pass, 64, tc_walked, a.head);
+  // The forward: 4 warps of Target::attention_rows_per_warp queries (32: each k and v fragment
+  // feeds two 16-row blocks); q's fragments in registers, except at 32 rows past head 64, where
+  // q is read from shared memory and the walked key tiles are 32 rows, so that the output
+  // (head/2 floats a thread a 16-row block) fits in registers.
+  // dK and dV take head/2 floats a thread each: at wide heads their pass walks 32-query tiles.
+  const bool fwd = a.pass == AttentionKernel::Pass::Forward, wide = a.head > 64;
+  const bool two_blocks = t.attention_rows_per_warp == 32;
+  const int64_t tc_own = fwd ? 4 * t.attention_rows_per_warp : 64;
+  const int64_t tc_walked = wide && (a.pass == AttentionKernel::Pass::BackwardKV || (fwd && two_blocks)) ? 32 : 64;
+  a.q_in_registers = fwd && !(wide && two_blocks);
+  const int64_t tc_bytes = tensor_core_shared_bytes(a.pass, tc_own, tc_walked, a.head, a.q_in_registers);
   a.tensor_cores = (a.dtype == DType::F16 || a.dtype == DType::BF16) && a.head <= 128 && cc >= 80 && tc_bytes <= t.shared_memory_optin;
+  a.q_in_registers = a.q_in_registers && a.tensor_cores;
   int64_t bytes = 0;
   if (a.tensor_cores) {
-    a.block_m = kv ? tc_walked : 64;
-    a.block_n = 64;
+    a.block_m = kv ? tc_walked : tc_own;
+    a.block_n = kv ? tc_own : tc_walked;
     bytes = tc_bytes;
     rec.threads_per_row = 4;
     rec.why = fmt::format(
-        "{} on tensor cores: mma.sync m16n8k16 with f32 accumulators, 4 warps of 16 {} rows{}; fragments by ldmatrix, the walked "
+        "{} on tensor cores: mma.sync m16n8k16 with f32 accumulators, 4 warps of {} {} rows{}; fragments by ldmatrix, the walked "
         "tiles by cp.async into two buffers, exp2 on the MUFU",
-        dtype_name(a.dtype), kv ? "key" : "query", a.pass == AttentionKernel::Pass::Forward ? ", q in registers" : "");
+        dtype_name(a.dtype), fwd ? t.attention_rows_per_warp : 16, kv ? "key" : "query", a.q_in_registers ? ", q in registers" : "");
   } else {
     const int64_t elem = a.dtype == DType::F64 ? 8 : 4;
     // Wide heads take smaller tiles: a thread's accumulators grow with the head (rows/8 x head/16).

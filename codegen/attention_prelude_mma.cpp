@@ -42,6 +42,12 @@ template <int DT> __device__ __forceinline__ uint32_t kiln_pack2(float lo, float
     asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
   return r;
 }
+// max that propagates NaN (sm_80's max.NaN: one instruction where kiln_max_step takes three).
+static __device__ __forceinline__ float kiln_max_nan(float a, float b) {
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
 static __device__ __forceinline__ float kiln_ex2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
@@ -110,22 +116,33 @@ __device__ __forceinline__ void kiln_mma_pair(float (&x)[NT][4], float (&y)[NT][
     }
   }
 }
-// acc += C T: a warp's 16 rows held as C fragments c (N blocks of 8 columns, rounded to 16 bits
-// as A fragments) times the tile T's rows [0, 8 N), DT8 blocks of 8 columns.
-template <int DT, int N, int DT8>
-__device__ __forceinline__ void kiln_mma_ct(float (&acc)[DT8][4], const float (&c)[N][4], const uint16_t* t, int stride) {
+// acc += C T for MT blocks of a warp's 16 rows: each held as C fragments c (N blocks of 8 columns,
+// rounded to 16 bits as A fragments) times the tile T's rows [0, 8 N), DT8 blocks of 8 columns;
+// each B fragment read once for the MT blocks.
+template <int DT, int MT, int N, int DT8>
+__device__ __forceinline__ void kiln_mma_ct(float (&acc)[MT][DT8][4], const float (&c)[MT][N][4], const uint16_t* t, int stride) {
 #pragma unroll
   for (int kc = 0; kc < N / 2; ++kc) {
-    uint32_t a[4];
-    kiln_c2a<DT>(a, c, kc);
+    uint32_t a[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) kiln_c2a<DT>(a[mt], c[mt], kc);
 #pragma unroll
     for (int d = 0; d < DT8; d += 2) {
       uint32_t bb[4];
       kiln_bfrag_cols2(bb, t, stride, kc * 16, d * 8);
-      kiln_mma16816<DT>(acc[d], a, bb[0], bb[1]);
-      kiln_mma16816<DT>(acc[d + 1], a, bb[2], bb[3]);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        kiln_mma16816<DT>(acc[mt][d], a[mt], bb[0], bb[1]);
+        kiln_mma16816<DT>(acc[mt][d + 1], a[mt], bb[2], bb[3]);
+      }
     }
   }
+}
+
+// The same for one block of 16 rows.
+template <int DT, int N, int DT8>
+__device__ __forceinline__ void kiln_mma_ct1(float (&acc)[DT8][4], const float (&c)[N][4], const uint16_t* t, int stride) {
+  kiln_mma_ct<DT, 1, N, DT8>(reinterpret_cast<float(&)[1][DT8][4]>(acc), reinterpret_cast<const float(&)[1][N][4]>(c), t, stride);
 }
 
 // rows [r0, r0 + R) of a [n, cols] u16 matrix into T[R][D + 8] (zero past n rows or cols
@@ -179,38 +196,53 @@ __device__ __forceinline__ void kiln_store_rows(uint16_t* m, const float (&acc)[
 
 #define KILN_LOG2E 1.4426950408889634f
 
-// Forward: block (b, tile of 64 queries), 4 warps of 16 query rows; q's fragments in registers
-// for the whole walk; tiles of BN keys and values in two buffers [k | v] of shared memory.
-template <int DT, int D, int BN, bool CAUSAL>
+// Forward: block (b, tile of 64 MT queries), 4 warps of 16 MT query rows: each k and v fragment
+// read from shared memory feeds MT products (FlashAttention-2's 128-row tiles at MT = 2). q's
+// fragments stay in registers for the whole walk where QREG (narrow heads), else they are read
+// from q's tile in shared memory; tiles of BN keys and values in two buffers [k | v]. Blocks take
+// the query tiles from the last: under a causal mask the longest walks start first.
+template <int DT, int D, int BN, int MT, bool QREG, bool CAUSAL>
 __device__ __forceinline__ void kiln_attn_fwd_mma(const uint16_t* __restrict__ q, const uint16_t* __restrict__ k,
                                                   const uint16_t* __restrict__ v, uint16_t* __restrict__ out, float* __restrict__ lse,
                                                   int64_t L, int64_t S, int64_t E, int64_t Ev, double scale_) {
-  constexpr int BM = 64, KC = D / 16, NT = BN / 8, DT8 = D / 8, ST = D + 8, BUF = 2 * BN * ST;
-  static_assert(BM <= 2 * BN, "q's tile passes through the key buffers");
+  constexpr int BM = 64 * MT, KC = D / 16, NT = BN / 8, DT8 = D / 8, ST = D + 8, BUF = 2 * BN * ST;
+  static_assert(!QREG || BM <= 4 * BN, "q's tile passes through the key buffers");
   const float sl2 = (float)scale_ * KILN_LOG2E;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = lane % 4;
-  const int64_t tiles = (L + BM - 1) / BM, b = blockIdx.x / tiles, q0 = (blockIdx.x % tiles) * BM;
-  uint16_t* buf = (uint16_t*)kiln_attn_smem;
+  const int64_t tiles = (L + BM - 1) / BM, nb = gridDim.x / tiles;
+  const int64_t b = blockIdx.x % nb, q0 = (tiles - 1 - blockIdx.x / nb) * BM;
+  uint16_t* Qs = (uint16_t*)kiln_attn_smem;
+  uint16_t* buf = QREG ? Qs : Qs + BM * ST;
   const uint16_t *kb = k + b * S * E, *vb = v + b * S * Ev;
-  kiln_attn_tile16<BM, D>(buf, q + b * L * E, q0, L, E);
-  kiln_cp_commit();
-  kiln_cp_wait<0>();
-  __syncthreads();
-  uint32_t qa[KC][4];
+  const int wr = warp * 16 * MT;  // this warp's first row in the tile
+  kiln_attn_tile16<BM, D>(Qs, q + b * L * E, q0, L, E);
+  uint32_t qa[QREG ? MT : 1][QREG ? KC : 1][4];
+  if (QREG) {
+    kiln_cp_commit();
+    kiln_cp_wait<0>();
+    __syncthreads();
 #pragma unroll
-  for (int kc = 0; kc < KC; ++kc) kiln_afrag(qa[kc], buf, ST, warp * 16, kc * 16);
-  __syncthreads();
-  const int64_t r_lo = q0 + warp * 16 + lane / 4, r_hi = r_lo + 8;
-  float o[DT8][4], m[2] = {-KILN_INFF, -KILN_INFF}, l[2] = {0.f, 0.f};
+    for (int mt = 0; mt < (QREG ? MT : 1); ++mt)
 #pragma unroll
-  for (int d = 0; d < DT8; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f;
+      for (int kc = 0; kc < (QREG ? KC : 1); ++kc) kiln_afrag(qa[mt][kc], Qs, ST, wr + mt * 16, kc * 16);
+    __syncthreads();
+  }
+  const int64_t r_lo = q0 + wr + lane / 4;  // block mt's rows: r_lo + 16 mt and + 8
+  float o[MT][DT8][4], m[MT][2], l[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    m[mt][0] = m[mt][1] = -KILN_INFF;
+    l[mt][0] = l[mt][1] = 0.f;
+#pragma unroll
+    for (int d = 0; d < DT8; ++d) o[mt][d][0] = o[mt][d][1] = o[mt][d][2] = o[mt][d][3] = 0.f;
+  }
   const int64_t key_end = CAUSAL ? (q0 + BM < S ? q0 + BM : S) : S;
   const int n_tiles = (int)((key_end + BN - 1) / BN);
   if (n_tiles > 0) {
     kiln_attn_tile16<BN, D>(buf, kb, 0, S, E);
     kiln_attn_tile16<BN, D>(buf + BN * ST, vb, 0, S, Ev);
-    kiln_cp_commit();
   }
+  kiln_cp_commit();  // (with q's tile where it is not in registers)
   for (int it = 0; it < n_tiles; ++it) {
     const int64_t k0 = (int64_t)it * BN;
     const uint16_t* Ks = buf + (it & 1) * BUF;
@@ -225,79 +257,107 @@ __device__ __forceinline__ void kiln_attn_fwd_mma(const uint16_t* __restrict__ q
       kiln_cp_wait<0>();
     }
     __syncthreads();
-    float s[NT][4];
+    float s[MT][NT][4];
 #pragma unroll
-    for (int j = 0; j < NT; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int kc = 0; kc < KC; ++kc)
+      for (int j = 0; j < NT; ++j) s[mt][j][0] = s[mt][j][1] = s[mt][j][2] = s[mt][j][3] = 0.f;
+#pragma unroll
+    for (int kc = 0; kc < KC; ++kc) {
+      uint32_t qf[MT][4];
+      if (!QREG)
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) kiln_afrag(qf[mt], Qs, ST, wr + mt * 16, kc * 16);
 #pragma unroll
       for (int j = 0; j < NT; j += 2) {
         uint32_t bb[4];
         kiln_bfrag_rows2(bb, Ks, ST, j * 8, kc * 16);
-        kiln_mma16816<DT>(s[j], qa[kc], bb[0], bb[1]);
-        kiln_mma16816<DT>(s[j + 1], qa[kc], bb[2], bb[3]);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          const uint32_t(&a)[4] = QREG ? qa[QREG ? mt : 0][QREG ? kc : 0] : qf[mt];
+          kiln_mma16816<DT>(s[mt][j], a, bb[0], bb[1]);
+          kiln_mma16816<DT>(s[mt][j + 1], a, bb[2], bb[3]);
+        }
       }
-    // To base 2; masked only where this warp's tile crosses the diagonal or the keys' end.
-    if (k0 + BN > S || (CAUSAL && k0 + BN - 1 > q0 + warp * 16)) {
+    }
+    // Scores to base 2 and the rows' max. A positive scale (the usual one; a literal here, so
+    // this branch folds) keeps the order: the max is taken over the raw scores and scaled once,
+    // and each weight is exp2 of one FFMA (the kernels compile without FMA contraction).
+    // Masked only where this warp's rows meet the diagonal or the keys' end.
+    const bool scale_first = !(sl2 > 0.f);
+    if (scale_first)
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[mt][j][e] *= sl2;
+    if (k0 + BN > S || (CAUSAL && k0 + BN - 1 > q0 + wr))
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int64_t kj = k0 + j * 8 + 2 * t + (e & 1), qi = r_lo + 16 * mt + (e < 2 ? 0 : 8);
+            if (kj >= S || (CAUSAL && kj > qi)) s[mt][j][e] = -KILN_INFF;
+          }
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      // The rows' running max over the 4 lanes of a row, the sum of their weights.
+      float mx[2] = {-KILN_INFF, -KILN_INFF};
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) mx[e >> 1] = kiln_max_nan(mx[e >> 1], s[mt][j][e]);
+      float base[2], corr[2], sum[2] = {0.f, 0.f};
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        mx[h] = kiln_max_nan(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+        mx[h] = kiln_max_nan(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+        mx[h] = kiln_max_nan(m[mt][h], scale_first ? mx[h] : mx[h] * sl2);
+        base[h] = mx[h] == -KILN_INFF ? 0.f : mx[h];
+        corr[h] = kiln_ex2(m[mt][h] - base[h]);
+        m[mt][h] = mx[h];
+      }
 #pragma unroll
       for (int j = 0; j < NT; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int64_t kj = k0 + j * 8 + 2 * t + (e & 1), qi = e < 2 ? r_lo : r_hi;
-          s[j][e] = (kj >= S || (CAUSAL && kj > qi)) ? -KILN_INFF : s[j][e] * sl2;
+          const float x = s[mt][j][e], nb = -base[e >> 1];
+          s[mt][j][e] = kiln_ex2(scale_first ? x + nb : fmaf(x, sl2, nb));
+          sum[e >> 1] += s[mt][j][e];
         }
-    } else {
-#pragma unroll
-      for (int j = 0; j < NT; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) s[j][e] *= sl2;
-    }
-    // The rows' running max over the 4 lanes of a row.
-    float mx[2] = {m[0], m[1]};
-#pragma unroll
-    for (int j = 0; j < NT; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) mx[e >> 1] = kiln_max_step(mx[e >> 1], s[j][e]);
-    float base[2], corr[2], sum[2] = {0.f, 0.f};
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      mx[h] = kiln_max_step(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-      mx[h] = kiln_max_step(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-      base[h] = mx[h] == -KILN_INFF ? 0.f : mx[h];
-      corr[h] = kiln_ex2(m[h] - base[h]);
-      m[h] = mx[h];
-    }
-#pragma unroll
-    for (int j = 0; j < NT; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        s[j][e] = kiln_ex2(s[j][e] - base[e >> 1]);
-        sum[e >> 1] += s[j][e];
+      for (int h = 0; h < 2; ++h) {
+        sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
+        sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
+        l[mt][h] = fmaf(l[mt][h], corr[h], sum[h]);
       }
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
-      sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
-      l[h] = l[h] * corr[h] + sum[h];
+      for (int d = 0; d < DT8; ++d) {
+        o[mt][d][0] *= corr[0];
+        o[mt][d][1] *= corr[0];
+        o[mt][d][2] *= corr[1];
+        o[mt][d][3] *= corr[1];
+      }
     }
-#pragma unroll
-    for (int d = 0; d < DT8; ++d) {
-      o[d][0] *= corr[0];
-      o[d][1] *= corr[0];
-      o[d][2] *= corr[1];
-      o[d][3] *= corr[1];
-    }
-    kiln_mma_ct<DT, NT, DT8>(o, s, Vs, ST);  // O += P V
-    __syncthreads();                         // before the next copy overwrites these buffers
+    kiln_mma_ct<DT, MT, NT, DT8>(o, s, Vs, ST);  // O += P V
+    __syncthreads();                             // before the next copy overwrites these buffers
   }
-  kiln_store_rows<DT, DT8>(out + b * L * Ev, o, r_lo, L, Ev, l[0] > 0.f ? 1.f / l[0] : 0.f, l[1] > 0.f ? 1.f / l[1] : 0.f);
-  if (t == 0)
+  if (n_tiles == 0) kiln_cp_wait<0>();
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int64_t qi = h ? r_hi : r_lo;
-      // lse = (m + log2 l) ln 2, m in base 2
-      if (qi < L) lse[b * L + qi] = l[h] > 0.f ? m[h] * 0.6931471805599453f + kiln_log(l[h]) : -KILN_INFF;
-    }
+  for (int mt = 0; mt < MT; ++mt) {
+    const int64_t lo = r_lo + 16 * mt;
+    kiln_store_rows<DT, DT8>(out + b * L * Ev, o[mt], lo, L, Ev, l[mt][0] > 0.f ? 1.f / l[mt][0] : 0.f,
+                             l[mt][1] > 0.f ? 1.f / l[mt][1] : 0.f);
+    if (t == 0)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t qi = lo + 8 * h;
+        // lse = (m + log2 l) ln 2, m in base 2
+        if (qi < L) lse[b * L + qi] = l[mt][h] > 0.f ? m[mt][h] * 0.6931471805599453f + kiln_log(l[mt][h]) : -KILN_INFF;
+      }
+  }
 }
 
 // Backward on tensor cores, dK and dV: block (b, tile of 64 keys), 4 warps of 16 keys; k and v
@@ -386,7 +446,7 @@ __device__ __forceinline__ void kiln_attn_bwd_kv_mma(const uint16_t* __restrict_
           const int c = j * 8 + 2 * t + (e & 1);
           const int64_t qi = q0 + c, kj = e < 2 ? key_lo : key_hi;
           const bool live = qi < L && !(CAUSAL && kj > qi) && Ls[c] != -KILN_INFF;
-          const float pe = live ? kiln_ex2(p[j][e] * sl2 - Ls[c]) : 0.f;
+          const float pe = live ? kiln_ex2(fmaf(p[j][e], sl2, -Ls[c])) : 0.f;
           p[j][e] = pe;
           dp[j][e] = live ? pe * (dp[j][e] - Ds[c]) : 0.f;
         }
@@ -396,14 +456,14 @@ __device__ __forceinline__ void kiln_attn_bwd_kv_mma(const uint16_t* __restrict_
         const float2 ls = *(const float2*)(Ls + j * 8 + 2 * t), ds = *(const float2*)(Ds + j * 8 + 2 * t);
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const float pe = kiln_ex2(p[j][e] * sl2 - (e & 1 ? ls.y : ls.x));
+          const float pe = kiln_ex2(fmaf(p[j][e], sl2, -(e & 1 ? ls.y : ls.x)));
           p[j][e] = pe;
           dp[j][e] = pe * (dp[j][e] - (e & 1 ? ds.y : ds.x));
         }
       }
     }
-    kiln_mma_ct<DT, NT, DT8>(gv, p, Os, ST);   // dV += Pᵀ dO
-    kiln_mma_ct<DT, NT, DT8>(gk, dp, Qs, ST);  // dK += dSᵀ q
+    kiln_mma_ct1<DT, NT, DT8>(gv, p, Os, ST);   // dV += Pᵀ dO
+    kiln_mma_ct1<DT, NT, DT8>(gk, dp, Qs, ST);  // dK += dSᵀ q
     __syncthreads();                           // before the next copy overwrites this buffer
   }
   if (n_tiles == 0) kiln_cp_wait<0>();
@@ -468,7 +528,7 @@ __device__ __forceinline__ void kiln_attn_bwd_q_mma(const uint16_t* __restrict__
           const int64_t kj = k0 + j * 8 + 2 * t + (e & 1), qi = e < 2 ? r_lo : r_hi;
           const float l = e < 2 ? l_lo : l_hi;
           const bool live = qi < L && kj < S && !(CAUSAL && kj > qi) && l != -KILN_INFF;
-          const float pe = live ? kiln_ex2(p[j][e] * sl2 - l) : 0.f;
+          const float pe = live ? kiln_ex2(fmaf(p[j][e], sl2, -l)) : 0.f;
           dp[j][e] = live ? pe * (dp[j][e] - (e < 2 ? d_lo : d_hi)) : 0.f;
         }
     } else {
@@ -476,11 +536,11 @@ __device__ __forceinline__ void kiln_attn_bwd_q_mma(const uint16_t* __restrict__
       for (int j = 0; j < NT; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const float pe = kiln_ex2(p[j][e] * sl2 - (e < 2 ? l_lo : l_hi));
+          const float pe = kiln_ex2(fmaf(p[j][e], sl2, -(e < 2 ? l_lo : l_hi)));
           dp[j][e] = pe * (dp[j][e] - (e < 2 ? d_lo : d_hi));
         }
     }
-    kiln_mma_ct<DT, NT, DT8>(gq, dp, Ks, ST);  // dQ += dS k
+    kiln_mma_ct1<DT, NT, DT8>(gq, dp, Ks, ST);  // dQ += dS k
     __syncthreads();                           // before the next copy overwrites these buffers
   }
   if (n_tiles == 0) kiln_cp_wait<0>();

@@ -698,7 +698,10 @@ std::string emit_attention_kernel(const Kernel& k) {
   for (const Buffer& b : k.buffers) out += fmt::format("  // {}: {} {}\n", b.name, buffer_role_name(b.role), b.what);
   out += fmt::format("  if (blockIdx.x >= {}) return;\n", tiles);
   const std::string sizes = fmt::format("{}, {}, {}, {}, {}", a.L, a.S, a.E, a.Ev, float_literal(a.scale, DType::F64, cuda_dialect(64)));
-  if (a.tensor_cores)
+  if (a.tensor_cores && a.pass == AttentionKernel::Pass::Forward)
+    out += fmt::format("  {}_mma<{}, {}, {}, {}, {}, {}>({}{});\n", routine, attention_dtype_code(a.dtype), a.head, a.block_n, a.block_m / 64,
+                       a.q_in_registers ? "true" : "false", a.causal ? "true" : "false", args, sizes);
+  else if (a.tensor_cores)
     out += fmt::format("  {}_mma<{}, {}, {}, {}>({}{});\n", routine, attention_dtype_code(a.dtype), a.head,
                        a.pass == AttentionKernel::Pass::BackwardKV ? a.block_m : a.block_n, a.causal ? "true" : "false", args, sizes);
   else

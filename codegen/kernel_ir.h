@@ -284,7 +284,8 @@ struct AttentionKernel {
   // The schedule's choice: query rows and key rows per tile, the head dims padded (CUDA: to
   // 16, a thread's column stride), the grain of the CPU's tasks.
   int64_t block_m = 0, block_n = 0, head = 0, grain = 1;
-  bool tensor_cores = false;  // CUDA f16/bf16: mma.sync tiles instead of FFMA
+  bool tensor_cores = false;    // CUDA f16/bf16: mma.sync tiles instead of FFMA
+  bool q_in_registers = false;  // the tensor-core forward: q's fragments held for the whole walk
 };
 std::string_view attention_pass_name(AttentionKernel::Pass p);
 

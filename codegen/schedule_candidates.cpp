@@ -26,6 +26,7 @@ const std::map<std::string, std::function<void(Target&, int64_t)>>& knob_setters
       {"reduction_block", [](Target& t, int64_t v) { t.reduction_block = static_cast<int>(v); }},
       {"held_bytes_per_thread", [](Target& t, int64_t v) { t.held_bytes_per_thread = v; }},
       {"chunk_held_bytes_per_thread", [](Target& t, int64_t v) { t.chunk_held_bytes_per_thread = v; }},
+      {"attention_rows_per_warp", [](Target& t, int64_t v) { t.attention_rows_per_warp = static_cast<int>(v); }},
   };
   return setters;
 }
@@ -40,7 +41,8 @@ std::string knobs_name(const Knobs& knobs) {
 
 // The variants worth timing for a kernel the default mapped as `mapping`. Each list is short:
 // a tuned compile times every candidate of every kernel (bench/NOTES.md says which won).
-std::vector<Knobs> variants_of(const std::string& m, bool tiled, const Target& t) {
+std::vector<Knobs> variants_of(const std::string& m, bool tiled, bool attention_forward, const Target& t) {
+  if (attention_forward) return {{{"attention_rows_per_warp", 16}}};
   if (m == "grid-stride")
     return {{{"pointwise_block", 128}},
             {{"pointwise_block", 512}, {"blocks_per_sm", 4}},
@@ -67,7 +69,7 @@ std::vector<Knobs> variants_of(const std::string& m, bool tiled, const Target& t
     return {{{"chunk_held_bytes_per_thread", 64}},
             {{"reduction_block", 256}, {"chunk_held_bytes_per_thread", 512}},
             {{"reduction_block", 1024}}};
-  return {};  // attention, cluster rows, one thread: one schedule
+  return {};  // attention's backward, cluster rows, one thread: one schedule
 }
 
 Kernel scheduled_under(const Kernel& unscheduled, const Target& t) {
@@ -88,7 +90,8 @@ std::string fingerprint(const Kernel& k) {
 std::vector<std::string> every_candidate_knobs(const Target& target) {
   std::vector<std::string> out;
   for (const char* m : {"grid-stride", "thread per row", "block per tile", "warp per row", "block per row", "block per chunk of rows"})
-    for (const Knobs& knobs : variants_of(m, /*tiled=*/true, target)) out.push_back(knobs_name(knobs));
+    for (const Knobs& knobs : variants_of(m, /*tiled=*/true, /*attention_forward=*/false, target)) out.push_back(knobs_name(knobs));
+  for (const Knobs& knobs : variants_of("block per tile", /*tiled=*/false, /*attention_forward=*/true, target)) out.push_back(knobs_name(knobs));
   return out;
 }
 
@@ -114,6 +117,8 @@ Target with_knobs(Target target, const std::string& knobs) {
     const bool threads = it->first == "pointwise_block" || it->first == "reduction_block";
     if (threads && (value < 32 || value > 1024 || (value & (value - 1)) != 0))
       fail("schedule knobs '{}': {} is a block of threads, a power of two from 32 to 1024, not {}", knobs, it->first, value);
+    if (it->first == "attention_rows_per_warp" && value != 16 && value != 32)
+      fail("schedule knobs '{}': attention_rows_per_warp is 16 or 32 (one or two 16-row blocks of mma.sync), not {}", knobs, value);
     it->second(target, value);
     at = end == std::string::npos ? knobs.size() : end + 2;
   }
@@ -125,7 +130,8 @@ std::vector<ScheduleCandidate> schedule_candidates(const Kernel& unscheduled, co
   if (!target.is_gpu()) return out;
   std::set<std::string> seen{fingerprint(out[0].kernel)};
   const Kernel& k0 = out[0].kernel;
-  for (const Knobs& knobs : variants_of(k0.schedule.mapping, !k0.attention && !k0.schedule.tiles.empty(), target)) {
+  const bool attention_forward = k0.attention && k0.attention->tensor_cores && k0.attention->pass == AttentionKernel::Pass::Forward;
+  for (const Knobs& knobs : variants_of(k0.schedule.mapping, !k0.attention && !k0.schedule.tiles.empty(), attention_forward, target)) {
     std::string name = knobs_name(knobs);
     Kernel k = scheduled_under(unscheduled, with_knobs(target, name));
     if (seen.insert(fingerprint(k)).second) out.push_back({name, std::move(k)});

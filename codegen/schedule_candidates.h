@@ -7,7 +7,8 @@
 // block and held bytes, a chunk kernel's held bytes, a tiled kernel's blocks per SM. Variants
 // that schedule to the same kernel as one before them (a short row's block does not grow
 // with reduction_block) are dropped, so a kernel the knobs cannot change has one candidate.
-// Attention's routines, cluster rows and kernels on one thread are not varied.
+// Attention's forward on tensor cores varies its query rows a warp; attention's backward passes,
+// cluster rows and kernels on one thread are not varied.
 #include <string>
 #include <vector>
 

@@ -95,6 +95,9 @@ struct Target {
   // partials) is alone on its SM whatever its registers, and may hold more.
   int64_t held_bytes_per_thread = 128;
   int64_t chunk_held_bytes_per_thread = 256;
+  // The tensor-core attention forward's query rows a warp: 32 (two 16-row blocks that share each
+  // k and v fragment read from shared memory, FlashAttention-2's 128-row tiles) or 16.
+  int attention_rows_per_warp = 32;
 
   bool is_gpu() const { return kind == TargetKind::Cuda; }
   // Thread-block clusters and distributed shared memory: sm_90 and later.

@@ -53,10 +53,10 @@ Graph attention_graph(DType dt, const Case& c, bool loss, const Attrs& extra = {
 
 // expect_matches_reference where the device runs; elsewhere the graph is still compiled (NVRTC
 // checks every kernel instance: each dtype, head and tile size is a template instance).
-void check(const Graph& g, const std::vector<HostTensor>& inputs, double slack) {
+void check(const Graph& g, const std::vector<HostTensor>& inputs, double slack, const backend::CompileOptions& options = {}) {
   std::string why;
-  if (device_can_run(&why)) return expect_matches_reference(g, inputs, slack);
-  compile_for_test(g);
+  if (device_can_run(&why)) return expect_matches_reference(g, inputs, slack, options);
+  compile_for_test(g, options);
 }
 
 std::vector<HostTensor> joint_inputs(const autograd::JointGraph& j, uint64_t seed) {
@@ -84,6 +84,11 @@ TEST_P(BackendAttention, ForwardMatchesTheReferenceAtOddSizesInEveryDtype) {
       SCOPED_TRACE(fmt::format("{} batch {} L {} S {} E {} Ev {} causal {}", dtype_name(dt), shape_str(c.batch), c.L, c.S, c.E, c.Ev, c.causal));
       Graph g = attention_graph(dt, c, false);
       check(g, inputs_for(g, 3), 4);
+      if (dt == DType::F16 || dt == DType::BF16) {  // the tensor-core forward's other tiles (16 query rows a warp)
+        backend::CompileOptions sixteen_rows;
+        sixteen_rows.schedule_knobs = "attention_rows_per_warp 16";
+        check(g, inputs_for(g, 3), 4, sixteen_rows);
+      }
     }
 }
 

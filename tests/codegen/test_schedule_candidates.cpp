@@ -144,6 +144,36 @@ TEST(ScheduleCandidates, KnobsParseAsTheyPrint) {
   EXPECT_THROW(with_knobs(t, "reduction_block"), kiln::Error);
   EXPECT_THROW(with_knobs(t, "pointwise_block 2048"), kiln::Error);
   EXPECT_THROW(with_knobs(t, "reduction_block 100"), kiln::Error);
+  EXPECT_EQ(with_knobs(t, "attention_rows_per_warp 16").attention_rows_per_warp, 16);
+  EXPECT_THROW(with_knobs(t, "attention_rows_per_warp 24"), kiln::Error);
+}
+
+constexpr const char* kAttention = R"(
+graph attention(%q: bf16[2,{0},{1}], %k: bf16[2,{0},{1}], %v: bf16[2,{0},{1}]) {{
+  %y, %lse = flash_attention(%q, %k, %v, is_causal=true) : bf16[2,{0},{1}], f32[2,{0}]
+  return (%y, %lse)
+}})";
+
+// The tensor-core forward: 32 query rows a warp by default (128-row tiles; past head 64 q from
+// shared memory and 32-key tiles), 16 as its one variant (64-row tiles, q in registers).
+TEST(ScheduleCandidates, AttentionsForwardVariesItsRowsAWarp) {
+  Target t = cuda_target("sm_90", 132);
+  for (int64_t head : {64, 128}) {
+    auto c = schedule_candidates(lowered_kernels(fmt::format(kAttention, 1000, head), t).at(0), t);
+    ASSERT_EQ(c.size(), 2u) << head;
+    ASSERT_TRUE(c[0].kernel.attention.has_value());
+    const AttentionKernel &a = *c[0].kernel.attention, &b = *c[1].kernel.attention;
+    EXPECT_EQ(c[1].knobs, "attention_rows_per_warp 16");
+    EXPECT_EQ(a.block_m, 128);
+    EXPECT_EQ(b.block_m, 64);
+    EXPECT_EQ(a.block_n, head > 64 ? 32 : 64);
+    EXPECT_EQ(b.block_n, 64);
+    EXPECT_EQ(a.q_in_registers, head <= 64);
+    EXPECT_TRUE(b.q_in_registers);
+    EXPECT_EQ(c[0].kernel.launch.grid, 2 * 8);  // 1000 queries in tiles of 128
+    EXPECT_EQ(c[1].kernel.launch.grid, 2 * 16);
+    EXPECT_TRUE(has(c[0].kernel.schedule.why, "4 warps of 32 query rows")) << c[0].kernel.schedule.why;
+  }
 }
 
 #if KILN_HAVE_CUDA
@@ -153,7 +183,7 @@ TEST(ScheduleCandidates, EveryCandidateCompilesWithNvrtc) {
   std::string module(cuda_prelude());
   int n = 0;
   for (const std::string& kir : {fmt::format(kPointwise, 1 << 20), fmt::format(kSoftmax, 4096, 1024), fmt::format(kSoftmax, 1024, 4096),
-                                 fmt::format(kRmsBackward, 512, 4096)})
+                                 fmt::format(kRmsBackward, 512, 4096), fmt::format(kAttention, 300, 64), fmt::format(kAttention, 300, 128)})
     for (const Kernel& k : lowered_kernels(kir, t))
       for (ScheduleCandidate& c : schedule_candidates(k, t)) {
         c.kernel.name = fmt::format("c{}", n++);

@@ -527,5 +527,21 @@ TEST_F(CliExplain, AnMlpExportedUnderAutocast) {
   EXPECT_TRUE(has(ex.out, "pointwise [to, add, gelu]")) << ex.out;
 }
 
+// `kiln export --no-loss`: the forward alone, with the model's one example input (no targets),
+// for every model; --save-inputs writes exactly the graph's inputs.
+TEST_F(CliExplain, ExportsTheForwardAloneWithNoLoss) {
+  for (const char* model : {"mlp", "block", "minigpt"}) {
+    SCOPED_TRACE(model);
+    CliResult r = kiln(fmt::format("export {} --no-loss --out fwd_{}.kir --save-inputs in_{}", model, model, model));
+    ASSERT_EQ(r.rc, 0) << r.err;
+    Graph g = parse_graph(read_text(path(fmt::format("fwd_{}.kir", model))));
+    EXPECT_EQ(g.outputs().size(), 1u);
+    for (const Node* v : g.inputs()) EXPECT_NE(v->name(), "targets");
+    size_t files = 0;
+    for (const auto& e : std::filesystem::directory_iterator(path(fmt::format("in_{}", model)))) files += e.path().extension() == ".npy";
+    EXPECT_EQ(files, g.inputs().size());
+  }
+}
+
 }  // namespace
 }  // namespace kiln::testing

@@ -42,7 +42,7 @@ TracedGraph trace_model(const ExportOpts& o, std::vector<HostTensor>& example) {
     auto mlp = std::make_shared<nn::MLP>(C, 0, o.seed);
     Tensor x = randn({B, C}, o.seed + 1), t = randint(0, C, {B}, o.seed + 2);
     x.set_name("x"), t.set_name("targets");
-    example = {x.data(), t.data()};
+    example = o.no_loss ? std::vector<HostTensor>{x.data()} : std::vector<HostTensor>{x.data(), t.data()};  // the forward takes no targets
     if (o.no_loss) return trace([mlp](const Tensor& in) { return mlp->forward(in); }, x, "mlp");
     return trace([mlp](const std::vector<Tensor>& in) { return std::vector<Tensor>{cross_entropy(mlp->forward(in[0]), in[1])}; },
                  {x, t}, "mlp_loss");
@@ -51,7 +51,7 @@ TracedGraph trace_model(const ExportOpts& o, std::vector<HostTensor>& example) {
     auto block = std::make_shared<nn::Block>(C, o.heads, T, o.seed);
     Tensor x = randn({B, T, C}, o.seed + 1), t = randint(0, C, {B * T}, o.seed + 2);
     x.set_name("x"), t.set_name("targets");
-    example = {x.data(), t.data()};
+    example = o.no_loss ? std::vector<HostTensor>{x.data()} : std::vector<HostTensor>{x.data(), t.data()};
     if (o.no_loss) return trace([block](const Tensor& in) { return block->forward(in); }, x, "block");
     // The block's output rows read as class scores over d_model classes: a loss that
     // reaches every parameter through softmax and cross-entropy.
@@ -66,7 +66,7 @@ TracedGraph trace_model(const ExportOpts& o, std::vector<HostTensor>& example) {
     auto gpt = std::make_shared<nn::MiniGPT>(cfg, o.seed);
     Tensor tokens = randint(0, o.vocab, {B, T}, o.seed + 1), t = randint(0, o.vocab, {B, T}, o.seed + 2);
     tokens.set_name("tokens"), t.set_name("targets");
-    example = {tokens.data(), t.data()};
+    example = o.no_loss ? std::vector<HostTensor>{tokens.data()} : std::vector<HostTensor>{tokens.data(), t.data()};
     if (o.no_loss) return trace([gpt](const Tensor& in) { return gpt->forward(in); }, tokens, "minigpt");
     return trace([gpt](const std::vector<Tensor>& in) { return std::vector<Tensor>{gpt->loss(in[0], in[1])}; },
                  {tokens, t}, "minigpt_loss");
