@@ -74,14 +74,14 @@ void schedule_attention(Kernel& k, const Target& t) {
   // the opt-in shared memory (104 KB for the dQ pass at head 128); everything else on FFMA tiles.
   const int cc = std::stoi(t.arch.substr(3, 2));
   // The forward: 4 warps of Target::attention_rows_per_warp queries (32: each k and v fragment
-  // feeds two 16-row blocks); q's fragments in registers, except at 32 rows past head 64, where
-  // q is read from shared memory and the walked key tiles are 32 rows, so that the output
-  // (head/2 floats a thread a 16-row block) fits in registers.
+  // feeds two 16-row blocks) walking tiles of Target::attention_key_tile keys; q's fragments in
+  // registers, except at 32 rows past head 64, where q is read from shared memory so that the
+  // output (head/2 floats a thread a 16-row block) and the scores fit in registers.
   // dK and dV take head/2 floats a thread each: at wide heads their pass walks 32-query tiles.
   const bool fwd = a.pass == AttentionKernel::Pass::Forward, wide = a.head > 64;
   const bool two_blocks = t.attention_rows_per_warp == 32;
   const int64_t tc_own = fwd ? 4 * t.attention_rows_per_warp : 64;
-  const int64_t tc_walked = wide && (a.pass == AttentionKernel::Pass::BackwardKV || (fwd && two_blocks)) ? 32 : 64;
+  const int64_t tc_walked = fwd ? t.attention_key_tile : wide && a.pass == AttentionKernel::Pass::BackwardKV ? 32 : 64;
   a.q_in_registers = fwd && !(wide && two_blocks);
   const int64_t tc_bytes = tensor_core_shared_bytes(a.pass, tc_own, tc_walked, a.head, a.q_in_registers);
   a.tensor_cores = (a.dtype == DType::F16 || a.dtype == DType::BF16) && a.head <= 128 && cc >= 80 && tc_bytes <= t.shared_memory_optin;

@@ -333,13 +333,16 @@ __device__ __forceinline__ void kiln_attn_fwd_mma(const uint16_t* __restrict__ q
         sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
         l[mt][h] = fmaf(l[mt][h], corr[h], sum[h]);
       }
+      // Rescaled only when a row's max grew somewhere in the warp (after the first tiles, rarely):
+      // multiplying by 1 would change no bit.
+      if (__any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f))
 #pragma unroll
-      for (int d = 0; d < DT8; ++d) {
-        o[mt][d][0] *= corr[0];
-        o[mt][d][1] *= corr[0];
-        o[mt][d][2] *= corr[1];
-        o[mt][d][3] *= corr[1];
-      }
+        for (int d = 0; d < DT8; ++d) {
+          o[mt][d][0] *= corr[0];
+          o[mt][d][1] *= corr[0];
+          o[mt][d][2] *= corr[1];
+          o[mt][d][3] *= corr[1];
+        }
     }
     kiln_mma_ct<DT, MT, NT, DT8>(o, s, Vs, ST);  // O += P V
     __syncthreads();                             // before the next copy overwrites these buffers

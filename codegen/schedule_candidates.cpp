@@ -27,6 +27,7 @@ const std::map<std::string, std::function<void(Target&, int64_t)>>& knob_setters
       {"held_bytes_per_thread", [](Target& t, int64_t v) { t.held_bytes_per_thread = v; }},
       {"chunk_held_bytes_per_thread", [](Target& t, int64_t v) { t.chunk_held_bytes_per_thread = v; }},
       {"attention_rows_per_warp", [](Target& t, int64_t v) { t.attention_rows_per_warp = static_cast<int>(v); }},
+      {"attention_key_tile", [](Target& t, int64_t v) { t.attention_key_tile = static_cast<int>(v); }},
   };
   return setters;
 }
@@ -42,7 +43,7 @@ std::string knobs_name(const Knobs& knobs) {
 // The variants worth timing for a kernel the default mapped as `mapping`. Each list is short:
 // a tuned compile times every candidate of every kernel (bench/NOTES.md says which won).
 std::vector<Knobs> variants_of(const std::string& m, bool tiled, bool attention_forward, const Target& t) {
-  if (attention_forward) return {{{"attention_rows_per_warp", 16}}};
+  if (attention_forward) return {{{"attention_rows_per_warp", 16}}, {{"attention_key_tile", 32}}};
   if (m == "grid-stride")
     return {{{"pointwise_block", 128}},
             {{"pointwise_block", 512}, {"blocks_per_sm", 4}},
@@ -119,6 +120,8 @@ Target with_knobs(Target target, const std::string& knobs) {
       fail("schedule knobs '{}': {} is a block of threads, a power of two from 32 to 1024, not {}", knobs, it->first, value);
     if (it->first == "attention_rows_per_warp" && value != 16 && value != 32)
       fail("schedule knobs '{}': attention_rows_per_warp is 16 or 32 (one or two 16-row blocks of mma.sync), not {}", knobs, value);
+    if (it->first == "attention_key_tile" && value != 32 && value != 64)
+      fail("schedule knobs '{}': attention_key_tile is 32 or 64, not {}", knobs, value);
     it->second(target, value);
     at = end == std::string::npos ? knobs.size() : end + 2;
   }

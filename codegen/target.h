@@ -98,6 +98,7 @@ struct Target {
   // The tensor-core attention forward's query rows a warp: 32 (two 16-row blocks that share each
   // k and v fragment read from shared memory, FlashAttention-2's 128-row tiles) or 16.
   int attention_rows_per_warp = 32;
+  int attention_key_tile = 64;  // keys (and values) of each tile the forward walks: 32 or 64
 
   bool is_gpu() const { return kind == TargetKind::Cuda; }
   // Thread-block clusters and distributed shared memory: sm_90 and later.

@@ -84,11 +84,12 @@ TEST_P(BackendAttention, ForwardMatchesTheReferenceAtOddSizesInEveryDtype) {
       SCOPED_TRACE(fmt::format("{} batch {} L {} S {} E {} Ev {} causal {}", dtype_name(dt), shape_str(c.batch), c.L, c.S, c.E, c.Ev, c.causal));
       Graph g = attention_graph(dt, c, false);
       check(g, inputs_for(g, 3), 4);
-      if (dt == DType::F16 || dt == DType::BF16) {  // the tensor-core forward's other tiles (16 query rows a warp)
-        backend::CompileOptions sixteen_rows;
-        sixteen_rows.schedule_knobs = "attention_rows_per_warp 16";
-        check(g, inputs_for(g, 3), 4, sixteen_rows);
-      }
+      if (dt == DType::F16 || dt == DType::BF16)  // the tensor-core forward's other tiles: 16 query rows a warp, 32 keys
+        for (const char* knobs : {"attention_rows_per_warp 16", "attention_key_tile 32"}) {
+          backend::CompileOptions other_tiles;
+          other_tiles.schedule_knobs = knobs;
+          check(g, inputs_for(g, 3), 4, other_tiles);
+        }
     }
 }
 

@@ -146,6 +146,7 @@ TEST(ScheduleCandidates, KnobsParseAsTheyPrint) {
   EXPECT_THROW(with_knobs(t, "reduction_block 100"), kiln::Error);
   EXPECT_EQ(with_knobs(t, "attention_rows_per_warp 16").attention_rows_per_warp, 16);
   EXPECT_THROW(with_knobs(t, "attention_rows_per_warp 24"), kiln::Error);
+  EXPECT_THROW(with_knobs(t, "attention_key_tile 128"), kiln::Error);
 }
 
 constexpr const char* kAttention = R"(
@@ -155,19 +156,22 @@ graph attention(%q: bf16[2,{0},{1}], %k: bf16[2,{0},{1}], %v: bf16[2,{0},{1}]) {
 }})";
 
 // The tensor-core forward: 32 query rows a warp by default (128-row tiles; past head 64 q from
-// shared memory and 32-key tiles), 16 as its one variant (64-row tiles, q in registers).
+// shared memory), walking 64-key tiles; its variants: 16 rows (64-row tiles, q in registers)
+// and 32-key tiles.
 TEST(ScheduleCandidates, AttentionsForwardVariesItsRowsAWarp) {
   Target t = cuda_target("sm_90", 132);
   for (int64_t head : {64, 128}) {
     auto c = schedule_candidates(lowered_kernels(fmt::format(kAttention, 1000, head), t).at(0), t);
-    ASSERT_EQ(c.size(), 2u) << head;
+    ASSERT_EQ(c.size(), 3u) << head;
     ASSERT_TRUE(c[0].kernel.attention.has_value());
     const AttentionKernel &a = *c[0].kernel.attention, &b = *c[1].kernel.attention;
     EXPECT_EQ(c[1].knobs, "attention_rows_per_warp 16");
+    EXPECT_EQ(c[2].knobs, "attention_key_tile 32");
     EXPECT_EQ(a.block_m, 128);
     EXPECT_EQ(b.block_m, 64);
-    EXPECT_EQ(a.block_n, head > 64 ? 32 : 64);
+    EXPECT_EQ(a.block_n, 64);
     EXPECT_EQ(b.block_n, 64);
+    EXPECT_EQ(c[2].kernel.attention->block_n, 32);
     EXPECT_EQ(a.q_in_registers, head <= 64);
     EXPECT_TRUE(b.q_in_registers);
     EXPECT_EQ(c[0].kernel.launch.grid, 2 * 8);  // 1000 queries in tiles of 128

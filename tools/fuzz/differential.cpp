@@ -42,7 +42,8 @@ std::vector<CompileConfig> default_configs() {
   // tuner may choose them (codegen/schedule_candidates.h; the CPU reads none of them).
   c[2].options.schedule_knobs =
       "pointwise_block 128, blocks_per_sm 16, tile_blocks_per_sm 4, warp_rows_per_block 4, reduction_block 128, "
-      "held_bytes_per_thread 64, chunk_held_bytes_per_thread 512, attention_rows_per_warp 16";
+      "held_bytes_per_thread 64, chunk_held_bytes_per_thread 512, attention_rows_per_warp 16, "
+      "attention_key_tile 32";
   return c;
 }
 
