@@ -15,9 +15,11 @@ int64_t ceil_div(int64_t x, int64_t m) { return (x + m - 1) / m; }
 
 // Shared memory of a CUDA routine's tiles (codegen/attention_prelude.cpp lays them out): the
 // forward holds q, k, v and the weights; a backward pass q, dO, k, v, P and dS, lse and delta.
+// Rows are padded by 16 bytes of elements (the prelude's KILN_ATTN_W).
 int64_t cuda_shared_bytes(AttentionKernel::Pass pass, int64_t bm, int64_t bn, int64_t head, int64_t elem) {
-  if (pass == AttentionKernel::Pass::Forward) return ((bm + 2 * bn) * (head + 1) + bm * (bn + 1)) * elem;
-  return ((2 * bm + 2 * bn) * (head + 1) + 2 * bm * (bn + 1) + 2 * bm) * elem;
+  const int64_t pad = 16 / elem;
+  if (pass == AttentionKernel::Pass::Forward) return ((bm + 2 * bn) * (head + pad) + bm * (bn + pad)) * elem;
+  return ((2 * bm + 2 * bn) * (head + pad) + 2 * bm * (bn + pad) + 2 * bm) * elem;
 }
 
 // The tensor-core routines' shared memory (codegen/attention_prelude_mma.cpp lays it out), 16-bit

@@ -43,44 +43,66 @@ template <> struct kiln_attn_type<3> {
 )PRELUDE";
 
 // CUDA: a block of 128 threads (16 x 8) per tile. Tiles of q, k, v (and dO) sit in dynamic
-// shared memory in the compute type, rows padded by one element so that the 16 threads of a
-// row group read 16 different banks; each thread computes an (rows x 16-strided columns)
+// shared memory in the compute type, rows padded by 16 bytes (KILN_ATTN_W elements) so that a
+// thread reads 16 bytes of a row at once and a quarter-warp's 8 rows hit 8 bank quads; each thread computes an (rows x 16-strided columns)
 // micro-tile of a score tile with FFMA, and a row's max and sum combine over its 16 threads by
 // shuffles (a fixed tree: the same bits every run).
 constexpr std::string_view kCuda = R"PRELUDE(
 extern __shared__ __align__(16) unsigned char kiln_attn_smem[];
 #define KILN_ATTN_THREADS 128
 
-// rows [r0, r0 + R) of a [n, cols] matrix into T[R][D + 1] (zero past n rows or cols columns).
+// Rows of the tiles (and of P) are padded by 16 bytes' worth of elements (KILN_ATTN_W: 4 floats,
+// 2 doubles): each row stays 16-byte aligned, so a thread reads W elements of a row in one
+// 16-byte load, and the 8 rows a quarter-warp reads fall in 8 different bank quads.
+template <class A> struct kiln_attn_vec;
+template <> struct kiln_attn_vec<float> {
+  static __device__ __forceinline__ void ld(float (&o)[4], const float* p) {
+    const float4 v = *(const float4*)p;
+    o[0] = v.x, o[1] = v.y, o[2] = v.z, o[3] = v.w;
+  }
+};
+template <> struct kiln_attn_vec<double> {
+  static __device__ __forceinline__ void ld(double (&o)[2], const double* p) {
+    const double2 v = *(const double2*)p;
+    o[0] = v.x, o[1] = v.y;
+  }
+};
+#define KILN_ATTN_W(A) ((int)(16 / sizeof(A)))
+
+// rows [r0, r0 + R) of a [n, cols] matrix into T[R][D + W] (zero past n rows or cols columns).
 template <int DT, int R, int D>
 __device__ __forceinline__ void kiln_attn_tile(typename kiln_attn_type<DT>::A* t, const typename kiln_attn_type<DT>::S* m,
                                                int64_t r0, int64_t n, int64_t cols) {
   typedef kiln_attn_type<DT> T;
+  constexpr int DS = D + KILN_ATTN_W(typename T::A);
   for (int i = threadIdx.x; i < R * D; i += KILN_ATTN_THREADS) {
     int r = i / D, c = i % D;
-    t[r * (D + 1) + c] = (r0 + r < n && c < cols) ? T::ld(m, (r0 + r) * cols + c) : (typename T::A)0;
+    t[r * DS + c] = (r0 + r < n && c < cols) ? T::ld(m, (r0 + r) * cols + c) : (typename T::A)0;
   }
 }
 
-// acc[i][j] = sum_e X[ty * RM + i][e] * Y[tx + 16 j][e] over the tiles' padded rows.
+// acc[i][j] = sum_e X[ty * RM + i][e] * Y[tx + 16 j][e] over the tiles' padded rows, e in order.
 template <class A, int RM, int CN, int D>
 __device__ __forceinline__ void kiln_attn_dots(A (&acc)[RM][CN], const A* X, const A* Y) {
+  constexpr int W = KILN_ATTN_W(A), DS = D + W;
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
 #pragma unroll
   for (int i = 0; i < RM; ++i)
 #pragma unroll
     for (int j = 0; j < CN; ++j) acc[i][j] = 0;
-#pragma unroll 4
-  for (int e = 0; e < D; ++e) {
-    A x[RM], y[CN];
+#pragma unroll 2
+  for (int e = 0; e < D; e += W) {
+    A x[RM][W], y[CN][W];
 #pragma unroll
-    for (int i = 0; i < RM; ++i) x[i] = X[(ty * RM + i) * (D + 1) + e];
+    for (int i = 0; i < RM; ++i) kiln_attn_vec<A>::ld(x[i], X + (ty * RM + i) * DS + e);
 #pragma unroll
-    for (int j = 0; j < CN; ++j) y[j] = Y[(tx + 16 * j) * (D + 1) + e];
+    for (int j = 0; j < CN; ++j) kiln_attn_vec<A>::ld(y[j], Y + (tx + 16 * j) * DS + e);
 #pragma unroll
-    for (int i = 0; i < RM; ++i)
+    for (int w = 0; w < W; ++w)
 #pragma unroll
-      for (int j = 0; j < CN; ++j) acc[i][j] += x[i] * y[j];
+      for (int i = 0; i < RM; ++i)
+#pragma unroll
+        for (int j = 0; j < CN; ++j) acc[i][j] += x[i][w] * y[j][w];
   }
 }
 
@@ -103,14 +125,14 @@ __device__ __forceinline__ void kiln_attn_fwd(const typename kiln_attn_type<DT>:
                                               int64_t L, int64_t S, int64_t E, int64_t Ev, double scale_) {
   typedef kiln_attn_type<DT> T;
   typedef typename T::A A;
-  constexpr int RM = BM / 8, CN = BN / 16, DN = D / 16;
+  constexpr int RM = BM / 8, CN = BN / 16, DN = D / 16, W = KILN_ATTN_W(A), DS = D + W, PS = BN + W;
   const A scale = (A)scale_;
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
   const int64_t tiles = (L + BM - 1) / BM, b = blockIdx.x / tiles, q0 = (blockIdx.x % tiles) * BM;
   A* Qs = (A*)kiln_attn_smem;
-  A* Ks = Qs + BM * (D + 1);
-  A* Vs = Ks + BN * (D + 1);
-  A* Ps = Vs + BN * (D + 1);  // [BM][BN + 1]
+  A* Ks = Qs + BM * DS;
+  A* Vs = Ks + BN * DS;
+  A* Ps = Vs + BN * DS;  // [BM][PS]
   kiln_attn_tile<DT, BM, D>(Qs, q + b * L * E, q0, L, E);
   A o[RM][DN], m[RM], l[RM];
 #pragma unroll
@@ -148,7 +170,7 @@ __device__ __forceinline__ void kiln_attn_fwd(const typename kiln_attn_type<DT>:
       for (int j = 0; j < CN; ++j) {
         A p = kiln_exp(s[i][j] - base);
         sum += p;
-        Ps[(ty * RM + i) * (BN + 1) + tx + 16 * j] = p;
+        Ps[(ty * RM + i) * PS + tx + 16 * j] = p;
       }
       l[i] = l[i] * corr + kiln_attn_row_sum(sum);
       m[i] = mx;
@@ -156,16 +178,19 @@ __device__ __forceinline__ void kiln_attn_fwd(const typename kiln_attn_type<DT>:
       for (int d = 0; d < DN; ++d) o[i][d] *= corr;
     }
     __syncthreads();
-#pragma unroll 2
-    for (int j = 0; j < BN; ++j) {
-      A vv[DN];
+    for (int j0 = 0; j0 < BN; j0 += W) {
+      A pr[RM][W];
 #pragma unroll
-      for (int d = 0; d < DN; ++d) vv[d] = Vs[j * (D + 1) + tx + 16 * d];
+      for (int i = 0; i < RM; ++i) kiln_attn_vec<A>::ld(pr[i], Ps + (ty * RM + i) * PS + j0);
 #pragma unroll
-      for (int i = 0; i < RM; ++i) {
-        const A p = Ps[(ty * RM + i) * (BN + 1) + j];
+      for (int w = 0; w < W; ++w) {
+        A vv[DN];
 #pragma unroll
-        for (int d = 0; d < DN; ++d) o[i][d] += p * vv[d];
+        for (int d = 0; d < DN; ++d) vv[d] = Vs[(j0 + w) * DS + tx + 16 * d];
+#pragma unroll
+        for (int i = 0; i < RM; ++i)
+#pragma unroll
+          for (int d = 0; d < DN; ++d) o[i][d] += pr[i][w] * vv[d];
       }
     }
   }
@@ -186,7 +211,7 @@ __device__ __forceinline__ void kiln_attn_fwd(const typename kiln_attn_type<DT>:
 template <class A, int BM, int BN, int D, bool CAUSAL>
 __device__ __forceinline__ void kiln_attn_ds(A* Ps, const A* Qs, const A* Ks, const A* Vs, const A* dOs, const A* Ls, const A* Ds,
                                              int64_t q0, int64_t k0, int64_t L, int64_t S, A scale) {
-  constexpr int RM = BM / 8, CN = BN / 16;
+  constexpr int RM = BM / 8, CN = BN / 16, PS = BN + KILN_ATTN_W(A);
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
   A s[RM][CN], dp[RM][CN];
   kiln_attn_dots<A, RM, CN, D>(s, Qs, Ks);
@@ -200,9 +225,9 @@ __device__ __forceinline__ void kiln_attn_ds(A* Ps, const A* Qs, const A* Ks, co
       const int64_t kj = k0 + tx + 16 * j;
       const bool live = qi < L && kj < S && !(CAUSAL && kj > qi) && Ls[r] != -(A)KILN_INF;
       const A p = live ? kiln_exp(s[i][j] * scale - Ls[r]) : (A)0;
-      Ps[r * (BN + 1) + tx + 16 * j] = p;
+      Ps[r * PS + tx + 16 * j] = p;
       // Exactly 0 where not live: a row that attends to nothing may hold NaN (its delta, its dO).
-      Ps[BM * (BN + 1) + r * (BN + 1) + tx + 16 * j] = live ? p * (dp[i][j] - Ds[r]) : (A)0;
+      Ps[BM * PS + r * PS + tx + 16 * j] = live ? p * (dp[i][j] - Ds[r]) : (A)0;
     }
   }
 }
@@ -228,16 +253,16 @@ __device__ __forceinline__ void kiln_attn_bwd_kv(const typename kiln_attn_type<D
                                                  int64_t Ev, double scale_) {
   typedef kiln_attn_type<DT> T;
   typedef typename T::A A;
-  constexpr int KN = BN / 8, DN = D / 16;
+  constexpr int KN = BN / 8, DN = D / 16, W = KILN_ATTN_W(A), DS = D + W, PS = BN + W;
   const A scale = (A)scale_;
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
   const int64_t tiles = (S + BN - 1) / BN, b = blockIdx.x / tiles, k0 = (blockIdx.x % tiles) * BN;
   A* Ks = (A*)kiln_attn_smem;
-  A* Vs = Ks + BN * (D + 1);
-  A* Qs = Vs + BN * (D + 1);
-  A* dOs = Qs + BM * (D + 1);
-  A* Ps = dOs + BM * (D + 1);  // P, then dS: [2][BM][BN + 1]
-  A* Ls = Ps + 2 * BM * (BN + 1);
+  A* Vs = Ks + BN * DS;
+  A* Qs = Vs + BN * DS;
+  A* dOs = Qs + BM * DS;
+  A* Ps = dOs + BM * DS;  // P, then dS: [2][BM][PS]
+  A* Ls = Ps + 2 * BM * PS;
   A* Ds = Ls + BM;
   kiln_attn_tile<DT, BN, D>(Ks, k + b * S * E, k0, S, E);
   kiln_attn_tile<DT, BN, D>(Vs, v + b * S * Ev, k0, S, Ev);
@@ -257,7 +282,7 @@ __device__ __forceinline__ void kiln_attn_bwd_kv(const typename kiln_attn_type<D
     kiln_attn_ds<A, BM, BN, D, CAUSAL>(Ps, Qs, Ks, Vs, dOs, Ls, Ds, q0, k0, L, S, scale);
     __syncthreads();
     // dV[key][d] += P[r][key] dO[r][d]; dK[key][d] += dS[r][key] q[r][d].
-    const A* dSs = Ps + BM * (BN + 1);
+    const A* dSs = Ps + BM * PS;
 #pragma unroll 2
     for (int r = 0; r < BM; ++r) {
       // A row that attends to nothing (lse -inf: past L, or NaN queries) adds nothing, as in the
@@ -266,12 +291,23 @@ __device__ __forceinline__ void kiln_attn_bwd_kv(const typename kiln_attn_type<D
       A go[DN], qq[DN];
 #pragma unroll
       for (int d = 0; d < DN; ++d) {
-        go[d] = dOs[r * (D + 1) + tx + 16 * d];
-        qq[d] = Qs[r * (D + 1) + tx + 16 * d];
+        go[d] = dOs[r * DS + tx + 16 * d];
+        qq[d] = Qs[r * DS + tx + 16 * d];
+      }
+      A pr[KN], sr[KN];  // this thread's keys' P and dS of row r, W at a time where KN allows
+#pragma unroll
+      for (int i = 0; i < KN; i += (KN % W == 0 ? W : 1)) {
+        if (KN % W == 0) {
+          kiln_attn_vec<A>::ld(*(A(*)[W])(pr + i), Ps + r * PS + ty * KN + i);
+          kiln_attn_vec<A>::ld(*(A(*)[W])(sr + i), dSs + r * PS + ty * KN + i);
+        } else {
+          pr[i] = Ps[r * PS + ty * KN + i];
+          sr[i] = dSs[r * PS + ty * KN + i];
+        }
       }
 #pragma unroll
       for (int i = 0; i < KN; ++i) {
-        const A p = Ps[r * (BN + 1) + ty * KN + i], ds = dSs[r * (BN + 1) + ty * KN + i];
+        const A p = pr[i], ds = sr[i];
 #pragma unroll
         for (int d = 0; d < DN; ++d) {
           gv[i][d] += p * go[d];
@@ -304,16 +340,16 @@ __device__ __forceinline__ void kiln_attn_bwd_q(const typename kiln_attn_type<DT
                                                 int64_t Ev, double scale_) {
   typedef kiln_attn_type<DT> T;
   typedef typename T::A A;
-  constexpr int RM = BM / 8, DN = D / 16;
+  constexpr int RM = BM / 8, DN = D / 16, W = KILN_ATTN_W(A), DS = D + W, PS = BN + W;
   const A scale = (A)scale_;
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
   const int64_t tiles = (L + BM - 1) / BM, b = blockIdx.x / tiles, q0 = (blockIdx.x % tiles) * BM;
   A* Qs = (A*)kiln_attn_smem;
-  A* dOs = Qs + BM * (D + 1);
-  A* Ks = dOs + BM * (D + 1);
-  A* Vs = Ks + BN * (D + 1);
-  A* Ps = Vs + BN * (D + 1);
-  A* Ls = Ps + 2 * BM * (BN + 1);
+  A* dOs = Qs + BM * DS;
+  A* Ks = dOs + BM * DS;
+  A* Vs = Ks + BN * DS;
+  A* Ps = Vs + BN * DS;
+  A* Ls = Ps + 2 * BM * PS;
   A* Ds = Ls + BM;
   kiln_attn_tile<DT, BM, D>(Qs, q + b * L * E, q0, L, E);
   kiln_attn_tile<DT, BM, D>(dOs, dout + b * L * Ev, q0, L, Ev);
@@ -331,17 +367,20 @@ __device__ __forceinline__ void kiln_attn_bwd_q(const typename kiln_attn_type<DT
     __syncthreads();
     kiln_attn_ds<A, BM, BN, D, CAUSAL>(Ps, Qs, Ks, Vs, dOs, Ls, Ds, q0, k0, L, S, scale);
     __syncthreads();
-    const A* dSs = Ps + BM * (BN + 1);
-#pragma unroll 2
-    for (int j = 0; j < BN; ++j) {
-      A kk[DN];
+    const A* dSs = Ps + BM * PS;
+    for (int j0 = 0; j0 < BN; j0 += W) {
+      A sr[RM][W];
 #pragma unroll
-      for (int d = 0; d < DN; ++d) kk[d] = Ks[j * (D + 1) + tx + 16 * d];
+      for (int i = 0; i < RM; ++i) kiln_attn_vec<A>::ld(sr[i], dSs + (ty * RM + i) * PS + j0);
 #pragma unroll
-      for (int i = 0; i < RM; ++i) {
-        const A ds = dSs[(ty * RM + i) * (BN + 1) + j];
+      for (int w = 0; w < W; ++w) {
+        A kk[DN];
 #pragma unroll
-        for (int d = 0; d < DN; ++d) g[i][d] += ds * kk[d];
+        for (int d = 0; d < DN; ++d) kk[d] = Ks[(j0 + w) * DS + tx + 16 * d];
+#pragma unroll
+        for (int i = 0; i < RM; ++i)
+#pragma unroll
+          for (int d = 0; d < DN; ++d) g[i][d] += sr[i][w] * kk[d];
       }
     }
   }
