@@ -19,6 +19,8 @@ namespace {
 
 constexpr std::string_view kMma = R"PRELUDE(
 // ---- attention on tensor cores (codegen/attention_prelude_mma.cpp)
+// (Helpers are templates, some with an unused parameter, so that a program that calls none of
+// them neither warns of them nor hands their sm_80 instructions to an older arch.)
 // mma.sync m16n8k16 with f32 accumulators. Fragment layouts (PTX ISA, "Matrix Fragments for
 // mma.m16n8k16"): lane = 4 g + t holds A's rows g and g + 8 at columns 2t, 2t + 1 (and + 8),
 // B's column g at rows 2t, 2t + 1 (and + 8), and C's rows g and g + 8 at columns 2t, 2t + 1.
@@ -43,12 +45,12 @@ template <int DT> __device__ __forceinline__ uint32_t kiln_pack2(float lo, float
   return r;
 }
 // max that propagates NaN (sm_80's max.NaN: one instruction where kiln_max_step takes three).
-static __device__ __forceinline__ float kiln_max_nan(float a, float b) {
+template <int = 0> __device__ __forceinline__ float kiln_max_nan(float a, float b) {
   float r;
   asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
   return r;
 }
-static __device__ __forceinline__ float kiln_ex2(float x) {
+template <int = 0> __device__ __forceinline__ float kiln_ex2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
@@ -73,19 +75,19 @@ template <bool TRANS> __device__ __forceinline__ void kiln_ldsm4(uint32_t (&r)[4
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
 }
 // The A fragment of rows [r, r + 16) and columns [c, c + 16) of a u16 tile T[.][stride].
-static __device__ __forceinline__ void kiln_afrag(uint32_t (&a)[4], const uint16_t* t, int stride, int r, int c) {
+template <int = 0> __device__ __forceinline__ void kiln_afrag(uint32_t (&a)[4], const uint16_t* t, int stride, int r, int c) {
   const int l = threadIdx.x % 32;
   kiln_ldsm4<false>(a, t + (r + (l & 15)) * stride + c + (l >> 4) * 8);
 }
 // B fragments of two 8-column blocks where B[k][n] = T[n0 + n][c + k] (a row of T per column:
 // q kᵀ's k): b[0], b[1] for columns n0..n0+7, b[2], b[3] for n0+8..n0+15.
-static __device__ __forceinline__ void kiln_bfrag_rows2(uint32_t (&b)[4], const uint16_t* t, int stride, int n0, int c) {
+template <int = 0> __device__ __forceinline__ void kiln_bfrag_rows2(uint32_t (&b)[4], const uint16_t* t, int stride, int n0, int c) {
   const int l = threadIdx.x % 32;
   kiln_ldsm4<false>(b, t + (n0 + (l >> 4) * 8 + (l & 7)) * stride + c + ((l >> 3) & 1) * 8);
 }
 // B fragments of two 8-column blocks where B[k][n] = T[k0 + k][n0 + n] (a column of T per
 // column: P v's v), by ldmatrix's transpose.
-static __device__ __forceinline__ void kiln_bfrag_cols2(uint32_t (&b)[4], const uint16_t* t, int stride, int k0, int n0) {
+template <int = 0> __device__ __forceinline__ void kiln_bfrag_cols2(uint32_t (&b)[4], const uint16_t* t, int stride, int k0, int n0) {
   const int l = threadIdx.x % 32;
   kiln_ldsm4<true>(b, t + (k0 + (l & 15)) * stride + n0 + (l >> 4) * 8);
 }
@@ -164,7 +166,7 @@ __device__ __forceinline__ void kiln_attn_tile16(uint16_t* t, const uint16_t* m,
     t[r * (D + 8) + c] = (r0 + r < n && c < cols) ? m[(r0 + r) * cols + c] : (uint16_t)0;
   }
 }
-static __device__ __forceinline__ void kiln_cp_commit() { asm volatile("cp.async.commit_group;"); }
+template <int = 0> __device__ __forceinline__ void kiln_cp_commit() { asm volatile("cp.async.commit_group;"); }
 // Until at most N committed groups of this thread are still in flight.
 template <int N> __device__ __forceinline__ void kiln_cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
 
