@@ -23,10 +23,10 @@ int64_t cuda_shared_bytes(AttentionKernel::Pass pass, int64_t bm, int64_t bn, in
 }
 
 // The tensor-core routines' shared memory (codegen/attention_prelude_mma.cpp lays it out), 16-bit
-// tiles with rows padded by 8 elements: the forward holds two buffers of a k and a v tile (and its
-// q tile, unless q's fragments stay in registers); the
-// dK/dV pass its k and v tiles and two buffers of a query tile (q, dO, lse and delta); the dQ
-// pass its q and dO tiles and two buffers of a k and a v tile.
+// tiles with rows padded by 8 elements: the forward holds two buffers of a k and a v tile (and
+// its q tile, unless q's fragments stay in registers); the dK/dV pass its k and v tiles and two
+// buffers of a query tile (q, dO, lse and delta); the dQ pass its q and dO tiles and two buffers
+// of a k and a v tile.
 int64_t tensor_core_shared_bytes(AttentionKernel::Pass pass, int64_t own, int64_t walked, int64_t head, bool q_in_registers) {
   const int64_t row = (head + 8) * 2;
   switch (pass) {
@@ -73,7 +73,8 @@ void schedule_attention(Kernel& k, const Target& t) {
   a.head = round_up(std::max<int64_t>({a.E, a.Ev, 1}), 16);
   // f16 and bf16 on tensor cores (mma.sync m16n8k16: sm_80 and later), heads up to 128 (a
   // thread's accumulators: head/8 x 4 floats per output) where the double-buffered tiles fit
-  // the opt-in shared memory (104 KB for the dQ pass at head 128); everything else on FFMA tiles.
+  // the opt-in shared memory (the dQ pass at head 128 takes 102 KB: an sm_86's 99 KB runs it on
+  // FFMA tiles); everything else on FFMA tiles.
   const int cc = std::stoi(t.arch.substr(3, 2));
   // The forward: 4 warps of Target::attention_rows_per_warp queries (32: each k and v fragment
   // feeds two 16-row blocks) walking tiles of Target::attention_key_tile keys; q's fragments in
@@ -81,10 +82,15 @@ void schedule_attention(Kernel& k, const Target& t) {
   // output (head/2 floats a thread a 16-row block) and the scores fit in registers.
   // dK and dV take head/2 floats a thread each: at wide heads their pass walks 32-query tiles.
   const bool fwd = a.pass == AttentionKernel::Pass::Forward, wide = a.head > 64;
-  const bool two_blocks = t.attention_rows_per_warp == 32;
-  const int64_t tc_own = fwd ? 4 * t.attention_rows_per_warp : 64;
   const int64_t tc_walked = fwd ? t.attention_key_tile : wide && a.pass == AttentionKernel::Pass::BackwardKV ? 32 : 64;
-  a.q_in_registers = fwd && !(wide && two_blocks);
+  auto forward_bytes = [&](int rows) {
+    return tensor_core_shared_bytes(a.pass, 4 * rows, tc_walked, a.head, /*q_in_registers=*/!(wide && rows == 32));
+  };
+  // Where 32 rows' q tile does not fit beside the key buffers (a 99 KB sm_86 at head 128), 16.
+  const int warp_rows =
+      fwd && t.attention_rows_per_warp == 32 && forward_bytes(32) > t.shared_memory_optin ? 16 : t.attention_rows_per_warp;
+  const int64_t tc_own = fwd ? 4 * warp_rows : 64;
+  a.q_in_registers = fwd && !(wide && warp_rows == 32);
   const int64_t tc_bytes = tensor_core_shared_bytes(a.pass, tc_own, tc_walked, a.head, a.q_in_registers);
   a.tensor_cores = (a.dtype == DType::F16 || a.dtype == DType::BF16) && a.head <= 128 && cc >= 80 && tc_bytes <= t.shared_memory_optin;
   a.q_in_registers = a.q_in_registers && a.tensor_cores;
@@ -97,7 +103,7 @@ void schedule_attention(Kernel& k, const Target& t) {
     rec.why = fmt::format(
         "{} on tensor cores: mma.sync m16n8k16 with f32 accumulators, 4 warps of {} {} rows{}; fragments by ldmatrix, the walked "
         "tiles by cp.async into two buffers, exp2 on the MUFU",
-        dtype_name(a.dtype), fwd ? t.attention_rows_per_warp : 16, kv ? "key" : "query", a.q_in_registers ? ", q in registers" : "");
+        dtype_name(a.dtype), fwd ? warp_rows : 16, kv ? "key" : "query", a.q_in_registers ? ", q in registers" : "");
   } else {
     const int64_t elem = a.dtype == DType::F64 ? 8 : 4;
     // Wide heads take smaller tiles: a thread's accumulators grow with the head (rows/8 x head/16).

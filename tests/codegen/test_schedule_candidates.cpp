@@ -178,6 +178,13 @@ TEST(ScheduleCandidates, AttentionsForwardVariesItsRowsAWarp) {
     EXPECT_EQ(c[1].kernel.launch.grid, 2 * 16);
     EXPECT_TRUE(has(c[0].kernel.schedule.why, "4 warps of 32 query rows")) << c[0].kernel.schedule.why;
   }
+  // An sm_86 gives 99 KB: 32 rows' q tile beside the key buffers (102 KB at head 128) does not
+  // fit, and the forward takes 16 rows on tensor cores rather than FFMA tiles.
+  Target ampere = cuda_target("sm_86", 84);
+  Kernel k = schedule_candidates(lowered_kernels(fmt::format(kAttention, 1000, 128), ampere).at(0), ampere).at(0).kernel;
+  EXPECT_TRUE(k.attention->tensor_cores);
+  EXPECT_EQ(k.attention->block_m, 64);
+  EXPECT_LE(k.launch.dynamic_shared_bytes, ampere.shared_memory_optin);
 }
 
 #if KILN_HAVE_CUDA
