@@ -90,10 +90,10 @@ void schedule_attention(Kernel& k, const Target& t) {
   const int warp_rows =
       fwd && t.attention_rows_per_warp == 32 && forward_bytes(32) > t.shared_memory_optin ? 16 : t.attention_rows_per_warp;
   const int64_t tc_own = fwd ? 4 * warp_rows : 64;
-  a.q_in_registers = fwd && !(wide && warp_rows == 32);
-  const int64_t tc_bytes = tensor_core_shared_bytes(a.pass, tc_own, tc_walked, a.head, a.q_in_registers);
+  const bool q_in_registers = fwd && !(wide && warp_rows == 32);
+  const int64_t tc_bytes = tensor_core_shared_bytes(a.pass, tc_own, tc_walked, a.head, q_in_registers);
   a.tensor_cores = (a.dtype == DType::F16 || a.dtype == DType::BF16) && a.head <= 128 && cc >= 80 && tc_bytes <= t.shared_memory_optin;
-  a.q_in_registers = a.q_in_registers && a.tensor_cores;
+  a.q_in_registers = q_in_registers && a.tensor_cores;
   int64_t bytes = 0;
   if (a.tensor_cores) {
     a.block_m = kv ? tc_walked : tc_own;

@@ -116,6 +116,29 @@ template <class A> __device__ __forceinline__ A kiln_attn_row_sum(A v) {
   return v;
 }
 
+// acc[i][d] += sum_j P[ty * RM + i][j] T[j][tx + 16 d] over a tile's BN rows, j in order: the
+// weights times v (the forward), dS times k (the dQ pass). P's rows are read W at a time.
+template <class A, int RM, int DN, int BN, int D>
+__device__ __forceinline__ void kiln_attn_rows_times_tile(A (&acc)[RM][DN], const A* P, const A* T) {
+  constexpr int W = KILN_ATTN_W(A), DS = D + W, PS = BN + W;
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  for (int j0 = 0; j0 < BN; j0 += W) {
+    A pr[RM][W];
+#pragma unroll
+    for (int i = 0; i < RM; ++i) kiln_attn_vec<A>::ld(pr[i], P + (ty * RM + i) * PS + j0);
+#pragma unroll
+    for (int w = 0; w < W; ++w) {
+      A t[DN];
+#pragma unroll
+      for (int d = 0; d < DN; ++d) t[d] = T[(j0 + w) * DS + tx + 16 * d];
+#pragma unroll
+      for (int i = 0; i < RM; ++i)
+#pragma unroll
+        for (int d = 0; d < DN; ++d) acc[i][d] += pr[i][w] * t[d];
+    }
+  }
+}
+
 // Forward: block (b, query tile) of BM rows; D: the head dims E and Ev padded to 16.
 template <int DT, int BM, int BN, int D, bool CAUSAL>
 __device__ __forceinline__ void kiln_attn_fwd(const typename kiln_attn_type<DT>::S* __restrict__ q,
@@ -178,21 +201,7 @@ __device__ __forceinline__ void kiln_attn_fwd(const typename kiln_attn_type<DT>:
       for (int d = 0; d < DN; ++d) o[i][d] *= corr;
     }
     __syncthreads();
-    for (int j0 = 0; j0 < BN; j0 += W) {
-      A pr[RM][W];
-#pragma unroll
-      for (int i = 0; i < RM; ++i) kiln_attn_vec<A>::ld(pr[i], Ps + (ty * RM + i) * PS + j0);
-#pragma unroll
-      for (int w = 0; w < W; ++w) {
-        A vv[DN];
-#pragma unroll
-        for (int d = 0; d < DN; ++d) vv[d] = Vs[(j0 + w) * DS + tx + 16 * d];
-#pragma unroll
-        for (int i = 0; i < RM; ++i)
-#pragma unroll
-          for (int d = 0; d < DN; ++d) o[i][d] += pr[i][w] * vv[d];
-      }
-    }
+    kiln_attn_rows_times_tile<A, RM, DN, BN, D>(o, Ps, Vs);
   }
 #pragma unroll
   for (int i = 0; i < RM; ++i) {
@@ -367,22 +376,7 @@ __device__ __forceinline__ void kiln_attn_bwd_q(const typename kiln_attn_type<DT
     __syncthreads();
     kiln_attn_ds<A, BM, BN, D, CAUSAL>(Ps, Qs, Ks, Vs, dOs, Ls, Ds, q0, k0, L, S, scale);
     __syncthreads();
-    const A* dSs = Ps + BM * PS;
-    for (int j0 = 0; j0 < BN; j0 += W) {
-      A sr[RM][W];
-#pragma unroll
-      for (int i = 0; i < RM; ++i) kiln_attn_vec<A>::ld(sr[i], dSs + (ty * RM + i) * PS + j0);
-#pragma unroll
-      for (int w = 0; w < W; ++w) {
-        A kk[DN];
-#pragma unroll
-        for (int d = 0; d < DN; ++d) kk[d] = Ks[(j0 + w) * DS + tx + 16 * d];
-#pragma unroll
-        for (int i = 0; i < RM; ++i)
-#pragma unroll
-          for (int d = 0; d < DN; ++d) g[i][d] += sr[i][w] * kk[d];
-      }
-    }
+    kiln_attn_rows_times_tile<A, RM, DN, BN, D>(g, Ps + BM * PS, Ks);  // dQ += dS k
   }
 #pragma unroll
   for (int i = 0; i < RM; ++i) {

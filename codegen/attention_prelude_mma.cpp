@@ -170,6 +170,32 @@ template <int = 0> __device__ __forceinline__ void kiln_cp_commit() { asm volati
 // Until at most N committed groups of this thread are still in flight.
 template <int N> __device__ __forceinline__ void kiln_cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
 
+// A walk over key tiles whose k and v tiles sit in two buffers [k | v] (2 BN (D + 8) u16s each) at `bufs`
+// (the forward, the dQ pass). kiln_kv_tile issues the copies of the tile at key k0 into a buffer;
+// kiln_kv_step, at tile it of n, issues tile it + 1's copy into the other buffer (it was last
+// read before the previous step's closing barrier) and waits for tile it's; the caller then
+// synchronizes the block.
+template <int BN, int D>
+__device__ __forceinline__ void kiln_kv_tile(uint16_t* buf, const uint16_t* kb, const uint16_t* vb, int64_t k0, int64_t S, int64_t E,
+                                             int64_t Ev) {
+  kiln_attn_tile16<BN, D>(buf, kb, k0, S, E);
+  kiln_attn_tile16<BN, D>(buf + BN * (D + 8), vb, k0, S, Ev);
+}
+template <int BN, int D>
+__device__ __forceinline__ const uint16_t* kiln_kv_step(uint16_t* bufs, const uint16_t* kb, const uint16_t* vb, int it, int n_tiles, int64_t S,
+                                                        int64_t E, int64_t Ev) {
+  constexpr int BUF = 2 * BN * (D + 8);
+  const uint16_t* now = bufs + (it & 1) * BUF;
+  if (it + 1 < n_tiles) {
+    kiln_kv_tile<BN, D>(bufs + ((it + 1) & 1) * BUF, kb, vb, (int64_t)it * BN + BN, S, E, Ev);
+    kiln_cp_commit();
+    kiln_cp_wait<1>();
+  } else {
+    kiln_cp_wait<0>();
+  }
+  return now;
+}
+
 // A 16-row block's results, rows r_lo and r_lo + 8 of a [rows, cols] u16 matrix: pairs of
 // columns in one 32-bit store where cols is even (then every pair is aligned).
 template <int DT, int DT8>
@@ -207,7 +233,7 @@ template <int DT, int D, int BN, int MT, bool QREG, bool CAUSAL>
 __device__ __forceinline__ void kiln_attn_fwd_mma(const uint16_t* __restrict__ q, const uint16_t* __restrict__ k,
                                                   const uint16_t* __restrict__ v, uint16_t* __restrict__ out, float* __restrict__ lse,
                                                   int64_t L, int64_t S, int64_t E, int64_t Ev, double scale_) {
-  constexpr int BM = 64 * MT, KC = D / 16, NT = BN / 8, DT8 = D / 8, ST = D + 8, BUF = 2 * BN * ST;
+  constexpr int BM = 64 * MT, KC = D / 16, NT = BN / 8, DT8 = D / 8, ST = D + 8;
   static_assert(!QREG || BM <= 4 * BN, "q's tile passes through the key buffers");
   const float sl2 = (float)scale_ * KILN_LOG2E;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = lane % 4;
@@ -240,24 +266,12 @@ __device__ __forceinline__ void kiln_attn_fwd_mma(const uint16_t* __restrict__ q
   }
   const int64_t key_end = CAUSAL ? (q0 + BM < S ? q0 + BM : S) : S;
   const int n_tiles = (int)((key_end + BN - 1) / BN);
-  if (n_tiles > 0) {
-    kiln_attn_tile16<BN, D>(buf, kb, 0, S, E);
-    kiln_attn_tile16<BN, D>(buf + BN * ST, vb, 0, S, Ev);
-  }
+  if (n_tiles > 0) kiln_kv_tile<BN, D>(buf, kb, vb, 0, S, E, Ev);
   kiln_cp_commit();  // (with q's tile where it is not in registers)
   for (int it = 0; it < n_tiles; ++it) {
     const int64_t k0 = (int64_t)it * BN;
-    const uint16_t* Ks = buf + (it & 1) * BUF;
+    const uint16_t* Ks = kiln_kv_step<BN, D>(buf, kb, vb, it, n_tiles, S, E, Ev);
     const uint16_t* Vs = Ks + BN * ST;
-    if (it + 1 < n_tiles) {
-      uint16_t* next = buf + ((it + 1) & 1) * BUF;
-      kiln_attn_tile16<BN, D>(next, kb, k0 + BN, S, E);
-      kiln_attn_tile16<BN, D>(next + BN * ST, vb, k0 + BN, S, Ev);
-      kiln_cp_commit();
-      kiln_cp_wait<1>();
-    } else {
-      kiln_cp_wait<0>();
-    }
     __syncthreads();
     float s[MT][NT][4];
 #pragma unroll
@@ -386,8 +400,7 @@ __device__ __forceinline__ void kiln_attn_bwd_kv_mma(const uint16_t* __restrict_
   uint16_t* Vs = Ks + BN * ST;
   uint16_t* bufs = Vs + BN * ST;
   const uint16_t *qb = q + b * L * E, *ob = dout + b * L * Ev;
-  kiln_attn_tile16<BN, D>(Ks, k + b * S * E, k0, S, E);
-  kiln_attn_tile16<BN, D>(Vs, v + b * S * Ev, k0, S, Ev);
+  kiln_kv_tile<BN, D>(Ks, k + b * S * E, v + b * S * Ev, k0, S, E, Ev);
   const int64_t first = CAUSAL ? k0 / BM * BM : 0;
   const int n_tiles = L > first ? (int)((L - first + BM - 1) / BM) : 0;
   // Query tile it into its buffer; says whether a row of it attends to nothing (lse -inf).
@@ -485,7 +498,7 @@ __device__ __forceinline__ void kiln_attn_bwd_q_mma(const uint16_t* __restrict__
                                                     const float* __restrict__ lse, const float* __restrict__ delta,
                                                     uint16_t* __restrict__ dq, int64_t L, int64_t S, int64_t E, int64_t Ev,
                                                     double scale_) {
-  constexpr int BM = 64, KC = D / 16, NT = BN / 8, DT8 = D / 8, ST = D + 8, BUF = 2 * BN * ST;
+  constexpr int BM = 64, KC = D / 16, NT = BN / 8, DT8 = D / 8, ST = D + 8;
   const float sl2 = (float)scale_ * KILN_LOG2E;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = lane % 4;
   const int64_t tiles = (L + BM - 1) / BM, b = blockIdx.x / tiles, q0 = (blockIdx.x % tiles) * BM;
@@ -504,24 +517,12 @@ __device__ __forceinline__ void kiln_attn_bwd_q_mma(const uint16_t* __restrict__
   for (int d = 0; d < DT8; ++d) gq[d][0] = gq[d][1] = gq[d][2] = gq[d][3] = 0.f;
   const int64_t key_end = CAUSAL ? (q0 + BM < S ? q0 + BM : S) : S;
   const int n_tiles = (int)((key_end + BN - 1) / BN);
-  if (n_tiles > 0) {
-    kiln_attn_tile16<BN, D>(bufs, kb, 0, S, E);
-    kiln_attn_tile16<BN, D>(bufs + BN * ST, vb, 0, S, Ev);
-  }
+  if (n_tiles > 0) kiln_kv_tile<BN, D>(bufs, kb, vb, 0, S, E, Ev);
   kiln_cp_commit();
   for (int it = 0; it < n_tiles; ++it) {
     const int64_t k0 = (int64_t)it * BN;
-    const uint16_t* Ks = bufs + (it & 1) * BUF;
+    const uint16_t* Ks = kiln_kv_step<BN, D>(bufs, kb, vb, it, n_tiles, S, E, Ev);
     const uint16_t* Vs = Ks + BN * ST;
-    if (it + 1 < n_tiles) {
-      uint16_t* next = bufs + ((it + 1) & 1) * BUF;
-      kiln_attn_tile16<BN, D>(next, kb, k0 + BN, S, E);
-      kiln_attn_tile16<BN, D>(next + BN * ST, vb, k0 + BN, S, Ev);
-      kiln_cp_commit();
-      kiln_cp_wait<1>();
-    } else {
-      kiln_cp_wait<0>();
-    }
     __syncthreads();
     float p[NT][4], dp[NT][4];
     kiln_mma_pair<DT, KC, NT>(p, dp, Qs, Os, Ks, Vs, ST, warp * 16);
