@@ -241,7 +241,13 @@ std::string_view key_type(DType t) { return t == DType::F64 ? "int64_t" : "int32
 void CEmitter::line(int indent, const std::string& s) { out += std::string(static_cast<size_t>(indent) * 2, ' ') + s + "\n"; }
 
 std::string CEmitter::store_text(const Stmt& s) const {
-  return fmt::format("{}[{}] = {};", s.name, expr(s.exprs[0]), store_value(expr(s.exprs[1]), s.exprs[1]->dtype));
+  const ExprPtr& v = s.exprs[1];
+  if (v->kind == ExprKind::Var && v->dtype == DType::BF16 && bf16_exact_lets_.count(v->name))
+    return fmt::format("{}[{}] = kiln_bf16_bits({});", s.name, expr(s.exprs[0]), v->name);
+  // A cast to bf16 stored at once rounds once, by the store's conversion.
+  if (v->kind == ExprKind::Cast && v->dtype == DType::BF16 && is_floating(v->args[0]->dtype))
+    return fmt::format("{}[{}] = kiln_f2bf((float){});", s.name, expr(s.exprs[0]), paren(expr(v->args[0])));
+  return fmt::format("{}[{}] = {};", s.name, expr(s.exprs[0]), store_value(expr(v), v->dtype));
 }
 
 void CEmitter::stmt(const StmtPtr& s, int ind) {
@@ -249,9 +255,13 @@ void CEmitter::stmt(const StmtPtr& s, int ind) {
     case StmtKind::Block:
       for (auto& b : s->body) stmt(b, ind);
       return;
-    case StmtKind::Let:
-      line(ind, fmt::format("const {} {} = {};", c_value_type(s->dtype), s->name, expr(s->exprs[0])));
+    case StmtKind::Let: {
+      const ExprPtr& v = s->exprs[0];
+      if (v->kind == ExprKind::Cast && v->dtype == DType::BF16 && is_floating(v->args[0]->dtype)) bf16_exact_lets_.insert(s->name);
+      else bf16_exact_lets_.erase(s->name);
+      line(ind, fmt::format("const {} {} = {};", c_value_type(s->dtype), s->name, expr(v)));
       return;
+    }
     case StmtKind::Store: store(s, ind); return;
     case StmtKind::AtomicAdd: atomic_add(s, ind); return;
     case StmtKind::CombineAcross: combine_across(s, ind); return;

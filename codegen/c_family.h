@@ -9,6 +9,7 @@
 // i32/i64 in int64_t, bool in bool; buffers store f16/bf16 as uint16_t bits and bool as uint8_t.
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -90,6 +91,9 @@ class CEmitter {
 
   const CDialect d_;  // a copy: string_views of literals, cheap
   std::map<std::string, DType> acc_types_;  // accumulators declared so far, by name
+  // Lets whose value was rounded to bf16 (a cast): stored by their top 16 bits, where a store
+  // would round again (a cvt on the GPU, six integer instructions on the CPU).
+  std::set<std::string> bf16_exact_lets_;
 };
 
 }  // namespace kiln::codegen

@@ -252,16 +252,9 @@ class CudaEmitter : public CEmitter {
         runs = Runs::Thread;
         break;
       case LoopMap::GpuBlocks:
-        if (s->cluster > 1)  // a cluster per row: its blocks take the same rows
-          head = fmt::format("for ({0} {1} = blockIdx.x / {3}; {1} < {2}; {1} += gridDim.x / {3}) {{", I, v, E, s->cluster);
-        else
-          head = fmt::format("for ({0} {1} = blockIdx.x; {1} < {2}; {1} += gridDim.x) {{", I, v, E);
-        runs = Runs::Block;
-        break;
       case LoopMap::GpuWarps:
-        head = fmt::format("for ({0} {1} = ({0})(blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32); {1} < {2}; {1} += ({0})(gridDim.x * (blockDim.x / 32))) {{",
-                           I, v, E);
-        runs = Runs::Warp;
+        head = fmt::format("for ({0} {1} = {3}; {1} < {2}; {1} += {4}) {{", I, v, E, row_start(*s, I), row_step(*s, I));
+        runs = s->map == LoopMap::GpuBlocks ? Runs::Block : Runs::Warp;
         break;
       case LoopMap::GpuThreads:
         head = fmt::format("for ({0} {1} = {3}; {1} < {2}; {1} += {4}) {{", I, v, E, thread_in_row(), row_stride());
@@ -307,7 +300,18 @@ class CudaEmitter : public CEmitter {
       // The first iteration's rows, before the loop (emit_held takes the rest).
       for (auto& b : s->held)
         line(ind, fmt::format("kiln_vec<{}, {}> {}_next[{}];", c_storage_type(k_.find_buffer(b)->dtype), held_.at(b), b, held_vectors_));
-      emit_prefetch(s, found, imm(0), ind);
+      if (s->map == LoopMap::Serial) {
+        emit_prefetch(s, found, imm(0), ind);
+      } else {
+        // A block's or a warp's first row, where it has one.
+        const std::string first = v + "_first";
+        line(ind, "{");
+        line(ind + 1, fmt::format("const {} {} = {};", I, first, row_start(*s, I)));
+        line(ind + 1, fmt::format("if ({} < {}) {{", first, E));
+        emit_prefetch(s, found, var(first, 0, s->extent - 1), ind + 2);
+        line(ind + 1, "}");
+        line(ind, "}");
+      }
     }
     line(ind, head);
     runs_.push_back(runs);
@@ -320,6 +324,17 @@ class CudaEmitter : public CEmitter {
     if (s->map == LoopMap::GpuBlocks) cluster_ = 1;
     runs_.pop_back();
     line(ind, "}");
+  }
+
+  // A block's or a warp's row loop: the first row it takes, and the step to its next (a
+  // cluster per row: its blocks take the same rows).
+  static std::string row_start(const Stmt& s, std::string_view I) {
+    if (s.map == LoopMap::GpuWarps) return fmt::format("({})(blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32)", I);
+    return s.cluster > 1 ? fmt::format("blockIdx.x / {}", s.cluster) : std::string("blockIdx.x");
+  }
+  static std::string row_step(const Stmt& s, std::string_view I) {
+    if (s.map == LoopMap::GpuWarps) return fmt::format("({})(gridDim.x * (blockDim.x / 32))", I);
+    return s.cluster > 1 ? fmt::format("gridDim.x / {}", s.cluster) : std::string("gridDim.x");
   }
 
   static bool is_innermost(const Stmt& loop) {
@@ -391,8 +406,18 @@ class CudaEmitter : public CEmitter {
         line(ind, "#pragma unroll");
         line(ind, fmt::format("for (int h = 0; h < {0}; ++h) {1}_held[h] = {1}_next[h];", held_vectors_, b));
       }
-      line(ind, fmt::format("if ({} + 1 < {}) {{", row->name, int_literal(row->extent, d_)));
-      emit_prefetch(row, found, add(var(row->name, 0, row->extent - 1), imm(1)), ind + 1);
+      if (row->map == LoopMap::Serial) {
+        line(ind, fmt::format("if ({} + 1 < {}) {{", row->name, int_literal(row->extent, d_)));
+        emit_prefetch(row, found, add(var(row->name, 0, row->extent - 1), imm(1)), ind + 1);
+        line(ind, "}");
+        return;
+      }
+      const std::string next = row->name + "_next";
+      line(ind, "{");
+      line(ind + 1, fmt::format("const {0} {1} = {2} + {3};", d_.index_type, next, row->name, row_step(*row, d_.index_type)));
+      line(ind + 1, fmt::format("if ({} < {}) {{", next, int_literal(row->extent, d_)));
+      emit_prefetch(row, found, var(next, 0, row->extent - 1), ind + 2);
+      line(ind + 1, "}");
       line(ind, "}");
       return;
     }
@@ -534,16 +559,30 @@ class CudaEmitter : public CEmitter {
       line(at, fmt::format("for (int {0} = 0; {0} < {1}; ++{0}) {{", k, per_thread));
       line(at + 1, fmt::format("const int {0} = threadIdx.x + {1} * {2};", e, k, threads));
     };
+    // The loop variable as (row, column) of the view, each var knowing its range: indices
+    // written in it simplify to the buffers' own strides ((i % C) * R + i / C is c * R + r),
+    // where NVRTC, given i = r * C + c, divides and takes remainders per element.
+    auto at_row_col = [&](const std::string& row, const std::string& col) {
+      return add(mul(var(row, 0, t.rows - 1), imm(t.cols)), var(col, 0, t.cols - 1));
+    };
+    auto in_view = [&](const ExprPtr& e_, const std::string& row, const std::string& col) {
+      ExprPtr rc = at_row_col(row, col);
+      return simplify(rewrite(e_, [&](const ExprPtr& x) { return x->kind == ExprKind::Var && x->name == v ? rc : x; }));
+    };
     // This thread's elements of tile `tile` (when there is one), read into the registers:
     // element e of a tile is row e % T, column e / T (a tile's edge repeats the last row or column).
     auto read_tile = [&](const std::string& tile, int at) {
       line(at, fmt::format("if ({} < {}) {{", tile, lit(row_tiles * col_tiles)));
       origin(tile, at + 1);
       elements(at + 1);
-      line(at + 2, fmt::format("const {0} {1} = kiln_imin({2} + {3} % {4}, {5}) * {6} + kiln_imin({7} + {3} / {4}, {8});", I, v, r0, e, T,
-                               lit(t.rows - 1), lit(t.cols), c0, lit(t.cols - 1)));
+      const std::string lr = v + "_lr", lc = v + "_lc";
+      if (whole)
+        line(at + 2, fmt::format("const {0} {1} = {2} + {3} % {4}, {5} = {6} + {3} / {4};", I, lr, r0, e, T, lc, c0));
+      else
+        line(at + 2, fmt::format("const {0} {1} = min({2} + {3} % {4}, ({0}){5}), {6} = min({7} + {3} / {4}, ({0}){8});", I, lr, r0, e, T,
+                                 t.rows - 1, lc, c0, t.cols - 1));
       for (size_t n = 0; n < t.loads.size(); ++n)
-        line(at + 2, fmt::format("{}_next[{}] = {}[{}];", tile_array_name(t, n), k, t.loads[n]->name, expr(t.loads[n]->args[0])));
+        line(at + 2, fmt::format("{}_next[{}] = {}[{}];", tile_array_name(t, n), k, t.loads[n]->name, expr(in_view(t.loads[n]->args[0], lr, lc))));
       line(at + 1, "}");
       line(at, "}");
     };
@@ -567,7 +606,6 @@ class CudaEmitter : public CEmitter {
     line(ind + 2, fmt::format("const {0} {1} = {2} + {3} / {4}, {5} = {6} + {3} % {4};", I, r, r0, e, T, c, c0));
     int b = ind + 2;
     if (!whole) line(b++, fmt::format("if ({} < {} && {} < {}) {{", r, lit(t.rows), c, lit(t.cols)));
-    line(b, fmt::format("const {} {} = {} * {} + {};", I, v, r, lit(t.cols), c));
     // The staged loads: the element (r, c) of the tile sits at column c % T, row r % T.
     ExprPtr ev = var(e, 0, T * T - 1);
     ExprPtr at = add(mul(mod(ev, imm(T)), imm(T + 1)), floordiv(ev, imm(T)));
@@ -578,6 +616,8 @@ class CudaEmitter : public CEmitter {
       auto it = staged.find(x->name + "@" + print_expr(x->args[0]));
       return it == staged.end() ? x : load(it->second, x->dtype, at);
     });
+    const ExprPtr rc = at_row_col(r, c);
+    body = simplify(rewrite_exprs(body, [&](const ExprPtr& x) { return x->kind == ExprKind::Var && x->name == v ? rc : x; }));
     runs_.push_back(Runs::Thread);
     stmt(body, b);
     runs_.pop_back();

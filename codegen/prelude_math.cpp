@@ -24,6 +24,8 @@ KILN_FN uint16_t kiln_f2bf(float f) {
 #endif
 KILN_FN float kiln_round_f16(float x) { return kiln_h2f(kiln_f2h(x)); }
 KILN_FN float kiln_round_bf16(float x) { return kiln_bf2f(kiln_f2bf(x)); }
+// The bits of a float already rounded to bf16 (kiln_round_bf16's result): its top half.
+KILN_FN uint16_t kiln_bf16_bits(float exact) { return (uint16_t)(KILN_F32_AS_U32(exact) >> 16); }
 
 // ---- float -> int: truncation; NaN and out-of-range give the minimum (as x86, and the reference)
 KILN_FN int64_t kiln_f2i64(double v) {

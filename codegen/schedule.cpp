@@ -333,7 +333,10 @@ Held rows_to_hold(const Kernel& k, const Stmt& row, int64_t threads, int64_t max
 // Sets each share loop's vector width (and the held rows' walk) and each grid-stride loop's.
 // A grid-stride loop vectorizes only as the kernel's sole statement (the emitter then prints
 // its scalar tail after it).
-StmtPtr set_vectors(const Kernel& k, const StmtPtr& body, const Held& held) {
+StmtPtr set_vectors(const Kernel& k, const StmtPtr& body, const Held& held, const Target& t) {
+  // What the held rows take a thread in registers (the row loop's prefetch doubles it).
+  int64_t held_bytes = 0;
+  for (auto& b : held.buffers) held_bytes += held.vectors * held.width * element_bytes(k.find_buffer(b)->dtype);
   std::set<std::string> held_set;
   for (auto& [b, loop] : held.holder) held_set.insert(b);
   std::set<std::string> carried(held.written.begin(), held.written.end());
@@ -359,7 +362,11 @@ StmtPtr set_vectors(const Kernel& k, const StmtPtr& body, const Held& held) {
       l.held_vectors = l.held.empty() && l.held_written.empty() ? 0 : held.vectors;
       l.held_shared = held.shared && !l.held.empty();
       // A chunk's rows come one after another: the next row's loads overlap this row's work.
-      l.prefetch = l.map == LoopMap::Serial && !l.held.empty() && !held.shared;
+      // So do a block's or a warp's rows, where the copy in flight fits the budget (a cluster's
+      // row is one at a time).
+      const bool row_loop = (l.map == LoopMap::GpuWarps || l.map == LoopMap::GpuBlocks) && held.cluster <= 1 &&
+                            held_bytes <= t.row_prefetch_bytes_per_thread;
+      l.prefetch = (l.map == LoopMap::Serial || row_loop) && !l.held.empty() && !held.shared;
       l.cluster = l.map == LoopMap::GpuBlocks ? held.cluster : 0;
     }
   });
@@ -570,7 +577,7 @@ void choose_vectors(Kernel& k, int64_t max_row_threads, const Target& t) {
   } else if (!held.holder.empty() && held.threads != k.launch.block && k.schedule.threads_per_row == k.launch.block) {
     k.launch.block = k.schedule.threads_per_row = held.threads;
   }
-  k.body = set_vectors(k, k.body, held);
+  k.body = set_vectors(k, k.body, held, t);
   k.schedule.vector = 0;
   visit(k.body, [&](const Stmt& x) {
     if (x.kind == StmtKind::For) k.schedule.vector = std::max(k.schedule.vector, x.vector);

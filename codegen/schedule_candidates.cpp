@@ -26,6 +26,7 @@ const std::map<std::string, std::function<void(Target&, int64_t)>>& knob_setters
       {"reduction_block", [](Target& t, int64_t v) { t.reduction_block = static_cast<int>(v); }},
       {"held_bytes_per_thread", [](Target& t, int64_t v) { t.held_bytes_per_thread = v; }},
       {"chunk_held_bytes_per_thread", [](Target& t, int64_t v) { t.chunk_held_bytes_per_thread = v; }},
+      {"row_prefetch_bytes_per_thread", [](Target& t, int64_t v) { t.row_prefetch_bytes_per_thread = v; }},
       {"attention_rows_per_warp", [](Target& t, int64_t v) { t.attention_rows_per_warp = static_cast<int>(v); }},
       {"attention_key_tile", [](Target& t, int64_t v) { t.attention_key_tile = static_cast<int>(v); }},
   };
@@ -58,13 +59,16 @@ std::vector<Knobs> variants_of(const std::string& m, bool tiled, bool attention_
             {{"warp_rows_per_block", 4}},
             {{"warp_rows_per_block", 16}},
             {{"warp_row_max", t.thread_row_max}, {"reduction_block", 128}},
-            {{"warp_row_max", t.thread_row_max}, {"reduction_block", 256}}};
+            {{"warp_row_max", t.thread_row_max}, {"reduction_block", 256}},
+            {{"row_prefetch_bytes_per_thread", 0}},
+            {{"row_prefetch_bytes_per_thread", 256}}};
   if (m == "block per row")
     return {{{"reduction_block", 128}},
             {{"reduction_block", 256}},
             {{"reduction_block", 1024}},
             {{"held_bytes_per_thread", 64}},
-            {{"held_bytes_per_thread", 256}}};
+            {{"held_bytes_per_thread", 256}},
+            {{"row_prefetch_bytes_per_thread", 0}}};
   // A chunk's block starts at reduction_block threads and grows until what each holds fits.
   if (m == "block per chunk of rows")
     return {{{"chunk_held_bytes_per_thread", 64}},
@@ -112,8 +116,10 @@ Target with_knobs(Target target, const std::string& knobs) {
     int64_t value = 0;
     std::string digits = one.substr(space + 1);
     auto [end_of, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
-    if (ec != std::errc() || end_of != digits.data() + digits.size() || value < 1)
-      fail("schedule knobs '{}': the value of '{}' is not a positive integer", knobs, one);
+    // A byte budget of 0 turns its feature off; every other knob counts something there is.
+    const int64_t least = it->first == "row_prefetch_bytes_per_thread" ? 0 : 1;
+    if (ec != std::errc() || end_of != digits.data() + digits.size() || value < least)
+      fail("schedule knobs '{}': the value of '{}' is not a {} integer", knobs, one, least == 0 ? "non-negative" : "positive");
     // Blocks of threads (pointwise_block, reduction_block): what a launch and the block combines take.
     const bool threads = it->first == "pointwise_block" || it->first == "reduction_block";
     if (threads && (value < 32 || value > 1024 || (value & (value - 1)) != 0))

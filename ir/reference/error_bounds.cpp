@@ -254,7 +254,10 @@ class Tracker {
     if (!any_float_bound) return d;
     const std::vector<HostTensor> base = with(args, bounds_in, {Arg::Value});
     const std::vector<int64_t> want = run(n, base, n.attrs())[static_cast<size_t>(r)].to_ints();
-    for (double dir : {1.0, -1.0}) {
+    // Up, down, and to 0 where the interval holds it: a cast to bool (x != 0) of a value the
+    // compiled code may compute as exactly 0 (gelu's far negative tail, 1 + erf cancelling: kiln
+    // fuzz, seed 5111015974) is the same at both ends of the interval.
+    for (double dir : {1.0, -1.0, 0.0}) {
       std::vector<HostTensor> moved = base;
       double side = dir;  // the first float argument goes one way, the others the other way
       for (size_t j = 0; j < args.size(); ++j) {
@@ -262,7 +265,8 @@ class Tracker {
         if (bounds_in[j].defined()) {
           std::vector<double> x = doubles(base[j]), e = doubles(bounds_in[j]);
           const double count = static_cast<double>(x.size());
-          for (size_t i = 0; i < x.size(); ++i) x[i] += side * e[i] * (static_cast<double>(i) + 1) / count;
+          for (size_t i = 0; i < x.size(); ++i)
+            x[i] = dir == 0 ? (std::abs(x[i]) <= e[i] ? 0.0 : x[i]) : x[i] + side * e[i] * (static_cast<double>(i) + 1) / count;
           moved[j] = laid_out_like(args[j], x);
         }
         side = -dir;

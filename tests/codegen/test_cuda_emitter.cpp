@@ -365,7 +365,7 @@ TEST(CudaEmitter, VectorElementsGetTheirOwnIndexWhereAValueUsesIt) {
   std::string c = emit_cuda_kernel(iota_kernel());
   EXPECT_TRUE(has(c, "const kiln_vec<uint16_t, 8> b1_v = ((const kiln_vec<uint16_t, 8>*)b1)[i_vec];")) << c;
   EXPECT_TRUE(has(c, "const int i = i_vec * 8 + 7;")) << c;
-  EXPECT_TRUE(has(c, "b0_v.v[7] = kiln_f2bf(kiln_round_bf16((float)((float)i + kiln_bf2f(b1_v.v[7]))));")) << c;
+  EXPECT_TRUE(has(c, "b0_v.v[7] = kiln_f2bf((float)((float)i + kiln_bf2f(b1_v.v[7])));")) << c;
   EXPECT_FALSE(has(c, "scalar tail")) << "4096 is a whole number of vectors";
 }
 
@@ -501,6 +501,46 @@ TEST(CudaEmitter, ARowSharedByAClusterCombinesThroughDistributedSharedMemory) {
   EXPECT_FALSE(has(k, "kiln_block_combine")) << k;
 }
 
+// A warp's row of 256 floats (8 a lane, 32 bytes: within Target::row_prefetch_bytes_per_thread)
+// is loaded one row ahead: the warp's first row before the loop, each next row's loads issued
+// at the top of this one, so that they are in flight through its shuffles and arithmetic.
+TEST(CudaEmitter, ARowLoopLoadsItsNextHeldRowWhileThisOneComputes) {
+  std::string k = emit_cuda_kernel(held_row_kernel(256));
+  EXPECT_TRUE(has(k, "kiln_vec<float, 4> b1_next[2];")) << k;
+  EXPECT_TRUE(has(k, "const int row_first = (int)(blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32);\n    if (row_first < 64) {")) << k;
+  EXPECT_TRUE(has(k, "for (int h = 0; h < 2; ++h) b1_held[h] = b1_next[h];")) << k;
+  EXPECT_TRUE(has(k, "const int row_next = row + (int)(gridDim.x * (blockDim.x / 32));\n      if (row_next < 64) {")) << k;
+  EXPECT_TRUE(has(k, "b1_next[h] = ((const kiln_vec<float, 4>*)b1)[(row_next * 256) / 4 + held_vq];")) << k;
+  EXPECT_LT(k.find("row_next < 64"), k.find("s_acc +=")) << k;
+  // The budget at 0: the row is held, not loaded ahead.
+  Kernel off = row_kernel(256);
+  Target t = vectors_target(0, off.launch.shared_bytes);
+  t.row_prefetch_bytes_per_thread = 0;
+  choose_vectors(off, 32, t);
+  std::string o = emit_cuda_kernel(off);
+  EXPECT_TRUE(has(o, "kiln_vec<float, 4> b1_held[2];")) << o;
+  EXPECT_FALSE(has(o, "_next")) << o;
+}
+
+// A value rounded to bf16 (a cast) is stored by its top 16 bits: a second rounding (a cvt) would
+// give the same bits.
+TEST(CudaEmitter, AValueRoundedToBf16IsStoredByItsBits) {
+  ExprPtr i = var("i", 0, 63);
+  Kernel k;
+  k.name = "bfstore";
+  k.buffers = {buf("b0", DType::BF16, BufferRole::Output, 64), buf("b1", DType::F32, BufferRole::Input, 64)};
+  k.body = block({for_loop("i", 64, LoopKind::Parallel,
+                           {let("y", cast(DType::BF16, call("exp", DType::F32, {load("b1", DType::F32, i)}))),
+                            store("b0", i, value_var("y", DType::BF16)), store("b0", i, cast(DType::BF16, load("b1", DType::F32, i)))})});
+  schedule(k, cuda_target());
+  std::string c = emit_cuda_kernel(k);
+  EXPECT_TRUE(has(c, "const float y = kiln_round_bf16((float)kiln_exp_approx(b1_v.v[0]));")) << c;
+  EXPECT_TRUE(has(c, "b0_v.v[0] = kiln_bf16_bits(y);")) << c;
+  // A cast stored at once rounds once, by the store's conversion.
+  EXPECT_TRUE(has(c, "b0_v.v[0] = kiln_f2bf((float)b1_v.v[0]);")) << c;
+  EXPECT_FALSE(has(c, "kiln_f2bf(kiln_round_bf16")) << c;
+}
+
 // A transposed f16 read into an f32 output over odd [37, 45], scheduled: tiles through
 // registers and shared memory, the next tile read while this one computes, the edge tiles
 // guarded, both phases unrolled over the block's 4 elements a thread.
@@ -519,9 +559,13 @@ TEST(CudaEmitter, TransposedReadsGoThroughSharedMemoryTiles) {
   std::string c = emit_cuda_kernel(tiled_transpose_kernel());
   EXPECT_TRUE(has(c, "__shared__ uint16_t b1_tile0[1056];")) << c;
   EXPECT_TRUE(has(c, "for (int i_tile = blockIdx.x; i_tile < 4; i_tile += gridDim.x) {")) << c;
-  EXPECT_TRUE(has(c, "const int i = kiln_imin(i_r0 + i_e % 32, 36) * 45 + kiln_imin(i_c0 + i_e / 32, 44);")) << c;
+  // The loop variable as row and column, clamped at the view's edge (37 x 45 is not whole
+  // tiles); each index in the buffer's own strides, no division or remainder per element.
+  EXPECT_TRUE(has(c, "const int i_lr = min(i_r0 + i_e % 32, (int)36), i_lc = min(i_c0 + i_e / 32, (int)44);")) << c;
   EXPECT_TRUE(has(c, "uint16_t b1_tile0_next[4];")) << c;
-  EXPECT_TRUE(has(c, "b1_tile0_next[i_e_k] = b1[(i % 45) * 37 + (i / 45)];")) << c;
+  EXPECT_TRUE(has(c, "b1_tile0_next[i_e_k] = b1[i_lc * 37 + i_lr];")) << c;
+  EXPECT_TRUE(has(c, "b0[i_r * 45 + i_c] = ")) << c;
+  EXPECT_FALSE(has(c, "const int i =")) << c;
   EXPECT_TRUE(has(c, "b1_tile0[i_e / 32 * 33 + i_e % 32] = b1_tile0_next[i_e_k];")) << c;
   // The next tile's loads are issued after the barrier, before this tile's body.
   EXPECT_LT(c.find("const int i_tile_next = i_tile + gridDim.x;"), c.find("if (i_r < 37 && i_c < 45) {")) << c;
@@ -539,6 +583,7 @@ TEST(CudaEmitter, ModulesCompileWithNvrtc) {
   kernels.push_back(held_row_kernel(1024));
   kernels.push_back(held_row_kernel(1022));
   kernels.push_back(tiled_transpose_kernel());
+  kernels.push_back(held_row_kernel(256));
   kernels.push_back(shared_row_kernel());
   std::string m = emit_cuda_module(kernels);
   for (const char* arch : {"sm_80", "sm_90"}) {
