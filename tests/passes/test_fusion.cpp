@@ -945,6 +945,28 @@ graph rms_backward(%x: f32[8,16], %w: f32[16], %dy: f32[8,16]) {
   EXPECT_EQ(off.plan.num_kernels(), 2);
 }
 
+// A column sum read back over the rows in its own group (x - sum(x, dim=0)) is whole only after
+// every chunk of rows: that group does not take the row statistics into its chunks, and says
+// why (kiln fuzz, seed 5111015963: logsumexp over dim 0 with its gradient failed to lower).
+TEST(Fusion, AColumnSumReadOverTheRowsKeepsItsRowGroupApart) {
+  fusion::FusionOptions on;
+  on.column_partials_in_rows = true;
+  Fused f = fuse_text(R"(
+graph colsum_used(%x: f32[8,16], %t: f32[8,16]) {
+  %rs = sum(%x, dim=[1], keepdim=true) : f32[8,1]
+  %a = mul(%t, %rs) : f32[8,16]
+  %cs = sum(%a, dim=[0], keepdim=true) : f32[1,16]
+  %d = sub(%a, %cs) : f32[8,16]
+  return (%d)
+})", on);
+  const fusion::FusionGroup& cols = f.of("cs");
+  EXPECT_EQ(cols.rows_of, -1) << f.dump();
+  EXPECT_EQ(f.plan.num_kernels(), 2) << f.dump();
+  ASSERT_FALSE(cols.reasons.empty());
+  EXPECT_TRUE(has(cols.reasons.back(), "no column partials in the rows of")) << cols.reasons.back();
+  EXPECT_TRUE(has(cols.reasons.back(), "%d reads a column sum over the rows")) << cols.reasons.back();
+}
+
 // Matmul epilogues are fusion's decision (passes/fusion/matmul_epilogue.h): where the target's
 // GEMM has them, the bias add and ReLU after a matmul fold into it, recorded in both groups'
 // reasons; an exact GELU is a near miss that says why; without the option nothing folds.
