@@ -543,22 +543,21 @@ class CudaEmitter : public CEmitter {
     if (!s->comment.empty()) line(ind, "// " + s->comment);
     line(ind, fmt::format("// as [{}, {}] in tiles of {} x {}: the transposed loads through registers and shared memory, the next tile's "
                           "in flight while this one computes", t.rows, t.cols, T, T));
-    std::string tv = v + "_tile", e = v + "_e", k = e + "_k", r0 = v + "_r0", c0 = v + "_c0", r = v + "_r", c = v + "_c";
+    std::string tv = v + "_tile", tid = v + "_t", k = v + "_k", r0 = v + "_r0", c0 = v + "_c0", r = v + "_r", c = v + "_c";
     for (size_t n = 0; n < t.loads.size(); ++n) {
       line(ind, fmt::format("__shared__ {} {}[{}];  // {}", c_storage_type(t.loads[n]->dtype), tile_array_name(t, n), tile_array_elements(t),
                             print_expr(t.loads[n])));
       line(ind, fmt::format("{} {}_next[{}];", c_storage_type(t.loads[n]->dtype), tile_array_name(t, n), per_thread));
     }
-    // The origin of tile `tile`, and the head of a loop over this thread's `per_thread` elements
-    // of a tile (unrolled: all its loads in flight at once).
-    auto origin = [&](const std::string& tile, int at) {
-      line(at, fmt::format("const {0} {1} = {2} / {3} * {4}, {5} = {2} % {3} * {4};", I, r0, tile, lit(col_tiles), lit(T), c0));
-    };
-    auto elements = [&](int at) {
-      line(at, "#pragma unroll");
-      line(at, fmt::format("for (int {0} = 0; {0} < {1}; ++{0}) {{", k, per_thread));
-      line(at + 1, fmt::format("const int {0} = threadIdx.x + {1} * {2};", e, k, threads));
-    };
+    line(ind, fmt::format("const {} {} = threadIdx.x;", I, tid));
+    // Element e = thread + k * threads of a tile (k the unrolled loop's variable): every index
+    // below is an expression of the thread and k, simplified, so that what depends on the
+    // thread alone is computed once and each unrolled k adds a constant (e % T is the thread's
+    // own column where the block is a multiple of T).
+    const ExprPtr ev = add(var(tid, 0, threads - 1), mul(var(k, 0, per_thread - 1), imm(threads)));
+    const ExprPtr e_mod = mod(ev, imm(T)), e_div = floordiv(ev, imm(T));
+    const ExprPtr r0v = var(r0, 0, std::max<int64_t>(t.rows - 1, 0)), c0v = var(c0, 0, std::max<int64_t>(t.cols - 1, 0));
+    auto ix = [&](const ExprPtr& x) { return expr(simplify(x)); };
     // The loop variable as (row, column) of the view, each var knowing its range: indices
     // written in it simplify to the buffers' own strides ((i % C) * R + i / C is c * R + r),
     // where NVRTC, given i = r * C + c, divides and takes remainders per element.
@@ -569,6 +568,15 @@ class CudaEmitter : public CEmitter {
       ExprPtr rc = at_row_col(row, col);
       return simplify(rewrite(e_, [&](const ExprPtr& x) { return x->kind == ExprKind::Var && x->name == v ? rc : x; }));
     };
+    // The origin of tile `tile`, and the head of a loop over this thread's `per_thread` elements
+    // of a tile (unrolled: all its loads in flight at once).
+    auto origin = [&](const std::string& tile, int at) {
+      line(at, fmt::format("const {0} {1} = {2} / {3} * {4}, {5} = {2} % {3} * {4};", I, r0, tile, lit(col_tiles), lit(T), c0));
+    };
+    auto elements = [&](int at) {
+      line(at, "#pragma unroll");
+      line(at, fmt::format("for (int {0} = 0; {0} < {1}; ++{0}) {{", k, per_thread));
+    };
     // This thread's elements of tile `tile` (when there is one), read into the registers:
     // element e of a tile is row e % T, column e / T (a tile's edge repeats the last row or column).
     auto read_tile = [&](const std::string& tile, int at) {
@@ -576,11 +584,11 @@ class CudaEmitter : public CEmitter {
       origin(tile, at + 1);
       elements(at + 1);
       const std::string lr = v + "_lr", lc = v + "_lc";
+      const std::string lr_at = ix(add(r0v, e_mod)), lc_at = ix(add(c0v, e_div));
       if (whole)
-        line(at + 2, fmt::format("const {0} {1} = {2} + {3} % {4}, {5} = {6} + {3} / {4};", I, lr, r0, e, T, lc, c0));
+        line(at + 2, fmt::format("const {0} {1} = {2}, {3} = {4};", I, lr, lr_at, lc, lc_at));
       else
-        line(at + 2, fmt::format("const {0} {1} = min({2} + {3} % {4}, ({0}){5}), {6} = min({7} + {3} / {4}, ({0}){8});", I, lr, r0, e, T,
-                                 t.rows - 1, lc, c0, t.cols - 1));
+        line(at + 2, fmt::format("const {0} {1} = min({2}, ({0}){3}), {4} = min({5}, ({0}){6});", I, lr, lr_at, t.rows - 1, lc, lc_at, t.cols - 1));
       for (size_t n = 0; n < t.loads.size(); ++n)
         line(at + 2, fmt::format("{}_next[{}] = {}[{}];", tile_array_name(t, n), k, t.loads[n]->name, expr(in_view(t.loads[n]->args[0], lr, lc))));
       line(at + 1, "}");
@@ -592,8 +600,8 @@ class CudaEmitter : public CEmitter {
     line(ind, "}");
     line(ind, fmt::format("for ({0} {1} = blockIdx.x; {1} < {2}; {1} += gridDim.x) {{", I, tv, lit(row_tiles * col_tiles)));
     elements(ind + 1);
-    for (size_t n = 0; n < t.loads.size(); ++n)
-      line(ind + 2, fmt::format("{0}[{1} / {2} * {3} + {1} % {2}] = {0}_next[{4}];", tile_array_name(t, n), e, T, T + 1, k));
+    const std::string stage_at = ix(add(mul(e_div, imm(T + 1)), e_mod));
+    for (size_t n = 0; n < t.loads.size(); ++n) line(ind + 2, fmt::format("{}[{}] = {}_next[{}];", tile_array_name(t, n), stage_at, tile_array_name(t, n), k));
     line(ind + 1, "}");
     line(ind + 1, "__syncthreads();");
     line(ind + 1, "{");
@@ -601,14 +609,13 @@ class CudaEmitter : public CEmitter {
     read_tile(tv + "_next", ind + 2);
     line(ind + 1, "}");
     origin(tv, ind + 1);
-    line(ind + 1, fmt::format("// along the rows: lane {0} % {1} on column {2} + {0} % {1}", e, T, c0));
+    line(ind + 1, fmt::format("// along the rows: the block's threads on consecutive columns, from column {}", c0));
     elements(ind + 1);
-    line(ind + 2, fmt::format("const {0} {1} = {2} + {3} / {4}, {5} = {6} + {3} % {4};", I, r, r0, e, T, c, c0));
+    line(ind + 2, fmt::format("const {0} {1} = {2}, {3} = {4};", I, r, ix(add(r0v, e_div)), c, ix(add(c0v, e_mod))));
     int b = ind + 2;
     if (!whole) line(b++, fmt::format("if ({} < {} && {} < {}) {{", r, lit(t.rows), c, lit(t.cols)));
     // The staged loads: the element (r, c) of the tile sits at column c % T, row r % T.
-    ExprPtr ev = var(e, 0, T * T - 1);
-    ExprPtr at = add(mul(mod(ev, imm(T)), imm(T + 1)), floordiv(ev, imm(T)));
+    ExprPtr at = simplify(add(mul(e_mod, imm(T + 1)), e_div));
     std::map<std::string, std::string> staged;
     for (size_t n = 0; n < t.loads.size(); ++n) staged[t.loads[n]->name + "@" + print_expr(t.loads[n]->args[0])] = tile_array_name(t, n);
     StmtPtr body = rewrite_exprs(block(s->body), [&](const ExprPtr& x) {

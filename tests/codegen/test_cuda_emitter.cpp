@@ -561,17 +561,23 @@ TEST(CudaEmitter, TransposedReadsGoThroughSharedMemoryTiles) {
   EXPECT_TRUE(has(c, "for (int i_tile = blockIdx.x; i_tile < 4; i_tile += gridDim.x) {")) << c;
   // The loop variable as row and column, clamped at the view's edge (37 x 45 is not whole
   // tiles); each index in the buffer's own strides, no division or remainder per element.
-  EXPECT_TRUE(has(c, "const int i_lr = min(i_r0 + i_e % 32, (int)36), i_lc = min(i_c0 + i_e / 32, (int)44);")) << c;
+  // Element thread + 256 k of a tile: its row and column of the view as expressions of the
+  // thread and k (the thread's own column, 8 rows further each k), clamped at the view's edge
+  // (37 x 45 is not whole tiles); each index in the buffer's own strides.
+  EXPECT_TRUE(has(c, "const int i_t = threadIdx.x;")) << c;
+  EXPECT_TRUE(has(c, "const int i_lr = min(i_r0 + (i_t % 32), (int)36), i_lc = min(i_k * 8 + i_c0 + (i_t / 32), (int)44);")) << c;
   EXPECT_TRUE(has(c, "uint16_t b1_tile0_next[4];")) << c;
-  EXPECT_TRUE(has(c, "b1_tile0_next[i_e_k] = b1[i_lc * 37 + i_lr];")) << c;
+  EXPECT_TRUE(has(c, "b1_tile0_next[i_k] = b1[i_lc * 37 + i_lr];")) << c;
   EXPECT_TRUE(has(c, "b0[i_r * 45 + i_c] = ")) << c;
   EXPECT_FALSE(has(c, "const int i =")) << c;
-  EXPECT_TRUE(has(c, "b1_tile0[i_e / 32 * 33 + i_e % 32] = b1_tile0_next[i_e_k];")) << c;
+  EXPECT_TRUE(has(c, "b1_tile0[i_k * 264 + ((i_t / 32) * 33) + (i_t % 32)] = b1_tile0_next[i_k];")) << c;
+  EXPECT_TRUE(has(c, "const int i_r = i_k * 8 + i_r0 + (i_t / 32), i_c = i_c0 + (i_t % 32);")) << c;
   // The next tile's loads are issued after the barrier, before this tile's body.
   EXPECT_LT(c.find("const int i_tile_next = i_tile + gridDim.x;"), c.find("if (i_r < 37 && i_c < 45) {")) << c;
   EXPECT_TRUE(has(c, "if (i_r < 37 && i_c < 45) {")) << c;
-  EXPECT_TRUE(has(c, "kiln_h2f(b1_tile0[(i_e % 32) * 33 + (i_e / 32)])")) << c;
-  EXPECT_TRUE(has(c, "for (int i_e_k = 0; i_e_k < 4; ++i_e_k) {")) << c;
+  EXPECT_TRUE(has(c, "kiln_h2f(b1_tile0[(i_t % 32) * 33 + (i_k * 8) + (i_t / 32)])")) << c;
+  EXPECT_TRUE(has(c, "for (int i_k = 0; i_k < 4; ++i_k) {")) << c;
+  EXPECT_FALSE(has(c, "i_e")) << c;
 }
 
 #if KILN_HAVE_CUDA
