@@ -174,12 +174,12 @@ std::string constant_table(const Buffer& c, const CDialect& d) {
 
 namespace {
 // The approximate f32 forms of the calls that have one (the CUDA prelude's kiln_exp_approx and
-// kiln_div_approx).
+// kiln_div_approx, kiln_rcp_approx).
 std::optional<std::string_view> approx_f32_expr(std::string_view name) {
   if (name == "exp") return "kiln_exp_approx({0})";
   if (name == "div") return "kiln_div_approx({0}, {1})";
-  if (name == "sigmoid") return "kiln_div_approx(1.0f, 1.0f + kiln_exp_approx(-{0}))";
-  if (name == "silu") return "kiln_div_approx({0}, 1.0f + kiln_exp_approx(-{0}))";
+  if (name == "sigmoid") return "kiln_rcp_approx(1.0f + kiln_exp_approx(-{0}))";
+  if (name == "silu") return "{0} * kiln_rcp_approx(1.0f + kiln_exp_approx(-{0}))";
   return std::nullopt;
 }
 }  // namespace

@@ -46,11 +46,16 @@ KILN_FN float kiln_rcp(float x) { return __frcp_rn(x); }
 KILN_FN double kiln_rcp(double x) { return __drcp_rn(x); }
 
 // The approximate f32 forms of kernels whose every result is 16-bit (Target::
-// approx_math_for_16bit_results): exp by ex2.approx (2 + 1.2|x| ulp), division by rcp.approx
-// (2 ulp), where a bf16 rounding is 2^15 f32 ulps. __fdividef returns 0 for a divisor past
-// 2^126: those take the IEEE division.
+// approx_math_for_16bit_results), where a bf16 rounding is 2^15 f32 ulps: exp by ex2.approx
+// (2 + 1.2|x| ulp); a division as a times the correctly rounded 1/b (1.5 ulp; __frcp_rn, an
+// intrinsic NVVM knows is pure), so that a divisor the same for a whole row (softmax's sum) has
+// its reciprocal computed once, outside the row's loop, where div.approx took one MUFU.RCP an
+// element (the multi-function unit runs at a quarter of the FMA pipe's rate; rcp.approx in asm
+// stayed per element too); a reciprocal that is per element (sigmoid's, silu's) by rcp.approx
+// (__fdividef: 2 ulp), which returns 0 for a divisor past 2^126: those take the IEEE one.
 KILN_FN float kiln_exp_approx(float x) { return __expf(x); }
-KILN_FN float kiln_div_approx(float a, float b) { return fabsf(b) < 0x1p126f ? __fdividef(a, b) : a / b; }
+KILN_FN float kiln_div_approx(float a, float b) { return a * kiln_rcp(b); }
+KILN_FN float kiln_rcp_approx(float b) { return fabsf(b) < 0x1p126f ? __fdividef(1.0f, b) : 1.0f / b; }
 
 // ---- f16: the hardware's conversions (round to nearest even, as ir/half.h; a NaN stays a
 // NaN, though its payload may differ from the CPU's)
