@@ -185,6 +185,8 @@ constexpr int kMostClusterBlocks = 8;
 constexpr int64_t kThreadsPerSm = 2048;
 // The smallest block a flat loop shrinks to so that its blocks reach every SM.
 constexpr int64_t kSmallestFlatBlock = 128;
+// The smallest block a row's block shrinks to so that each thread holds more of the row.
+constexpr int64_t kSmallestRowBlock = 128;
 
 struct Held {
   std::vector<std::string> buffers;
@@ -205,7 +207,8 @@ struct Held {
 
 // What `row` (a GpuWarps or GpuBlocks loop over `threads` threads per row, or up to
 // `max_threads` for a block) can hold; empty buffers when nothing pays.
-Held rows_to_hold(const Kernel& k, const Stmt& row, int64_t threads, int64_t max_threads, int64_t shared_limit, const Target& t) {
+Held rows_to_hold(const Kernel& k, const Stmt& row, int64_t threads, int64_t max_threads, int64_t shared_limit, const Target& t,
+                  int64_t min_threads) {
   struct Access {
     StmtPtr loop;
     std::vector<std::string> chain;  // the loops around it inside `row`, `row` first
@@ -315,9 +318,21 @@ Held rows_to_hold(const Kernel& k, const Stmt& row, int64_t threads, int64_t max
   }
   int64_t vectors = h.extent / h.width;
   bool chunk = !h.written.empty() || std::any_of(h.holder.begin(), h.holder.end(), [&](auto& b) { return b.second != row.name; });
+  const int64_t most_bytes = chunk ? t.chunk_held_bytes_per_thread : t.held_bytes_per_thread;
   for (h.threads = threads; h.threads <= max_threads; h.threads *= 2) {
     h.vectors = (vectors + h.threads - 1) / h.threads;
-    if (h.vectors * h.width * bytes <= (chunk ? t.chunk_held_bytes_per_thread : t.held_bytes_per_thread)) return h;
+    if (h.vectors * h.width * bytes > most_bytes) continue;
+    // Each thread of a row's block holds at least Target::held_min_bytes_per_thread: fewer
+    // threads, each with more of the row, spread a block combine's shuffles and barriers over
+    // more elements (bf16 layer norm [16384,4096] on the H200: 512 threads holding 8 elements
+    // 0.104 ms, 256 holding 16 0.085 ms; bench/NOTES.md, stop 33).
+    while (!chunk && h.threads / 2 >= min_threads && h.vectors * h.width * bytes < t.held_min_bytes_per_thread) {
+      const int64_t fewer = h.threads / 2, more = (vectors + fewer - 1) / fewer;
+      if (more * h.width * bytes > most_bytes) break;
+      h.threads = fewer;
+      h.vectors = more;
+    }
+    return h;
   }
   // Too long for registers: shared memory, with as many threads as the row may have (rows
   // carried from row to row stay in memory then: they are no more than one row per chunk).
@@ -556,16 +571,18 @@ void choose_vectors(Kernel& k, int64_t max_row_threads, const Target& t) {
       bool block_may_grow = x.map == LoopMap::GpuBlocks && k.schedule.threads_per_row == k.launch.block;
       int64_t threads = x.map == LoopMap::GpuWarps ? 32 : k.launch.block;
       int64_t most = block_may_grow ? std::max(threads, max_row_threads) : threads;
-      held = rows_to_hold(k, x, threads, most, /*shared_limit=*/0, t);
+      // A block that may grow may shrink too, down to the smallest a row's block takes.
+      const int64_t fewest = block_may_grow ? std::min(threads, kSmallestRowBlock) : threads;
+      held = rows_to_hold(k, x, threads, most, /*shared_limit=*/0, t, fewest);
       // Too long for one block's registers: a cluster's, the smallest blocks first (more of
       // them per SM, so that one block's loads overlap another's arithmetic), then shared memory.
       for (int64_t per_block : {256, 512, 1024})
         for (int cs = 2; held.holder.empty() && block_may_grow && cs <= max_cluster && per_block <= most; cs *= 2)
-          if (Held h = rows_to_hold(k, x, per_block * cs, per_block * cs, 0, t); !h.holder.empty()) {
+          if (Held h = rows_to_hold(k, x, per_block * cs, per_block * cs, 0, t, per_block * cs); !h.holder.empty()) {
             held = h;
             held.cluster = cs;
           }
-      if (held.holder.empty()) held = rows_to_hold(k, x, threads, most, shared_limit, t);
+      if (held.holder.empty()) held = rows_to_hold(k, x, threads, most, shared_limit, t, threads);
     });
   if (held.cluster > 1) {
     k.launch.block = held.threads / held.cluster;

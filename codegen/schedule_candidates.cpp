@@ -27,6 +27,7 @@ const std::map<std::string, std::function<void(Target&, int64_t)>>& knob_setters
       {"held_bytes_per_thread", [](Target& t, int64_t v) { t.held_bytes_per_thread = v; }},
       {"chunk_held_bytes_per_thread", [](Target& t, int64_t v) { t.chunk_held_bytes_per_thread = v; }},
       {"row_prefetch_bytes_per_thread", [](Target& t, int64_t v) { t.row_prefetch_bytes_per_thread = v; }},
+      {"held_min_bytes_per_thread", [](Target& t, int64_t v) { t.held_min_bytes_per_thread = v; }},
       {"attention_rows_per_warp", [](Target& t, int64_t v) { t.attention_rows_per_warp = static_cast<int>(v); }},
       {"attention_key_tile", [](Target& t, int64_t v) { t.attention_key_tile = static_cast<int>(v); }},
   };
@@ -68,6 +69,7 @@ std::vector<Knobs> variants_of(const std::string& m, bool tiled, bool attention_
             {{"reduction_block", 1024}},
             {{"held_bytes_per_thread", 64}},
             {{"held_bytes_per_thread", 256}},
+            {{"held_min_bytes_per_thread", 16}},
             {{"row_prefetch_bytes_per_thread", 0}}};
   // A chunk's block starts at reduction_block threads and grows until what each holds fits.
   if (m == "block per chunk of rows")
