@@ -124,7 +124,8 @@ ExprPtr KernelBuilder::pointwise(const Node* n, const Index& idx) {
     std::vector<TensorMeta> metas;
     for (auto& x : n->inputs()) metas.push_back(x.meta());
     ct = meta::result_type(metas);
-    if (n->op() == Op::Div && !is_floating(ct)) ct = kDefaultFloat;
+    // A floating result of integer operands (div, atan2) computes in that floating type.
+    if (!is_floating(ct) && is_floating(out)) ct = out;
   } else if (n->op() == Op::LogicalNot) {
     ct = DType::Bool;
   }

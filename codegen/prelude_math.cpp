@@ -161,6 +161,29 @@ KILN_FN float kiln_fabs(float x) { return KILN_LIBMF(fabs)(x); }
 KILN_FN double kiln_fabs(double x) { return KILN_LIBM(fabs)(x); }
 KILN_FN float kiln_pow(float a, float b) { return KILN_LIBMF(pow)(a, b); }
 KILN_FN double kiln_pow(double a, double b) { return KILN_LIBM(pow)(a, b); }
+// Rounding to an integral value (rint: the default rounding mode's, half to even, as
+// torch.round), log2, exp2, fmod (exact) and atan2: the library's, on both targets.
+KILN_FN float kiln_floor(float x) { return KILN_LIBMF(floor)(x); }
+KILN_FN double kiln_floor(double x) { return KILN_LIBM(floor)(x); }
+KILN_FN float kiln_ceil(float x) { return KILN_LIBMF(ceil)(x); }
+KILN_FN double kiln_ceil(double x) { return KILN_LIBM(ceil)(x); }
+KILN_FN float kiln_rint(float x) { return KILN_LIBMF(rint)(x); }
+KILN_FN double kiln_rint(double x) { return KILN_LIBM(rint)(x); }
+KILN_FN float kiln_trunc(float x) { return KILN_LIBMF(trunc)(x); }
+KILN_FN double kiln_trunc(double x) { return KILN_LIBM(trunc)(x); }
+KILN_FN float kiln_log2(float x) { return KILN_LIBMF(log2)(x); }
+KILN_FN double kiln_log2(double x) { return KILN_LIBM(log2)(x); }
+KILN_FN float kiln_exp2(float x) { return KILN_LIBMF(exp2)(x); }
+KILN_FN double kiln_exp2(double x) { return KILN_LIBM(exp2)(x); }
+KILN_FN float kiln_fmod(float a, float b) { return KILN_LIBMF(fmod)(a, b); }
+KILN_FN double kiln_fmod(double a, double b) { return KILN_LIBM(fmod)(a, b); }
+KILN_FN float kiln_atan2(float a, float b) { return KILN_LIBMF(atan2)(a, b); }
+KILN_FN double kiln_atan2(double a, double b) { return KILN_LIBM(atan2)(a, b); }
+// remainder (Python's %): fmod's remainder moved to the divisor's sign, as PyTorch computes it.
+template <class T> KILN_FN T kiln_remainder(T a, T b) {
+  T m = kiln_fmod(a, b);
+  return m != T(0) && ((b < T(0)) != (m < T(0))) ? m + b : m;
+}
 template <class T> KILN_FN T kiln_sign(T x) { return (T)((T(0) < x) - (x < T(0))); }
 // NaN-propagating maximum/minimum (std::max would drop a NaN second operand).
 template <class T> KILN_FN T kiln_maximum(T a, T b) { return a != a ? a : b != b ? b : a < b ? b : a; }

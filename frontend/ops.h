@@ -73,6 +73,12 @@ Tensor nan_to_num(const Tensor& self, std::optional<double> nan = std::nullopt, 
 Tensor square(const Tensor& self);
 Tensor erf(const Tensor& self);
 Tensor sign(const Tensor& self);
+Tensor floor(const Tensor& self);
+Tensor ceil(const Tensor& self);
+Tensor round(const Tensor& self);  // half to even
+Tensor trunc(const Tensor& self);
+Tensor log2(const Tensor& self);
+Tensor exp2(const Tensor& self);
 Tensor logical_not(const Tensor& self);
 Tensor to(const Tensor& self, DType dtype);
 
@@ -84,6 +90,9 @@ Tensor div(const Operand& self, const Operand& other);
 Tensor pow(const Operand& self, const Operand& exponent);
 Tensor maximum(const Operand& self, const Operand& other);
 Tensor minimum(const Operand& self, const Operand& other);
+Tensor fmod(const Operand& self, const Operand& other);
+Tensor remainder(const Operand& self, const Operand& other);
+Tensor atan2(const Operand& self, const Operand& other);
 Tensor eq(const Operand& self, const Operand& other);
 Tensor ne(const Operand& self, const Operand& other);
 Tensor lt(const Operand& self, const Operand& other);

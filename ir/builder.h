@@ -71,6 +71,12 @@ class Builder {
   Var gelu(Value x, const std::string& approximate = "none") { return op(Op::Gelu, {x}, attrs1("approximate", approximate)); }
   Var silu(Value x) { return op(Op::Silu, {x}); }
   Var sign(Value x) { return op(Op::Sign, {x}); }
+  Var floor(Value x) { return op(Op::Floor, {x}); }
+  Var ceil(Value x) { return op(Op::Ceil, {x}); }
+  Var round(Value x) { return op(Op::Round, {x}); }
+  Var trunc(Value x) { return op(Op::Trunc, {x}); }
+  Var log2(Value x) { return op(Op::Log2, {x}); }
+  Var exp2(Value x) { return op(Op::Exp2, {x}); }
   Var square(Value x) { return op(Op::Square, {x}); }
   Var logical_not(Value x) { return op(Op::LogicalNot, {x}); }
   Var to(Value x, DType dt);  // no node when x already has dtype dt
@@ -81,6 +87,9 @@ class Builder {
   Var pow(Value a, Value b) { return op(Op::Pow, {a, b}); }
   Var maximum(Value a, Value b) { return op(Op::Maximum, {a, b}); }
   Var minimum(Value a, Value b) { return op(Op::Minimum, {a, b}); }
+  Var fmod(Value a, Value b) { return op(Op::Fmod, {a, b}); }
+  Var remainder(Value a, Value b) { return op(Op::Remainder, {a, b}); }
+  Var atan2(Value a, Value b) { return op(Op::Atan2, {a, b}); }
   Var eq(Value a, Value b) { return op(Op::Eq, {a, b}); }
   Var ne(Value a, Value b) { return op(Op::Ne, {a, b}); }
   Var lt(Value a, Value b) { return op(Op::Lt, {a, b}); }

@@ -73,6 +73,16 @@ Metas meta_binary_div(In in, const Attrs&) {
   check_same_device(in);
   return one(float_of(result_type(in)), broadcast_all(in), in[0]);
 }
+// fmod and remainder: PyTorch's type promotion, for floating-point results only (an integer
+// remainder by 0 has no value a kernel could give; PyTorch raises there).
+Metas meta_binary_mod(In in, const Attrs&) {
+  check_same_device(in);
+  DType dt = result_type(in);
+  if (!is_floating(dt))
+    fail("is defined here for floating-point tensors, got {} and {} (cast with to() first)", dtype_name(in[0].dtype),
+         dtype_name(in[1].dtype));
+  return one(dt, broadcast_all(in), in[0]);
+}
 Metas meta_binary_compare(In in, const Attrs&) {
   check_same_device(in);
   return one(DType::Bool, broadcast_all(in), in[0]);

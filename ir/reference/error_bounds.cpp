@@ -64,8 +64,11 @@ Rule rule_of(const Node& n) {
 double local_ulps(Op op) {
   switch (op) {
     case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Sqrt: case Op::Rsqrt:
-    case Op::Reciprocal: case Op::Square: return 2;  // 1 ulp
-    case Op::Neg: case Op::Abs: case Op::Relu: case Op::Clamp: case Op::Prod: return 0;
+    case Op::Reciprocal: case Op::Square: case Op::Remainder: return 2;  // 1 ulp (remainder: fmod's exact result + b)
+    // Exact: an integral value of the argument, or fmod's remainder (always representable). Their
+    // jumps (floor(x) as x crosses an integer) are the probe's: a bound that crosses one grows.
+    case Op::Neg: case Op::Abs: case Op::Relu: case Op::Clamp: case Op::Prod:
+    case Op::Floor: case Op::Ceil: case Op::Round: case Op::Trunc: case Op::Fmod: return 0;
     default: return 8;  // 4 ulps: exp, log, pow, erf, tanh, sigmoid, gelu, silu, var, ...
   }
 }

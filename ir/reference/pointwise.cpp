@@ -182,6 +182,13 @@ std::vector<HostTensor> to_kernel(In in, const Attrs&, Outs outs) {
   });
 }
 
+// remainder's floored division: fmod's remainder moved to the divisor's sign (as PyTorch's
+// kernel computes it: fmod, then + b where the signs differ).
+double python_remainder(double a, double b) {
+  double m = std::fmod(a, b);
+  return m != 0 && ((b < 0) != (m < 0)) ? m + b : m;
+}
+
 }  // namespace
 
 void install_pointwise(const Setter& set) {
@@ -204,6 +211,13 @@ void install_pointwise(const Setter& set) {
   set(Op::Sigmoid, unary_float(sigmoid));
   set(Op::Silu, unary_float([](double x) { return x / (1.0 + std::exp(-x)); }));  // torch's formula
   set(Op::Erf, unary_float([](double x) { return std::erf(x); }));
+  auto same_int = [](int64_t x) { return x; };
+  set(Op::Floor, unary([](double x) { return std::floor(x); }, same_int));
+  set(Op::Ceil, unary([](double x) { return std::ceil(x); }, same_int));
+  set(Op::Round, unary([](double x) { return std::nearbyint(x); }, same_int));  // half to even
+  set(Op::Trunc, unary([](double x) { return std::trunc(x); }, same_int));
+  set(Op::Log2, unary_float([](double x) { return std::log2(x); }));
+  set(Op::Exp2, unary_float([](double x) { return std::exp2(x); }));
   set(Op::Gelu, [exact = unary_float(gelu_erf), tanh = unary_float(gelu_tanh)](In in, const Attrs& a, Outs outs) {
     return (a.get_string("approximate") == "tanh" ? tanh : exact)(in, a, outs);
   });
@@ -216,6 +230,10 @@ void install_pointwise(const Setter& set) {
   set(Op::Pow, binary([](double a, double b) { return std::pow(a, b); }, int_pow));
   set(Op::Maximum, binary(nan_max, [](int64_t a, int64_t b) { return std::max(a, b); }));
   set(Op::Minimum, binary(nan_min, [](int64_t a, int64_t b) { return std::min(a, b); }));
+  auto no_int = [](int64_t, int64_t) -> int64_t { return 0; };  // the shape rule takes floats only
+  set(Op::Fmod, binary([](double a, double b) { return std::fmod(a, b); }, no_int));
+  set(Op::Remainder, binary(python_remainder, no_int));
+  set(Op::Atan2, binary([](double a, double b) { return std::atan2(a, b); }, no_int, /*to_float=*/true));
   set(Op::Eq, predicate([](auto a, auto b) { return a == b; }));
   set(Op::Ne, predicate([](auto a, auto b) { return a != b; }));
   set(Op::Lt, predicate([](auto a, auto b) { return a < b; }));

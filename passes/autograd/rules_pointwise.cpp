@@ -138,6 +138,8 @@ void install_pointwise_vjps() {
          Var x = c.input(0);
          return (2 / std::sqrt(std::numbers::pi)) * c.b.exp(-(x * x)) * g;
        }});
+  rule(Op::Log2, {[](VjpContext& c, Var g) { return g / (c.input(0) * std::numbers::ln2); }});
+  rule(Op::Exp2, {[](VjpContext& c, Var g) { return g * (c.result() * std::numbers::ln2); }});
   // The cast's gradient is cast back (input_grad does it); integer inputs get none.
   rule(Op::To, {[](VjpContext&, Var g) { return g; }});
 
@@ -164,6 +166,21 @@ void install_pointwise_vjps() {
                      [](VjpContext& c, Var g) {
                        return c.b.masked_fill(tie_split(c, g), c.b.lt(c.input(0), c.input(1)), 0);
                      }});
+  // fmod and remainder: self's gradient passes; other's is -g times the quotient, truncated for
+  // fmod and floored for remainder (PyTorch's fmod_backward and remainder_backward).
+  rule(Op::Fmod, {[](VjpContext&, Var g) { return g; },
+                  [](VjpContext& c, Var g) { return -g * c.b.trunc(c.input(0) / c.input(1)); }});
+  rule(Op::Remainder, {[](VjpContext&, Var g) { return g; },
+                       [](VjpContext& c, Var g) { return -g * c.b.floor(c.input(0) / c.input(1)); }});
+  // atan2(y, x): d/dy = x / (x^2 + y^2), d/dx = -y / (x^2 + y^2).
+  rule(Op::Atan2, {[](VjpContext& c, Var g) {
+                     Var y = c.input(0), x = c.input(1);
+                     return g * (x / (x * x + y * y));
+                   },
+                   [](VjpContext& c, Var g) {
+                     Var y = c.input(0), x = c.input(1);
+                     return g * (-y / (x * x + y * y));
+                   }});
   rule(Op::Where, {nullptr, [](VjpContext& c, Var g) { return c.b.where(c.input(0), g, num(c, 0, g)); },
                    [](VjpContext& c, Var g) { return c.b.where(c.input(0), num(c, 0, g), g); }});
   // clamp_backward: the gradient passes where min <= x <= max (bounds included).

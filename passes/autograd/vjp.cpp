@@ -65,6 +65,8 @@ bool is_differentiable(Op op) {
     case Op::Eq: case Op::Ne: case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge:
     case Op::LogicalNot: case Op::LogicalAnd: case Op::LogicalOr:
     case Op::Sign: case Op::Argmax: case Op::Isnan: case Op::Isinf:
+    // Piecewise constant: zero almost everywhere, as PyTorch's derivatives of them are.
+    case Op::Floor: case Op::Ceil: case Op::Round: case Op::Trunc:
       return false;
     default:
       return true;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <numbers>
 #include <limits>
 
 #include "tests/support/support.h"
@@ -37,6 +38,9 @@ TEST(PointwiseMeta, UnaryDTypes) {
       {Op::Silu, DType::F64, DType::F64},       {Op::Square, DType::Bool, DType::I64},
       {Op::Square, DType::I32, DType::I32},     {Op::Erf, DType::I32, DType::F32},
       {Op::Sign, DType::Bool, DType::Bool},     {Op::LogicalNot, DType::F32, DType::Bool},
+      {Op::Floor, DType::I32, DType::I32},      {Op::Ceil, DType::F32, DType::F32},
+      {Op::Round, DType::F16, DType::F16},      {Op::Trunc, DType::BF16, DType::BF16},
+      {Op::Log2, DType::I64, DType::F32},       {Op::Exp2, DType::F64, DType::F64},
       {Op::To, DType::F32, DType::I32, {{"dtype", DType::I32}}},
   };
   for (auto& r : rules) {
@@ -55,9 +59,11 @@ TEST(PointwiseMeta, UnaryErrors) {
                 .find("approximate must be \"none\" or \"tanh\", got \"fast\""),
             std::string::npos);
   EXPECT_NE(meta_error(Op::To, {T(DType::F32, {2})}).find("to: missing attribute 'dtype'"), std::string::npos);
+  EXPECT_NE(meta_error(Op::Floor, {T(DType::Bool, {2})}).find("not defined for bool tensors"), std::string::npos);
   // Every unary op checks its arity and its attribute names.
   for (Op op : {Op::Abs, Op::Exp, Op::Log, Op::Log1p, Op::Sqrt, Op::Rsqrt, Op::Reciprocal, Op::Sin, Op::Cos, Op::Tanh,
-                Op::Sigmoid, Op::Silu, Op::Square, Op::Erf, Op::Sign, Op::LogicalNot}) {
+                Op::Sigmoid, Op::Silu, Op::Square, Op::Erf, Op::Sign, Op::LogicalNot, Op::Floor, Op::Ceil, Op::Round,
+                Op::Trunc, Op::Log2, Op::Exp2}) {
     SCOPED_TRACE(std::string(op_name(op)));
     EXPECT_NE(meta_error(op, {T(DType::F32, {2}), T(DType::F32, {2})}).find("takes 1 tensor input, got 2"),
               std::string::npos);
@@ -78,6 +84,17 @@ TEST(PointwiseMeta, BinaryBroadcastAndPromotion) {
               std::string::npos);
   }
   EXPECT_EQ(meta(Op::Div, {T(DType::I64, {3}), T(DType::I32, {1})}), T(DType::F32, {3}));
+  // fmod and remainder promote as add does, over floating types; atan2 as div does.
+  for (Op op : {Op::Fmod, Op::Remainder}) {
+    SCOPED_TRACE(std::string(op_name(op)));
+    EXPECT_EQ(meta(op, {T(DType::F32, {2, 1, 3}), T(DType::F32, {4, 3})}), T(DType::F32, {2, 4, 3}));
+    EXPECT_EQ(meta(op, {T(DType::I32, {3}), T(DType::BF16, {3})}), T(DType::BF16, {3}));
+    EXPECT_EQ(meta(op, {T(DType::F16, {3}), T(DType::F64, {})}), T(DType::F16, {3}));
+    EXPECT_NE(meta_error(op, {T(DType::I64, {3}), T(DType::I64, {3})}).find("floating-point tensors, got i64 and i64"),
+              std::string::npos);
+  }
+  EXPECT_EQ(meta(Op::Atan2, {T(DType::I64, {3}), T(DType::I32, {2, 1})}), T(DType::F32, {2, 3}));
+  EXPECT_EQ(meta(Op::Atan2, {T(DType::F64, {3}), T(DType::F32, {3})}), T(DType::F64, {3}));
   EXPECT_EQ(meta(Op::Div, {T(DType::F16, {3}), T(DType::I64, {})}), T(DType::F16, {3}));
   for (auto [a, b] : {std::pair{DType::Bool, DType::Bool}, {DType::I64, DType::Bool}, {DType::Bool, DType::F32}})
     EXPECT_NE(meta_error(Op::Sub, {T(a, {2}), T(b, {2})}).find("subtraction with a bool tensor is not supported"),
@@ -147,6 +164,12 @@ TEST(PointwiseKernel, UnaryValues) {
       {Op::Square, {4, 0.25, 0, 1, 16}},
       {Op::Erf, {-0.9953222650189527, -0.5204998778130465, 0, 0.8427007929497149, 0.9999999845827421}},
       {Op::Sign, {-1, -1, 0, 1, 1}},
+      {Op::Floor, {-2, -1, 0, 1, 4}},
+      {Op::Ceil, {-2, -0.0, 0, 1, 4}},
+      {Op::Round, {-2, -0.0, 0, 1, 4}},  // half to even: -0.5 rounds to -0
+      {Op::Trunc, {-2, -0.0, 0, 1, 4}},
+      {Op::Log2, {kNan, kNan, -kInf, 0, 2}},
+      {Op::Exp2, {0.25, 0.7071067811865476, 1, 2, 16}},
       {Op::LogicalNot, {0, 0, 1, 0, 0}, {}, DType::Bool},
       {Op::To, {-2, 0, 0, 1, 4}, {{"dtype", DType::I32}}, DType::I32},  // -0.5 truncates toward zero
   };
@@ -170,6 +193,41 @@ TEST(PointwiseKernel, UnarySpecialValues) {
   EXPECT_TRUE(tensors_close(run1(Op::To, {x}, {{"dtype", DType::Bool}}), make(DType::Bool, {4}, {1, 1, 1, 0})));
   // f16 results are rounded: e = 2.71875 in half precision.
   EXPECT_EQ(run1(Op::Exp, {make(DType::F16, {1}, {1})}).get(0), 2.71875);
+}
+
+// round is torch.round: halves to the even neighbour; the four keep NaN and infinities and the
+// sign of a zero; on integers they are the identity.
+TEST(PointwiseKernel, RoundingToIntegralValues) {
+  HostTensor x = make(DType::F32, {8}, {0.5, 1.5, 2.5, -1.5, 2.4, -kInf, kNan, -0.0});
+  EXPECT_TRUE(tensors_close(run1(Op::Round, {x}), make(DType::F32, {8}, {0, 2, 2, -2, 2, -kInf, kNan, -0.0})));
+  EXPECT_TRUE(tensors_close(run1(Op::Floor, {x}), make(DType::F32, {8}, {0, 1, 2, -2, 2, -kInf, kNan, -0.0})));
+  EXPECT_TRUE(tensors_close(run1(Op::Ceil, {x}), make(DType::F32, {8}, {1, 2, 3, -1, 3, -kInf, kNan, -0.0})));
+  EXPECT_TRUE(tensors_close(run1(Op::Trunc, {x}), make(DType::F32, {8}, {0, 1, 2, -1, 2, -kInf, kNan, -0.0})));
+  EXPECT_TRUE(std::signbit(run1(Op::Round, {make(DType::F32, {1}, {-0.5})}).get(0)));
+  for (Op op : {Op::Floor, Op::Ceil, Op::Round, Op::Trunc}) {
+    SCOPED_TRACE(std::string(op_name(op)));
+    HostTensor y = run1(op, {ints(DType::I64, {3}, {kI64Min, -7, 9})});
+    EXPECT_EQ(y.dtype(), DType::I64);
+    EXPECT_EQ(y.to_ints(), (std::vector<int64_t>{kI64Min, -7, 9}));
+  }
+}
+
+// fmod keeps the dividend's sign (C's fmod), remainder takes the divisor's (Python's %); a zero
+// divisor gives NaN for both; atan2 is the angle of (x, y) in (-pi, pi].
+TEST(PointwiseKernel, FmodRemainderAndAtan2) {
+  HostTensor a = make(DType::F32, {5}, {5.5, -5.5, 5.5, -5.5, 3}), b = make(DType::F32, {5}, {2, 2, -2, -2, 0});
+  EXPECT_TRUE(tensors_close(run1(Op::Fmod, {a, b}), make(DType::F32, {5}, {1.5, -1.5, 1.5, -1.5, kNan})));
+  EXPECT_TRUE(tensors_close(run1(Op::Remainder, {a, b}), make(DType::F32, {5}, {1.5, 0.5, -0.5, -1.5, kNan})));
+  // An exact multiple: 0 (remainder does not move a zero to the divisor's side).
+  EXPECT_TRUE(tensors_close(run1(Op::Remainder, {make(DType::F32, {2}, {-4, 4}), make(DType::F32, {1}, {2})}),
+                            make(DType::F32, {2}, {0, 0})));
+  const double pi = std::numbers::pi;
+  HostTensor y = make(DType::F64, {5}, {1, 1, -1, 0, 0}), x = make(DType::F64, {5}, {1, -1, -1, -1, 0});
+  EXPECT_TRUE(tensors_close(run1(Op::Atan2, {y, x}), make(DType::F64, {5}, {pi / 4, 3 * pi / 4, -3 * pi / 4, pi, 0}), 1e-15, 1e-15));
+  HostTensor ia = ints(DType::I64, {2}, {1, -1});
+  HostTensor r = run1(Op::Atan2, {ia, ints(DType::I64, {2}, {0, 0})});
+  EXPECT_EQ(r.dtype(), DType::F32);
+  EXPECT_TRUE(tensors_close(r, make(DType::F32, {2}, {pi / 2, -pi / 2})));
 }
 
 TEST(PointwiseKernel, UnaryIntegers) {
@@ -352,12 +410,13 @@ TEST(PointwiseKernel, MaskedFill) {
 TEST(PointwiseRoundTrip, EveryOp) {
   TensorMeta f(DType::F32, {2, 3}), row(DType::F32, {3}), b(DType::Bool, {2, 3});
   for (Op op : {Op::Neg, Op::Abs, Op::Exp, Op::Log, Op::Log1p, Op::Sqrt, Op::Rsqrt, Op::Reciprocal, Op::Sin, Op::Cos,
-                Op::Tanh, Op::Sigmoid, Op::Relu, Op::Gelu, Op::Silu, Op::Square, Op::Erf, Op::Sign, Op::LogicalNot})
+                Op::Tanh, Op::Sigmoid, Op::Relu, Op::Gelu, Op::Silu, Op::Square, Op::Erf, Op::Sign, Op::LogicalNot,
+                Op::Floor, Op::Ceil, Op::Round, Op::Trunc, Op::Log2, Op::Exp2})
     one_node_round_trip(op, {f});
   one_node_round_trip(Op::Gelu, {f}, {{"approximate", std::string("tanh")}});
   one_node_round_trip(Op::To, {f}, {{"dtype", DType::BF16}});
   for (Op op : {Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Pow, Op::Maximum, Op::Minimum, Op::Eq, Op::Ne, Op::Lt, Op::Le,
-                Op::Gt, Op::Ge, Op::LogicalAnd, Op::LogicalOr})
+                Op::Gt, Op::Ge, Op::LogicalAnd, Op::LogicalOr, Op::Fmod, Op::Remainder, Op::Atan2})
     one_node_round_trip(op, {f, row});
   one_node_round_trip(Op::Add, {TensorMeta(DType::I32, {4}), TensorMeta(DType::F64, {})});
   one_node_round_trip(Op::Where, {b, f, TensorMeta(DType::F32, {})});

@@ -161,7 +161,8 @@ class Generator {
                                         Op::Sin, Op::Cos, Op::Tanh, Op::Sigmoid, Op::Relu, Op::Gelu, Op::Silu,
                                         Op::Square, Op::Erf, Op::Sign, Op::Dropout, Op::Hardsigmoid,
                                         Op::Hardswish, Op::LeakyRelu, Op::Elu, Op::Selu, Op::Softplus, Op::Mish,
-                                        Op::Isnan, Op::Isinf, Op::NanToNum};
+                                        Op::Isnan, Op::Isinf, Op::NanToNum, Op::Floor, Op::Ceil, Op::Round,
+                                        Op::Trunc, Op::Log2, Op::Exp2};
     auto a = pick(floating);
     if (!a) return false;
     Op op = one_of(ops);
@@ -175,7 +176,8 @@ class Generator {
   }
 
   bool binary() {
-    static const std::vector<Op> ops = {Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Pow, Op::Maximum, Op::Minimum};
+    static const std::vector<Op> ops = {Op::Add,     Op::Sub,     Op::Mul,  Op::Div,       Op::Pow,
+                                        Op::Maximum, Op::Minimum, Op::Fmod, Op::Remainder, Op::Atan2};
     auto a = pick(numeric);
     if (!a) return false;
     DType dt = chance(0.8) ? a->meta().dtype : random_dtype();
