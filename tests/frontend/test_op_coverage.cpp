@@ -14,9 +14,10 @@ TEST(OpCoverage, EveryOpHasAWrapper) {
         const Tensor &x = in[0], &m = in[1], &idx = in[2];  // f32[4,4], bool[4,4], i64[4]
         std::vector<Tensor> out{neg(x), abs(x), exp(x), log(x), log1p(x), sqrt(x), rsqrt(x), reciprocal(x), sin(x),
                                 cos(x), tanh(x), sigmoid(x), relu(x), gelu(x, "tanh"), silu(x), square(x), erf(x),
-                                sign(x), logical_not(m), to(x, DType::F16)};
+                                sign(x), logical_not(m), to(x, DType::F16), floor(x), ceil(x), round(x), trunc(x),
+                                log2(x), exp2(x)};
         for (auto* fn : {&add, &sub, &mul, &div, &pow, &maximum, &minimum, &eq, &ne, &lt, &le, &gt, &ge, &logical_and,
-                         &logical_or})
+                         &logical_or, &fmod, &remainder, &atan2})
           out.push_back(fn(x, x));
         out.push_back(where(m, x, 0.0));
         out.push_back(clamp(x, -1.0, 1.0));
