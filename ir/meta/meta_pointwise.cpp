@@ -79,8 +79,8 @@ Metas meta_binary_mod(In in, const Attrs&) {
   check_same_device(in);
   DType dt = result_type(in);
   if (!is_floating(dt))
-    fail("is defined here for floating-point tensors, got {} and {} (cast with to() first)", dtype_name(in[0].dtype),
-         dtype_name(in[1].dtype));
+    fail("takes floating-point tensors only (an integer remainder by 0 has no value a compiled kernel could give), got {} "
+         "and {}: cast with to() first", dtype_name(in[0].dtype), dtype_name(in[1].dtype));
   return one(dt, broadcast_all(in), in[0]);
 }
 Metas meta_binary_compare(In in, const Attrs&) {
