@@ -20,7 +20,7 @@ set(KILN_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/kiln)
 
 # The libraries, each before those it uses (the order a static link needs); the runtime is
 # one library with or without LLVM and CUDA.
-set(KILN_LIBRARIES kiln_frontend kiln_backend kiln_codegen kiln_runtime kiln_passes kiln_ir)
+set(KILN_LIBRARIES kiln_onnx kiln_frontend kiln_backend kiln_codegen kiln_runtime kiln_passes kiln_ir)
 foreach(lib IN LISTS KILN_LIBRARIES)
   if(NOT TARGET ${lib})
     message(FATAL_ERROR "kiln install: no target ${lib}")

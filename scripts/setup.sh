@@ -11,12 +11,15 @@ KILN_BUILD="${KILN_BUILD:-$KILN_ROOT/build}"
 
 # llvm-14-dev and libclang-14-dev are for the CPU backend (clang + ORC JIT), libxxhash-dev
 # keys its kernel cache, libopenblas-dev (found through pkg-config) does its matmuls, libgloo-dev
-# carries collectives between processes on the CPU (kiln launch, DDP).
+# carries collectives between processes on the CPU (kiln launch, DDP). libonnx-dev and
+# libprotobuf-dev are for ONNX import (frontend/onnx/), libonnx-testdata for the ONNX test
+# suite it is checked by (tests/onnx/).
 # nvidia-cuda-dev (CUDA 11.8, Debian's non-free component) is for the CUDA backend: headers,
 # NVRTC, cuBLASLt and the driver's user-space library, so that every generated CUDA kernel is
 # compiled with NVRTC even on a machine with no GPU. KILN_NO_CUDA=1 leaves it out.
 KILN_PACKAGES=(cmake ninja-build g++ pkg-config libfmt-dev libcli11-dev nlohmann-json3-dev libxxhash-dev
-               libgtest-dev graphviz llvm-14-dev libclang-14-dev libopenblas-dev libgloo-dev)
+               libgtest-dev graphviz llvm-14-dev libclang-14-dev libopenblas-dev libgloo-dev
+               libonnx-dev libprotobuf-dev libonnx-testdata)
 if [[ "${KILN_NO_CUDA:-0}" != 1 ]]; then
   KILN_PACKAGES+=(nvidia-cuda-dev)
 fi

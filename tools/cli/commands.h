@@ -20,5 +20,6 @@ void add_explain_command(CLI::App& app); // explain.cpp
 void add_ops_command(CLI::App& app);     // ops.cpp
 void add_fuzz_command(CLI::App& app);    // fuzz.cpp
 void add_launch_command(CLI::App& app);  // launch.cpp
+void add_import_command(CLI::App& app);  // import.cpp
 
 }  // namespace kiln::cli

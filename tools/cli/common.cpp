@@ -8,12 +8,65 @@
 #include <filesystem>
 #include <fstream>
 
+#include "frontend/onnx/onnx.h"
 #include "ir/error.h"
 #include "ir/parser.h"
 
 namespace kiln::cli {
 
-Graph load_graph(const std::string& path, const std::string& name) {
+bool is_onnx_path(const std::string& path) {
+  return std::filesystem::path(path).extension() == ".onnx";
+}
+
+void add_model_options(CLI::App* cmd, ModelOptions& o) {
+  cmd->add_option("--sizes", o.sizes, "for an .onnx model: the sizes of its inputs' symbolic dims, NAME=N (comma-separated)")
+      ->delimiter(',');
+  cmd->add_flag("--params-as-inputs", o.params_as_inputs,
+                "for an .onnx model: every floating-point weight is a graph input to give (to train it), none folded");
+}
+
+namespace {
+
+onnx::ImportOptions import_options(const ModelOptions& o) {
+  onnx::ImportOptions io;
+  io.params_as_inputs = o.params_as_inputs;
+  for (const std::string& s : o.sizes) {
+    size_t eq = s.find('=');
+    if (eq == std::string::npos || eq == 0) fail("--sizes {}: expected NAME=N", s);
+    try {
+      size_t used = 0;
+      int64_t n = std::stoll(s.substr(eq + 1), &used);
+      if (used != s.size() - eq - 1 || n < 0) throw std::invalid_argument(s);
+      io.sizes[s.substr(0, eq)] = n;
+    } catch (const std::exception&) {
+      fail("--sizes {}: the size must be a non-negative integer", s);
+    }
+  }
+  return io;
+}
+
+}  // namespace
+
+Model load_model(const std::string& path, const std::string& name, const ModelOptions& options) {
+  if (is_onnx_path(path)) {
+    onnx::ImportedModel m = onnx::load(path, import_options(options));
+    if (!name.empty() && name != m.graph.name()) fail("'{}' holds one graph, '{}'; there is no graph '{}'", path, m.graph.name(), name);
+    return Model{std::move(m.graph), std::move(m.weights), std::move(m.output_names)};
+  }
+  Model m{load_graph(path, name), {}, {}};
+  for (const Value& v : m.graph.outputs()) m.output_names.push_back(v.name());
+  return m;
+}
+
+std::vector<Graph> load_graphs(const std::string& path, const ModelOptions& options) {
+  if (!is_onnx_path(path)) return parse_file(path);
+  std::vector<Graph> out;
+  out.push_back(load_model(path, "", options).graph);
+  return out;
+}
+
+Graph load_graph(const std::string& path, const std::string& name, const ModelOptions& options) {
+  if (is_onnx_path(path)) return load_model(path, name, options).graph;
   std::vector<Graph> graphs = parse_file(path);
   std::string names;
   for (auto& g : graphs) names += (names.empty() ? "" : ", ") + g.name();

@@ -48,12 +48,14 @@ void require_runnable(const Device& device, const std::string& command) {
 
 void add_compile_command(CLI::App& app) {
   struct Opts {
+    ModelOptions model;
     std::string file, graph, device = "cpu", dump, arch, schedule;
     bool unfused = false, unoptimized = false, remarks = false, autotune = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("compile", "Compile a graph for a device and print the compile report");
-  cmd->add_option("file", o->file, "the .kir file")->required();
+  cmd->add_option("file", o->file, "the .kir or .onnx file")->required();
+  add_model_options(cmd, o->model);
   cmd->add_option("--graph", o->graph, "which graph, when the file holds several");
   cmd->add_option("--device", o->device, "cpu, cuda or cuda:N")->capture_default_str();
   cmd->add_option("--arch", o->arch, "CUDA: the GPU architecture to compile for (sm_80, sm_90, ...; default: the device's, else sm_90)");
@@ -68,7 +70,7 @@ void add_compile_command(CLI::App& app) {
     options.device = parse_device(o->device);
     if (!o->arch.empty() && options.device.kind != Device::Kind::CUDA) fail("--arch is for --device cuda");
     options.arch = o->arch;
-    Graph g = load_graph(o->file, o->graph);
+    Graph g = load_graph(o->file, o->graph, o->model);
     options.dump_dir = o->dump;
     options.fuse = !o->unfused;
     options.optimize = !o->unoptimized;

@@ -101,6 +101,7 @@ std::vector<HostTensor> joint_inputs(const Graph& g, const autograd::JointGraph&
 
 void add_grad_command(CLI::App& app) {
   struct Opts {
+    ModelOptions model;
     std::string file, graph, partition = "default", save_grads, dump, output;
     std::vector<std::string> wrt, inputs;
     bool check = false;
@@ -108,7 +109,8 @@ void add_grad_command(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("grad", "Derive a graph's backward: joint, forward and backward graphs, saved tensors");
-  cmd->add_option("file", o->file, "the .kir file")->required();
+  cmd->add_option("file", o->file, "the .kir or .onnx file")->required();
+  add_model_options(cmd, o->model);
   cmd->add_option("--graph", o->graph, "which graph, when the file holds several");
   cmd->add_option("--partition", o->partition, "partitioner: default | mincut")->capture_default_str();
   cmd->add_option("--wrt", o->wrt, "inputs to differentiate with respect to (comma-separated; default: every floating input)")
@@ -124,7 +126,8 @@ void add_grad_command(CLI::App& app) {
   cmd->add_option("--dump", o->dump, "write joint.kir, forward.kir, backward.kir and saved.txt into DIR");
   cmd->callback([o] {
     autograd::PartitionKind kind = autograd::parse_partition_kind(o->partition);
-    Graph g = load_graph(o->file, o->graph);
+    Model m = load_model(o->file, o->graph, o->model);
+    const Graph& g = m.graph;
     check_wrt(g, o->wrt);
     autograd::JointOptions options;
     options.wrt = o->wrt;
@@ -146,7 +149,7 @@ void add_grad_command(CLI::App& app) {
 
     bool need_inputs = o->check || !o->save_grads.empty();
     if (!need_inputs) return;
-    std::vector<HostTensor> inputs = o->inputs.empty() ? random_inputs(g, o->seed) : npy_inputs(g, o->inputs);
+    std::vector<HostTensor> inputs = model_inputs(m, o->inputs, o->seed);
 
     if (!o->save_grads.empty()) {
       const int output = differentiated_output(g, joint, o->output);

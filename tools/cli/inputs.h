@@ -7,6 +7,7 @@
 
 #include "ir/graph.h"
 #include "ir/host_tensor.h"
+#include "tools/cli/common.h"
 
 namespace kiln::cli {
 
@@ -21,10 +22,15 @@ inline constexpr int64_t kDefaultIntBound = 8;
 // Random inputs: floats ~ U(-1,1), integers in [0, bound), each input with its own stream.
 std::vector<HostTensor> random_inputs(const Graph& g, uint64_t seed);
 
-// Inputs read from .npy files, one per graph input in order, or from one folder holding
-// NAME.npy for each input NAME (as --save-inputs writes them; the names as file_stem gives). A file must hold the input's
+// Inputs read from .npy files, one per graph input in order, or from folders holding NAME.npy
+// for each input NAME (as --save-inputs writes them; the names as file_stem gives; the first
+// folder that has a name gives it). A file must hold the input's
 // shape; a dtype of the same kind (f64 for f32, i64 for i32) is converted, with a note on
 // stderr. kiln::Error names the input and the file otherwise.
 std::vector<HostTensor> npy_inputs(const Graph& g, const std::vector<std::string>& files);
+
+// A model's inputs: its weights where it has them (an ONNX model's), the others read from
+// `files` as npy_inputs reads them (one file each, in order, or folders), or random (seed).
+std::vector<HostTensor> model_inputs(const Model& m, const std::vector<std::string>& files, uint64_t seed);
 
 }  // namespace kiln::cli

@@ -9,6 +9,7 @@
 #include "backend/opaque_kernels.h"
 #include "codegen/pointwise_exprs.h"
 #include "codegen/scalar_expr.h"
+#include "frontend/onnx/onnx.h"
 #include "ir/error.h"
 #include "ir/op_registry.h"
 #include "passes/autograd/vjp.h"
@@ -54,7 +55,16 @@ void add_ops_command(CLI::App& app) {
   auto name = std::make_shared<std::string>();
   auto* cmd = app.add_subcommand("ops", "The op table: every op's schema and category, or one op in full");
   cmd->add_option("name", *name, "an op (\"softmax\", \"mylib::f\" with --load)");
-  cmd->callback([name] {
+  auto onnx_ops = std::make_shared<bool>(false);
+  cmd->add_flag("--onnx", *onnx_ops, "the ONNX operators `kiln import` and every command reading an .onnx file take");
+  cmd->callback([name, onnx_ops] {
+    if (*onnx_ops) {
+      std::string why;
+      if (!onnx::available(&why)) fail("{}", why);
+      std::vector<std::string> ops = onnx::supported_operators();
+      fmt::print("{} ONNX operators (default domain, opsets 1 to {}):\n{}\n", ops.size(), onnx::kMaxOpset, fmt::join(ops, " "));
+      return;
+    }
     if (name->empty()) {
       fmt::print("{:<22} {:<12} {:<5} {:<7} {}\n", "op", "category", "grad", "decomp", "schema");
       for (size_t i = 0; i < num_ops(); ++i) {

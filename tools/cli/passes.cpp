@@ -36,12 +36,14 @@ std::string pass_list() {
 
 void add_passes_command(CLI::App& app) {
   struct Opts {
+    ModelOptions model;
     std::string file, graph, pipeline = "default", dump_dir;
     bool fixpoint = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("passes", "Run a pipeline of graph passes; print the resulting graph and a report");
-  cmd->add_option("file", o->file, "the .kir file")->required();
+  cmd->add_option("file", o->file, "the .kir or .onnx file")->required();
+  add_model_options(cmd, o->model);
   cmd->add_option("--pipeline,-p", o->pipeline,
                   "comma-separated pass names, or 'default' (passes: " + pass_list() + ")")
       ->capture_default_str();
@@ -49,7 +51,7 @@ void add_passes_command(CLI::App& app) {
   cmd->add_flag("--fixpoint", o->fixpoint, "repeat the pipeline until a round changes nothing");
   cmd->add_option("--graph", o->graph, "which graph, when the file holds several");
   cmd->callback([o] {
-    Graph g = load_graph(o->file, o->graph);
+    Graph g = load_graph(o->file, o->graph, o->model);
     PassOptions opts;
     opts.dump_dir = o->dump_dir;
     opts.fixpoint = o->fixpoint;

@@ -15,6 +15,7 @@ namespace kiln::cli {
 
 void add_profile_command(CLI::App& app) {
   struct Opts {
+    ModelOptions model;
     std::string file, graph, device = "cpu", trace;
     int runs = 10;
     uint64_t seed = 0;
@@ -22,7 +23,8 @@ void add_profile_command(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("profile", "Compile a graph, run it, and show the time of every kernel and BLAS call");
-  cmd->add_option("file", o->file, "the .kir file")->required();
+  cmd->add_option("file", o->file, "the .kir or .onnx file")->required();
+  add_model_options(cmd, o->model);
   cmd->add_option("--graph", o->graph, "which graph, when the file holds several");
   cmd->add_option("--device", o->device, "cpu, cuda or cuda:N")->capture_default_str();
   cmd->add_flag("--autotune", o->autotune, "time each kernel's candidate schedules on the device and keep the fastest (also KILN_AUTOTUNE=1; the choice is kept in the kernel cache)");
@@ -33,8 +35,9 @@ void add_profile_command(CLI::App& app) {
   cmd->add_option("--seed", o->seed, "seed of the random inputs")->capture_default_str();
   cmd->callback([o] {
     require_runnable(parse_device(o->device), "kiln profile");
-    Graph g = load_graph(o->file, o->graph);
-    std::vector<HostTensor> inputs = random_inputs(g, o->seed);
+    Model m = load_model(o->file, o->graph, o->model);
+    const Graph& g = m.graph;
+    std::vector<HostTensor> inputs = model_inputs(m, {}, o->seed);
     backend::CompileOptions options;
     options.device = parse_device(o->device);
     options.autotune = o->autotune;

@@ -37,6 +37,7 @@ bool check_outputs(const Graph& g, const std::vector<HostTensor>& inputs, const 
 
 void add_run_command(CLI::App& app) {
   struct Opts {
+    ModelOptions model;
     std::string file, graph, save_outputs, save_inputs;
     std::vector<std::string> inputs;
     std::string device;
@@ -46,10 +47,11 @@ void add_run_command(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("run", "Run a graph on the reference interpreter and summarize its outputs");
-  cmd->add_option("file", o->file, "the .kir file")->required();
+  cmd->add_option("file", o->file, "the .kir or .onnx file")->required();
+  add_model_options(cmd, o->model);
   cmd->add_option("--graph", o->graph, "which graph, when the file holds several");
   cmd->add_option("--seed", o->seed, "seed of the random inputs")->capture_default_str();
-  cmd->add_option("--inputs", o->inputs, "one .npy file per graph input, in order (comma-separated), or a folder of NAME.npy per input")->delimiter(',');
+  cmd->add_option("--inputs", o->inputs, "one .npy file per graph input, in order (comma-separated), or folders of NAME.npy per input (an .onnx model's weights come with it)")->delimiter(',');
   cmd->add_option("--save-outputs", o->save_outputs, "write each output as DIR/NAME.npy");
   cmd->add_option("--save-inputs", o->save_inputs, "write each input as DIR/NAME.npy (to replay them elsewhere)");
   cmd->add_option("--device", o->device, "compile and run on this device (cpu, cuda, cuda:N) instead of the reference interpreter");
@@ -57,11 +59,14 @@ void add_run_command(CLI::App& app) {
   cmd->add_flag("--check", o->check, "with --device: compare every output with the reference interpreter (exit 1 on failure)");
   cmd->callback([o] {
     if (!o->device.empty()) require_runnable(parse_device(o->device), "kiln run");
-    Graph g = load_graph(o->file, o->graph);
-    std::vector<HostTensor> inputs = o->inputs.empty() ? random_inputs(g, o->seed) : npy_inputs(g, o->inputs);
-    fmt::print("graph {}: {} input{} ({})\n", g.name(), inputs.size(), inputs.size() == 1 ? "" : "s",
-               o->inputs.empty() ? fmt::format("random, seed {}", o->seed) : "from .npy files");
-    for (size_t i = 0; i < inputs.size(); ++i) fmt::print("  in  %{}: {}\n", g.inputs()[i]->name(), summarize(inputs[i]));
+    Model m = load_model(o->file, o->graph, o->model);
+    const Graph& g = m.graph;
+    std::vector<HostTensor> inputs = model_inputs(m, o->inputs, o->seed);
+    fmt::print("graph {}: {} input{} ({}{})\n", g.name(), inputs.size(), inputs.size() == 1 ? "" : "s",
+               o->inputs.empty() ? fmt::format("random, seed {}", o->seed) : "from .npy files",
+               m.weights.empty() ? "" : fmt::format("; {} weights from the model", m.weights.size()));
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (!m.weights.count(g.inputs()[i]->name())) fmt::print("  in  %{}: {}\n", g.inputs()[i]->name(), summarize(inputs[i]));
     std::vector<HostTensor> outputs;
     if (o->device.empty()) {
       if (o->check) fail("--check compares a compiled run with the reference interpreter: give --device cpu or --device cuda");
@@ -88,7 +93,7 @@ void add_run_command(CLI::App& app) {
     if (o->check && !check_outputs(g, inputs, outputs))
       fail("--check: compiled outputs differ from the reference interpreter beyond what rounding explains");
     if (!o->save_inputs.empty()) save(o->save_inputs, [&](size_t i) { return g.inputs()[i]->name(); }, inputs);
-    if (!o->save_outputs.empty()) save(o->save_outputs, [&](size_t i) { return g.outputs()[i].name(); }, outputs);
+    if (!o->save_outputs.empty()) save(o->save_outputs, [&](size_t i) { return m.output_names[i]; }, outputs);
   });
 }
 

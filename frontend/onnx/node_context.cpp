@@ -1,0 +1,135 @@
+#include "frontend/onnx/node_context.h"
+
+#include "frontend/onnx/tensor_proto.h"
+
+namespace kiln::onnx {
+
+using AP = ::onnx::AttributeProto;
+
+std::string NodeContext::where() const {
+  if (node_.name().empty()) return fmt::format("node ({}, output '{}')", node_.op_type(), node_.output_size() ? node_.output(0) : "");
+  return fmt::format("node '{}' ({})", node_.name(), node_.op_type());
+}
+
+void NodeContext::unsupported(const std::string& what) const { throw Unsupported(fmt::format("{}: {}", where(), what)); }
+void NodeContext::error(const std::string& what) const { throw Error(fmt::format("{}: {}", where(), what)); }
+
+TensorMeta NodeContext::meta(size_t i) const {
+  if (!has(i)) error(fmt::format("input {} is missing", i));
+  return inputs_[i]->meta();
+}
+
+Var NodeContext::in(size_t i) {
+  if (!has(i)) error(fmt::format("input {} is missing", i));
+  Slot& s = *inputs_[i];
+  if (!s.value) s.value = materialize_(s);
+  return b.wrap(s.value);
+}
+
+std::vector<Value> NodeContext::present_inputs() {
+  std::vector<Value> out;
+  for (size_t i = 0; i < inputs_.size(); ++i)
+    if (has(i)) out.push_back(in(i));
+  return out;
+}
+
+const HostTensor* NodeContext::known(size_t i) const {
+  if (!has(i) || !inputs_[i]->known) return nullptr;
+  return &*inputs_[i]->known;
+}
+
+IntList NodeContext::known_ints(size_t i, const char* what) const {
+  const HostTensor* t = known(i);
+  if (!t) {
+    if (!has(i)) error(fmt::format("its {} (input {}) is missing", what, i));
+    unsupported(fmt::format("its {} (input {}) is computed at run time; kiln needs it known at import "
+                            "(a constant, an initializer, or a shape computation that folds)", what, i));
+  }
+  if (is_floating(t->dtype())) error(fmt::format("its {} (input {}) must be integers, got {}", what, i, dtype_name(t->dtype())));
+  return t->to_ints();
+}
+
+std::vector<double> NodeContext::known_doubles(size_t i, const char* what) const {
+  const HostTensor* t = known(i);
+  if (!t)
+    unsupported(fmt::format("its {} (input {}) is computed at run time; kiln needs it known at import", what, i));
+  return t->to_doubles();
+}
+
+const AP* NodeContext::find_attr(const std::string& name) const {
+  for (const AP& a : node_.attribute())
+    if (a.name() == name) return &a;
+  return nullptr;
+}
+
+bool NodeContext::has_attr(const std::string& name) const { return find_attr(name) != nullptr; }
+
+const AP* NodeContext::attr(const std::string& name) {
+  read_.insert(name);
+  return find_attr(name);
+}
+
+int64_t NodeContext::attr_int(const std::string& name, std::optional<int64_t> dflt) {
+  const AP* a = attr(name);
+  if (!a) {
+    if (!dflt) error(fmt::format("needs attribute '{}'", name));
+    return *dflt;
+  }
+  if (a->type() != AP::INT) error(fmt::format("attribute '{}' must be an int", name));
+  return a->i();
+}
+
+double NodeContext::attr_float(const std::string& name, std::optional<double> dflt) {
+  const AP* a = attr(name);
+  if (!a) {
+    if (!dflt) error(fmt::format("needs attribute '{}'", name));
+    return *dflt;
+  }
+  if (a->type() == AP::INT) return static_cast<double>(a->i());
+  if (a->type() != AP::FLOAT) error(fmt::format("attribute '{}' must be a float", name));
+  return a->f();
+}
+
+std::string NodeContext::attr_string(const std::string& name, std::optional<std::string> dflt) {
+  const AP* a = attr(name);
+  if (!a) {
+    if (!dflt) error(fmt::format("needs attribute '{}'", name));
+    return *dflt;
+  }
+  if (a->type() != AP::STRING) error(fmt::format("attribute '{}' must be a string", name));
+  return a->s();
+}
+
+IntList NodeContext::attr_ints(const std::string& name, std::optional<IntList> dflt) {
+  const AP* a = attr(name);
+  if (!a) {
+    if (!dflt) error(fmt::format("needs attribute '{}'", name));
+    return *dflt;
+  }
+  if (a->type() == AP::INT) return {a->i()};
+  if (a->type() != AP::INTS) error(fmt::format("attribute '{}' must be a list of ints", name));
+  return IntList(a->ints().begin(), a->ints().end());
+}
+
+void NodeContext::require_attr_int(const std::string& name, int64_t expected, const char* why) {
+  if (!has_attr(name)) {
+    read_.insert(name);
+    return;
+  }
+  int64_t v = attr_int(name);
+  if (v != expected) unsupported(fmt::format("attribute {}={} is not supported ({})", name, v, why));
+}
+
+void NodeContext::check_attributes_read() const {
+  for (const AP& a : node_.attribute())
+    if (!read_.count(a.name())) unsupported(fmt::format("attribute '{}' is not supported", a.name()));
+}
+
+int64_t normalize_axis(const NodeContext& c, int64_t axis, int64_t rank) {
+  int64_t a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= std::max<int64_t>(rank, 1) || (rank == 0 && axis != 0 && axis != -1))
+    c.error(fmt::format("axis {} is out of range for rank {}", axis, rank));
+  return a;
+}
+
+}  // namespace kiln::onnx

@@ -1,0 +1,242 @@
+// ONNX's neural-network operators: MatMul, Gemm, Softmax and LogSoftmax, the normalizations
+// (LayerNormalization, BatchNormalization in inference, InstanceNormalization), global pools,
+// Dropout in inference, and the Reduce* family with ArgMax/ArgMin.
+#include <cmath>
+
+#include "frontend/onnx/op_table.h"
+
+namespace kiln::onnx {
+
+namespace {
+
+std::vector<Out> one(Var v) { return {Out(v)}; }
+
+std::vector<Out> matmul(NodeContext& c) { return one(c.b.matmul(c.in(0), c.in(1))); }
+
+std::vector<Out> gemm(NodeContext& c) {
+  double alpha = c.attr_float("alpha", 1.0), beta = c.attr_float("beta", 1.0);
+  bool ta = c.attr_int("transA", 0) != 0, tb = c.attr_int("transB", 0) != 0;
+  c.ignore_attr("broadcast");  // opset < 7: C broadcasts either way
+  Var a = c.in(0), b = c.in(1);
+  if (ta) a = c.b.transpose(a, 0, 1);
+  if (tb) b = c.b.transpose(b, 0, 1);
+  Var y = c.b.matmul(a, b);
+  if (alpha != 1.0) y = y * alpha;
+  if (c.has(2) && beta != 0.0) {
+    Var bias = c.in(2);
+    if (beta != 1.0) bias = bias * beta;
+    y = c.b.add(y, bias);
+  }
+  return one(y);
+}
+
+// Softmax and LogSoftmax: from opset 13 over one axis (default -1); before it, the input is
+// seen as 2-d, [prod(dims before axis), prod(dims from axis)] (default axis 1), and the
+// softmax runs over the second.
+Converter softmax_like(Op op) {
+  return [op](NodeContext& c) {
+    Shape s = c.meta(0).shape;
+    int64_t r = static_cast<int64_t>(s.size());
+    Attrs a;
+    if (c.opset >= 13) {
+      a.set("dim", normalize_axis(c, c.attr_int("axis", -1), r));
+      return one(c.b.op(op, {c.in(0)}, a));
+    }
+    int64_t axis = c.attr_int("axis", 1);
+    if (axis < 0) axis += r;
+    if (axis < 0 || axis > r) c.error(fmt::format("axis {} is out of range for rank {}", axis, r));
+    int64_t lead = 1, rest = 1;
+    for (int64_t i = 0; i < r; ++i) (i < axis ? lead : rest) *= s[i];
+    a.set("dim", int64_t{1});
+    Var y = c.b.op(op, {c.b.reshape(c.in(0), {lead, rest})}, a);
+    return one(c.b.reshape(y, s));
+  };
+}
+
+std::vector<Out> layer_norm(NodeContext& c) {
+  Shape s = c.meta(0).shape;
+  int64_t r = static_cast<int64_t>(s.size());
+  int64_t axis = normalize_axis(c, c.attr_int("axis", -1), r);
+  double eps = c.attr_float("epsilon", 1e-5);
+  c.require_attr_int("stash_type", 1, "statistics in float32 is what kiln computes");
+  if (c.num_outputs() > 1) c.unsupported("the Mean and InvStdDev outputs are not supported");
+  IntList normalized(s.begin() + axis, s.end());
+  Attrs a;
+  a.set("normalized_shape", normalized);
+  a.set("eps", eps);
+  std::vector<Value> ins{c.in(0), c.in(1)};
+  ins.push_back(c.has(2) ? Value(c.in(2)) : Value());
+  // layer_norm's weight and bias have the normalized shape: ONNX's Scale and B may be given
+  // with leading 1s.
+  for (size_t i = 1; i < 3; ++i)
+    if (ins[i] && ins[i].meta().shape != normalized) ins[i] = c.b.expand(c.b.wrap(ins[i]), normalized);
+  return one(c.b.op(Op::LayerNorm, ins, a));
+}
+
+// x of shape [N, C, ...], a per-channel vector viewed as [C, 1, ...] to broadcast over it.
+Var per_channel(NodeContext& c, Var v, int64_t rank) {
+  Shape s{v.shape().empty() ? 1 : v.shape()[0]};
+  for (int64_t i = 2; i < rank; ++i) s.push_back(1);
+  return c.b.reshape(v, s);
+}
+
+std::vector<Out> batch_norm(NodeContext& c) {
+  double eps = c.attr_float("epsilon", 1e-5);
+  c.ignore_attr("momentum");  // for the running statistics of training mode only
+  c.ignore_attr("spatial");   // opset < 9: 1 is the only form exporters write
+  c.ignore_attr("consumed_inputs");
+  if (c.attr_int("training_mode", 0) != 0) c.unsupported("training_mode=1 (kiln imports batch norm for inference)");
+  if (c.num_outputs() > 1) c.unsupported("the running-statistics outputs of training mode are not supported");
+  Var x = c.in(0);
+  int64_t r = x.rank();
+  if (r < 2) c.error("needs an input of rank at least 2");
+  Var scale = per_channel(c, c.in(1), r), bias = per_channel(c, c.in(2), r);
+  Var mean = per_channel(c, c.in(3), r), var = per_channel(c, c.in(4), r);
+  Var inv = c.b.rsqrt(var + eps);
+  return one((x - mean) * (inv * scale) + bias);
+}
+
+std::vector<Out> instance_norm(NodeContext& c) {
+  double eps = c.attr_float("epsilon", 1e-5);
+  Var x = c.in(0);
+  int64_t r = x.rank();
+  if (r < 3) c.error("needs an input of rank at least 3 ([N, C, D1, ...])");
+  IntList dims;
+  for (int64_t i = 2; i < r; ++i) dims.push_back(i);
+  Var mean = c.b.mean(x, dims, true);
+  Var centered = x - mean;
+  Var var = c.b.mean(centered * centered, dims, true);
+  Var y = centered * c.b.rsqrt(var + eps);
+  return one(y * per_channel(c, c.in(1), r) + per_channel(c, c.in(2), r));
+}
+
+std::vector<Out> mean_variance_norm(NodeContext& c) {
+  Var x = c.in(0);
+  IntList axes = c.attr_ints("axes", IntList{0, 2, 3});
+  for (int64_t& a : axes) a = normalize_axis(c, a, x.rank());
+  Var mean = c.b.mean(x, axes, true);
+  Var centered = x - mean;
+  Var var = c.b.mean(centered * centered, axes, true);
+  // ONNX's reference divides by sqrt(var) + 1e-9
+  return one(centered / (c.b.sqrt(var) + 1e-9));
+}
+
+Converter global_pool(bool max) {
+  return [max](NodeContext& c) {
+    Var x = c.in(0);
+    IntList dims;
+    for (int64_t i = 2; i < x.rank(); ++i) dims.push_back(i);
+    if (dims.empty()) c.error("needs an input of rank at least 3 ([N, C, D1, ...])");
+    return one(max ? c.b.amax(x, dims, true) : c.b.mean(x, dims, true));
+  };
+}
+
+std::vector<Out> dropout(NodeContext& c) {
+  // Inference: the identity; the mask (output 1) all true. A training_mode input that is true
+  // would need the model's random stream, which ONNX leaves to the runtime.
+  c.ignore_attr("seed");
+  c.ignore_attr("is_test");
+  c.ignore_attr("ratio");
+  if (c.has(2)) {
+    const HostTensor* t = c.known(2);
+    if (!t) c.unsupported("a training_mode computed at run time");
+    if (t->get(0) != 0) c.unsupported("training_mode=true (kiln imports dropout for inference)");
+  }
+  Var x = c.in(0);
+  std::vector<Out> out{Out(x)};
+  if (c.num_outputs() > 1) out.emplace_back(c.b.full(x.shape(), 1, DType::Bool));
+  return out;
+}
+
+// ---- reductions
+
+enum class Reduce { Sum, Mean, Max, Min, Prod, L1, L2, SumSquare, LogSum, LogSumExp };
+
+Converter reduce(Reduce kind) {
+  return [kind](NodeContext& c) {
+    Var x = c.in(0);
+    int64_t r = x.rank();
+    bool keep = c.attr_int("keepdims", 1) != 0;
+    IntList axes;
+    bool axes_input = kind == Reduce::Sum && c.opset >= 13;
+    if (axes_input) {
+      if (c.has(1)) axes = c.known_ints(1, "axes");
+      if (axes.empty() && c.attr_int("noop_with_empty_axes", 0) != 0) return one(x);
+    } else {
+      axes = c.attr_ints("axes", IntList{});
+    }
+    if (axes.empty())
+      for (int64_t i = 0; i < r; ++i) axes.push_back(i);
+    for (int64_t& a : axes) a = normalize_axis(c, a, r);
+    Builder& b = c.b;
+    switch (kind) {
+      case Reduce::Sum: return one(b.sum(x, axes, keep));
+      case Reduce::Mean: return one(b.mean(x, axes, keep));
+      case Reduce::Max: return one(b.amax(x, axes, keep));
+      case Reduce::Min: return one(b.amin(x, axes, keep));
+      case Reduce::L1: return one(b.sum(b.abs(x), axes, keep));
+      case Reduce::L2: return one(b.sqrt(b.sum(x * x, axes, keep)));
+      case Reduce::SumSquare: return one(b.sum(x * x, axes, keep));
+      case Reduce::LogSum: return one(b.log(b.sum(x, axes, keep)));
+      case Reduce::LogSumExp: {
+        Attrs a;
+        a.set("dim", axes);
+        a.set("keepdim", keep);
+        return one(b.op(Op::Logsumexp, {x}, a));
+      }
+      case Reduce::Prod: {
+        // kiln's prod takes one dim: one after another, from the last (so the dims stay put).
+        std::sort(axes.begin(), axes.end());
+        for (auto it = axes.rbegin(); it != axes.rend(); ++it) x = b.prod(x, *it, keep);
+        if (r == 0) x = b.prod(x);
+        return one(x);
+      }
+    }
+    c.error("unknown reduction");
+  };
+}
+
+Converter arg(bool max) {
+  return [max](NodeContext& c) {
+    Var x = c.in(0);
+    int64_t axis = normalize_axis(c, c.attr_int("axis", 0), x.rank());
+    bool keep = c.attr_int("keepdims", 1) != 0;
+    c.require_attr_int("select_last_index", 0, "kiln's argmax takes the first of equal values");
+    if (!max) {
+      // the first minimum is the first maximum of the negation (bools and ints negate exactly
+      // as values to compare: not(x) for bool)
+      x = x.dtype() == DType::Bool ? c.b.logical_not(x) : c.b.neg(x);
+    }
+    return one(c.b.argmax(x, axis, keep));
+  };
+}
+
+}  // namespace
+
+void add_nn_ops(std::vector<OpEntry>& t) {
+  t.push_back({"MatMul", matmul});
+  t.push_back({"Gemm", gemm});
+  t.push_back({"Softmax", softmax_like(Op::Softmax)});
+  t.push_back({"LogSoftmax", softmax_like(Op::LogSoftmax)});
+  t.push_back({"LayerNormalization", layer_norm});
+  t.push_back({"BatchNormalization", batch_norm});
+  t.push_back({"InstanceNormalization", instance_norm});
+  t.push_back({"MeanVarianceNormalization", mean_variance_norm});
+  t.push_back({"GlobalAveragePool", global_pool(false)});
+  t.push_back({"GlobalMaxPool", global_pool(true)});
+  t.push_back({"Dropout", dropout});
+  t.push_back({"ReduceSum", reduce(Reduce::Sum)});
+  t.push_back({"ReduceMean", reduce(Reduce::Mean)});
+  t.push_back({"ReduceMax", reduce(Reduce::Max)});
+  t.push_back({"ReduceMin", reduce(Reduce::Min)});
+  t.push_back({"ReduceProd", reduce(Reduce::Prod)});
+  t.push_back({"ReduceL1", reduce(Reduce::L1)});
+  t.push_back({"ReduceL2", reduce(Reduce::L2)});
+  t.push_back({"ReduceSumSquare", reduce(Reduce::SumSquare)});
+  t.push_back({"ReduceLogSum", reduce(Reduce::LogSum)});
+  t.push_back({"ReduceLogSumExp", reduce(Reduce::LogSumExp)});
+  t.push_back({"ArgMax", arg(true)});
+  t.push_back({"ArgMin", arg(false)});
+}
+
+}  // namespace kiln::onnx

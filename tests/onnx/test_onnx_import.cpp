@@ -1,0 +1,242 @@
+// The importer on small models built here: folding of exporters' shape computations, weights as
+// constants or as inputs, symbolic dims, and the errors (every unsupported operator at once, an
+// unsupported attribute named, a malformed file, a too-new opset).
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include "frontend/onnx/onnx.h"
+#include "ir/printer.h"
+#include "ir/reference/interpreter.h"
+
+namespace kiln {
+namespace {
+
+using ::onnx::ModelProto;
+using ::onnx::NodeProto;
+using ::onnx::TensorProto;
+
+struct ModelBuilder {
+  ModelProto m;
+  explicit ModelBuilder(int64_t opset = 17) {
+    m.set_ir_version(8);
+    m.set_producer_name("kiln-test");
+    auto* o = m.add_opset_import();
+    o->set_domain("");
+    o->set_version(opset);
+    m.mutable_graph()->set_name("g");
+  }
+  void input(const std::string& name, int elem, std::vector<std::variant<int64_t, std::string>> dims) {
+    auto* vi = m.mutable_graph()->add_input();
+    vi->set_name(name);
+    auto* tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(elem);
+    auto* shape = tt->mutable_shape();
+    for (auto& d : dims) {
+      auto* dim = shape->add_dim();
+      if (auto* v = std::get_if<int64_t>(&d)) dim->set_dim_value(*v);
+      else dim->set_dim_param(std::get<std::string>(d));
+    }
+  }
+  void output(const std::string& name) { m.mutable_graph()->add_output()->set_name(name); }
+  NodeProto* node(const std::string& op, std::vector<std::string> ins, std::vector<std::string> outs, const std::string& name = "") {
+    NodeProto* n = m.mutable_graph()->add_node();
+    n->set_op_type(op);
+    n->set_name(name.empty() ? op + "_" + outs[0] : name);
+    for (auto& i : ins) n->add_input(i);
+    for (auto& o : outs) n->add_output(o);
+    return n;
+  }
+  void ints_initializer(const std::string& name, std::vector<int64_t> v) {
+    TensorProto* t = m.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(TensorProto::INT64);
+    t->add_dims(static_cast<int64_t>(v.size()));
+    for (int64_t x : v) t->add_int64_data(x);
+  }
+  void float_initializer(const std::string& name, std::vector<int64_t> dims, float fill) {
+    TensorProto* t = m.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(TensorProto::FLOAT);
+    int64_t n = 1;
+    for (int64_t d : dims) {
+      t->add_dims(d);
+      n *= d;
+    }
+    std::string raw(static_cast<size_t>(n) * 4, '\0');
+    for (int64_t i = 0; i < n; ++i) std::memcpy(&raw[i * 4], &fill, 4);
+    t->set_raw_data(raw);
+  }
+  onnx::ImportedModel load(const onnx::ImportOptions& o = {}) { return onnx::load_from_bytes(m.SerializeAsString(), "test.onnx", o); }
+};
+
+void set_int_attr(NodeProto* n, const std::string& name, int64_t v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(::onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+
+int count_ops(const Graph& g, Op op) {
+  int k = 0;
+  for (Node* n : g.nodes()) k += n->op() == op;
+  return k;
+}
+
+TEST(OnnxImport, AnExportersShapeComputationFoldsToOneReshape) {
+  // x [2,3,4] -> Shape -> Gather(0) -> Unsqueeze -> Concat with [-1] -> Reshape: x as [2, 12].
+  ModelBuilder b;
+  b.input("x", TensorProto::FLOAT, {int64_t{2}, int64_t{3}, int64_t{4}});
+  b.ints_initializer("zero", {0});
+  b.ints_initializer("minus_one", {-1});
+  b.node("Shape", {"x"}, {"s"});
+  b.node("Gather", {"s", "zero"}, {"n"});
+  b.node("Concat", {"n", "minus_one"}, {"shape"});
+  set_int_attr(b.m.mutable_graph()->mutable_node(2), "axis", 0);
+  b.node("Reshape", {"x", "shape"}, {"y"});
+  b.output("y");
+  onnx::ImportedModel m = b.load();
+  EXPECT_EQ(m.graph.num_nodes(), 1u) << print_graph(m.graph);
+  EXPECT_EQ(count_ops(m.graph, Op::Reshape), 1);
+  EXPECT_EQ(m.graph.outputs()[0].meta().shape, (Shape{2, 12}));
+  EXPECT_EQ(m.input_names, std::vector<std::string>{"x"});
+  EXPECT_EQ(m.output_names, std::vector<std::string>{"y"});
+}
+
+TEST(OnnxImport, LargeWeightsAreInputsThatComeWithTheModelSmallOnesConstants) {
+  ModelBuilder b;
+  b.input("x", TensorProto::FLOAT, {int64_t{4}, int64_t{300}});
+  b.float_initializer("w", {300, 2}, 0.5f);
+  b.float_initializer("bias", {2}, 1.0f);
+  b.node("MatMul", {"x", "w"}, {"xw"});
+  b.node("Add", {"xw", "bias"}, {"y"});
+  b.output("y");
+  onnx::ImportedModel m = b.load();
+  ASSERT_EQ(m.weights.size(), 1u);
+  EXPECT_EQ(m.weights.begin()->first, "w");
+  EXPECT_EQ(m.graph.inputs().size(), 2u);
+  EXPECT_EQ(count_ops(m.graph, Op::Constant), 1);  // the bias: 2 values, inline
+
+  onnx::ImportOptions o;
+  o.params_as_inputs = true;
+  onnx::ImportedModel p = b.load(o);
+  EXPECT_EQ(p.weights.size(), 2u);
+  EXPECT_EQ(count_ops(p.graph, Op::Constant), 0);
+  EXPECT_EQ(p.graph.inputs().size(), 3u);
+
+  // Both compute x @ w + bias.
+  HostTensor x = random_tensor(TensorMeta(DType::F32, {4, 300}), 7);
+  for (const onnx::ImportedModel* mm : {&m, &p}) {
+    std::vector<HostTensor> args;
+    for (const Node* in : mm->graph.inputs()) args.push_back(mm->weights.count(in->name()) ? mm->weights.at(in->name()) : x);
+    HostTensor y = interpret(mm->graph, args)[0];
+    double row0 = 0;
+    for (int64_t j = 0; j < 300; ++j) row0 += x.get(j) * 0.5;
+    EXPECT_NEAR(y.get(0), row0 + 1.0, 1e-4);
+  }
+}
+
+TEST(OnnxImport, EveryUnsupportedOperatorIsListedAtOnce) {
+  ModelBuilder b;
+  b.input("x", TensorProto::FLOAT, {int64_t{1}, int64_t{3}, int64_t{8}, int64_t{8}});
+  b.node("Conv", {"x", "w"}, {"c"}, "conv1");
+  b.node("MaxPool", {"c"}, {"p"}, "pool1");
+  b.node("Conv", {"p", "w"}, {"c2"}, "conv2");
+  b.node("Relu", {"c2"}, {"y"});
+  b.output("y");
+  try {
+    b.load();
+    FAIL() << "imported a model with Conv and MaxPool";
+  } catch (const onnx::Unsupported& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("2 operators kiln does not import"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("Conv (2 nodes: 'conv1', 'conv2')"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("MaxPool (1 node: 'pool1')"), std::string::npos) << msg;
+  }
+}
+
+TEST(OnnxImport, AnUnsupportedAttributeNamesItAndItsNode) {
+  ModelBuilder b;
+  b.input("x", TensorProto::FLOAT, {int64_t{3}, int64_t{4}});
+  NodeProto* n = b.node("ArgMax", {"x"}, {"y"}, "pick");
+  set_int_attr(n, "select_last_index", 1);
+  b.node("LeakyRelu", {"x"}, {"z"}, "act");
+  set_int_attr(b.m.mutable_graph()->mutable_node(1), "not_an_attribute", 3);
+  b.output("y");
+  b.output("z");
+  try {
+    b.load();
+    FAIL() << "imported select_last_index=1";
+  } catch (const onnx::Unsupported& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("2 nodes kiln cannot import"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("node 'pick' (ArgMax): attribute select_last_index=1 is not supported"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("node 'act' (LeakyRelu): attribute 'not_an_attribute' is not supported"), std::string::npos) << msg;
+  }
+}
+
+TEST(OnnxImport, ASymbolicDimNeedsItsSize) {
+  ModelBuilder b;
+  b.input("x", TensorProto::FLOAT, {std::string("batch"), int64_t{4}});
+  b.node("Relu", {"x"}, {"y"});
+  b.output("y");
+  try {
+    b.load();
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'batch' of its shape is symbolic; give its size (--sizes batch=N"), std::string::npos) << e.what();
+  }
+  onnx::ImportOptions o;
+  o.sizes["batch"] = 5;
+  EXPECT_EQ(b.load(o).graph.inputs()[0]->meta().shape, (Shape{5, 4}));
+}
+
+TEST(OnnxImport, ARunTimeShapeIsRefusedWithTheReason) {
+  ModelBuilder b;
+  b.input("x", TensorProto::FLOAT, {int64_t{2}, int64_t{6}});
+  b.input("shape", TensorProto::INT64, {int64_t{2}});
+  b.node("Reshape", {"x", "shape"}, {"y"}, "r");
+  b.output("y");
+  try {
+    b.load();
+    FAIL();
+  } catch (const onnx::Unsupported& e) {
+    EXPECT_NE(std::string(e.what()).find("node 'r' (Reshape): its shape (input 1) is computed at run time"), std::string::npos) << e.what();
+  }
+}
+
+TEST(OnnxImport, MalformedFilesAndNewOpsetsAreErrors) {
+  EXPECT_THROW(onnx::load_from_bytes("not a model at all \x01\x02", "bad.onnx"), Error);
+  EXPECT_THROW(onnx::load("/nonexistent/model.onnx"), Error);
+  ModelBuilder b(19);
+  b.input("x", TensorProto::FLOAT, {int64_t{2}});
+  b.node("Relu", {"x"}, {"y"});
+  b.output("y");
+  try {
+    b.load();
+    FAIL();
+  } catch (const onnx::Unsupported& e) {
+    EXPECT_NE(std::string(e.what()).find("opset 19 is not supported (kiln imports opsets 1 to 17)"), std::string::npos) << e.what();
+  }
+  ModelBuilder c;
+  c.input("x", TensorProto::UINT8, {int64_t{2}});
+  c.node("Relu", {"x"}, {"y"});
+  c.output("y");
+  EXPECT_THROW(c.load(), onnx::Unsupported);
+}
+
+TEST(OnnxImport, NodesOutOfOrderAreAnError) {
+  ModelBuilder b;
+  b.input("x", TensorProto::FLOAT, {int64_t{2}});
+  b.node("Relu", {"t"}, {"y"});
+  b.node("Neg", {"x"}, {"t"});
+  b.output("y");
+  try {
+    b.load();
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("reads 't', which no earlier node"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace kiln
