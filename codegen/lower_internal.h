@@ -120,6 +120,23 @@ inline std::string sanitize(const std::string& s) {
   return out;
 }
 
+// Words a generated C++ or CUDA kernel cannot use as a variable's name: keywords and the
+// alternative tokens (a value an ONNX model named `not` or `and` would otherwise become
+// `const bool not = ...`).
+inline bool is_reserved_word(const std::string& s) {
+  static const std::set<std::string> words = {
+      "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case", "catch", "char",
+      "char8_t", "char16_t", "char32_t", "class", "co_await", "co_return", "co_yield", "compl", "concept", "const",
+      "consteval", "constexpr", "constinit", "const_cast", "continue", "decltype", "default", "delete", "do", "double",
+      "dynamic_cast", "else", "enum", "explicit", "export", "extern", "false", "float", "for", "friend", "goto", "if",
+      "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq", "nullptr", "operator", "or",
+      "or_eq", "private", "protected", "public", "register", "reinterpret_cast", "requires", "restrict", "return", "short",
+      "signed", "sizeof", "static", "static_assert", "static_cast", "struct", "switch", "template", "this", "thread_local",
+      "throw", "true", "try", "typedef", "typeid", "typename", "union", "unsigned", "using", "virtual", "void", "volatile",
+      "wchar_t", "while", "xor", "xor_eq"};
+  return words.count(s) != 0;
+}
+
 inline std::string value_key(Value v) { return fmt::format("{}#{}", static_cast<const void*>(v.node), v.index); }
 
 // The index into the full space of a reduction from the kept dims' index and the reduced
@@ -179,6 +196,7 @@ class KernelBuilder {
   std::string fresh(const std::string& hint) {
     std::string base = sanitize(hint);
     if (base.empty() || !std::isalpha(static_cast<unsigned char>(base[0]))) base = "v" + base;
+    if (is_reserved_word(base)) base += "_";
     std::string n = base;
     for (int i = 1; !names_.insert(n).second; ++i) n = fmt::format("{}_{}", base, i);
     return n;

@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "ir/builder.h"
+#include "ir/parser.h"
 #include "passes/autograd/joint.h"
 #include "tests/backend/backend_check.h"
 
@@ -201,6 +202,30 @@ TEST_P(BackendEdgeCases, StridedViewsWithNaNAndInfinityInsideJointGraphs) {
   ys.set(17, kInf), ys.set(230, kInf);
   expect_matches_reference(g, {xs, ys});
   expect_joint_matches(g, {xs, ys}, 2);
+}
+
+}  // namespace
+}  // namespace kiln::testing
+
+namespace kiln::testing {
+namespace {
+
+TEST_P(BackendEdgeCases, ValuesNamedLikeCppKeywords) {
+  KILN_REQUIRE_JIT();
+  // Graphs imported from ONNX keep the model's tensor names (`not`, `and`, `int`...); a
+  // generated kernel names its lets after values, so those must not become C++/CUDA keywords.
+  Graph g = parse_graph(R"(
+graph keywords(%x: bool[3,5], %y: bool[3,5], %float: f32[3,5]) {
+  %not = logical_not(%x) : bool[3,5]
+  %and = logical_and(%not, %y) : bool[3,5]
+  %xor = ne(%and, %x) : bool[3,5]
+  %int = to(%xor, dtype=i32) : i32[3,5]
+  %return = mul(%float, %float) : f32[3,5]
+  %double = where(%xor, %return, %float) : f32[3,5]
+  %sum = sum(%double, dim=[1]) : f32[3]
+  return (%int, %sum)
+})");
+  expect_matches_reference(g, 3);
 }
 
 }  // namespace

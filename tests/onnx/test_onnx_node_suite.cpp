@@ -9,12 +9,14 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <regex>
 #include <set>
 
 #include "frontend/onnx/onnx.h"
 #include "ir/reference/interpreter.h"
+#include "tests/backend/backend_check.h"
 
 namespace kiln {
 namespace {
@@ -49,10 +51,16 @@ std::string compare(const HostTensor& got, const HostTensor& want, const std::st
   return "";
 }
 
-CaseResult run_case(const fs::path& dir) {
-  onnx::ImportedModel m;
+// A case imported, with its data sets: the model's own inputs (the weights come with the
+// model) and the expected outputs.
+struct LoadedCase {
+  onnx::ImportedModel model;
+  std::vector<std::pair<std::vector<HostTensor>, std::vector<HostTensor>>> sets;
+};
+
+CaseResult load_case(const fs::path& dir, LoadedCase& out) {
   try {
-    m = onnx::load((dir / "model.onnx").string());
+    out.model = onnx::load((dir / "model.onnx").string());
   } catch (const onnx::Unsupported& e) {
     return {CaseResult::Refused, e.what()};
   } catch (const Error& e) {
@@ -62,35 +70,58 @@ CaseResult run_case(const fs::path& dir) {
     if (!set.is_directory() || set.path().filename().string().rfind("test_data_set", 0) != 0) continue;
     std::vector<HostTensor> given, want;
     try {
-    for (int i = 0; fs::exists(set.path() / fmt::format("input_{}.pb", i)); ++i)
-      given.push_back(onnx::read_tensor_proto((set.path() / fmt::format("input_{}.pb", i)).string()));
-    for (int i = 0; fs::exists(set.path() / fmt::format("output_{}.pb", i)); ++i)
-      want.push_back(onnx::read_tensor_proto((set.path() / fmt::format("output_{}.pb", i)).string()));
+      for (int i = 0; fs::exists(set.path() / fmt::format("input_{}.pb", i)); ++i)
+        given.push_back(onnx::read_tensor_proto((set.path() / fmt::format("input_{}.pb", i)).string()));
+      for (int i = 0; fs::exists(set.path() / fmt::format("output_{}.pb", i)); ++i)
+        want.push_back(onnx::read_tensor_proto((set.path() / fmt::format("output_{}.pb", i)).string()));
     } catch (const onnx::Unsupported& e) {
       return {CaseResult::Refused, std::string("its data: ") + e.what()};
     }
-    const Graph& g = m.graph;
-    if (given.size() != m.input_names.size())
-      return {CaseResult::Fail, fmt::format("{} inputs in the data set, {} in the model", given.size(), m.input_names.size())};
+    if (given.size() != out.model.input_names.size())
+      return {CaseResult::Fail, fmt::format("{} inputs in the data set, {} in the model", given.size(), out.model.input_names.size())};
+    out.sets.emplace_back(std::move(given), std::move(want));
+  }
+  return {};
+}
+
+// Runs every data set of `c` through `run` (the interpreter, or a compiled graph) and compares.
+CaseResult check_case(const LoadedCase& c, const std::function<std::vector<HostTensor>(const std::vector<HostTensor>&)>& run) {
+  const onnx::ImportedModel& m = c.model;
+  for (const auto& [given, want] : c.sets) {
     std::vector<HostTensor> args;
     size_t k = 0;
-    for (const Node* in : g.inputs()) {
+    for (const Node* in : m.graph.inputs()) {
       auto w = m.weights.find(in->name());
       args.push_back(w != m.weights.end() ? w->second : given[k++]);
     }
     std::vector<HostTensor> got;
     try {
-      got = interpret(g, args);
+      got = run(args);
     } catch (const Error& e) {
       return {CaseResult::Fail, std::string("run: ") + e.what()};
     }
     if (got.size() != want.size()) return {CaseResult::Fail, fmt::format("{} outputs, expected {}", got.size(), want.size())};
     for (size_t i = 0; i < got.size(); ++i) {
       std::string d = compare(got[i], want[i], m.output_names[i]);
-      if (!d.empty()) return {CaseResult::Fail, set.path().filename().string() + ": " + d};
+      if (!d.empty()) return {CaseResult::Fail, d};
     }
   }
   return {};
+}
+
+CaseResult run_case(const fs::path& dir) {
+  LoadedCase c;
+  CaseResult r = load_case(dir, c);
+  if (r.kind != CaseResult::Pass) return r;
+  return check_case(c, [&](const std::vector<HostTensor>& args) { return interpret(c.model.graph, args); });
+}
+
+std::vector<fs::path> case_dirs(const char* suite) {
+  std::vector<fs::path> dirs;
+  for (const auto& e : fs::directory_iterator(fs::path(kTestData) / suite))
+    if (fs::exists(e.path() / "model.onnx")) dirs.push_back(e.path());
+  std::sort(dirs.begin(), dirs.end());
+  return dirs;
 }
 
 std::map<std::string, std::string> known_failures() {
@@ -113,11 +144,7 @@ TEST(OnnxTestData, EveryCasePassesOrIsRefusedByName) {
   std::vector<std::string> unexpected;
   std::regex op_line(R"(\n  ([A-Za-z.]+) \(\d+ node)");
   for (const char* suite : {"node", "pytorch-converted", "pytorch-operator", "simple"}) {
-    std::vector<fs::path> dirs;
-    for (const auto& e : fs::directory_iterator(fs::path(kTestData) / suite))
-      if (fs::exists(e.path() / "model.onnx")) dirs.push_back(e.path());
-    std::sort(dirs.begin(), dirs.end());
-    for (const fs::path& dir : dirs) {
+    for (const fs::path& dir : case_dirs(suite)) {
       std::string name = dir.filename().string();
       CaseResult r = run_case(dir);
       bool listed = known.count(name) != 0;
@@ -154,3 +181,45 @@ TEST(OnnxTestData, EveryCasePassesOrIsRefusedByName) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln::testing {
+namespace {
+
+class OnnxTestDataCompiled : public DeviceTest {};
+KILN_DEVICE_TESTS(OnnxTestDataCompiled);
+
+// Every case kiln imports, compiled for the test device and compared with ONNX's expected
+// outputs; where the device cannot run (no GPU), each graph is still compiled (NVRTC).
+TEST_P(OnnxTestDataCompiled, EveryImportedCaseMatchesTheExpectedOutputs) {
+  if (!fs::exists(kTestData)) GTEST_SKIP() << "ONNX's test data is not installed (libonnx-testdata)";
+  KILN_REQUIRE_JIT();
+  std::string why;
+  bool can_run = device_can_run(&why);
+  auto known = known_failures();
+  int compiled = 0, passed = 0;
+  for (const char* suite : {"node", "pytorch-converted", "pytorch-operator", "simple"}) {
+    for (const fs::path& dir : case_dirs(suite)) {
+      std::string name = dir.filename().string();
+      LoadedCase c;
+      if (load_case(dir, c).kind != CaseResult::Pass || known.count(name)) continue;
+      backend::CompiledGraph cg;
+      try {
+        cg = compile_for_test(c.model.graph);
+      } catch (const Error& e) {
+        ADD_FAILURE() << name << ": compile: " << e.what();
+        continue;
+      }
+      ++compiled;
+      if (!can_run) continue;
+      CaseResult r = check_case(c, [&](const std::vector<HostTensor>& args) { return cg.run(args); });
+      if (r.kind == CaseResult::Fail) ADD_FAILURE() << name << ": " << r.detail;
+      else ++passed;
+    }
+  }
+  std::cout << fmt::format("ONNX test data compiled for {}: {} cases compiled, {} run and matched{}\n",
+                           device_param_name({GetParam(), 0}), compiled, passed, can_run ? "" : " (" + why + ")");
+  EXPECT_GE(compiled, 450);
+}
+
+}  // namespace
+}  // namespace kiln::testing
