@@ -785,9 +785,15 @@ std::string emit_cuda_kernel(const Kernel& k) {
   std::string cluster = k.launch.cluster > 1 ? fmt::format(" __cluster_dims__({}, 1, 1)", k.launch.cluster) : "";
   em.line(0, fmt::format("extern \"C\" __global__ void{} __launch_bounds__({}) {}({}) {{", cluster, std::max<int64_t>(k.launch.block, 1), k.name, params));
   for (const Buffer& b : k.buffers) em.line(1, fmt::format("// {}: {} {}", b.name, buffer_role_name(b.role), b.what));
-  for (const Buffer& c : k.constants)
-    em.line(1, fmt::format("static const {} {}[{}] = {{{}}};  // {}", c_storage_type(c.dtype), c.name, std::max<size_t>(c.data.size(), 1),
-                           c.data.empty() ? "0" : constant_table(c, d), c.what));
+  for (const Buffer& c : k.constants) {
+    std::string values = c.data.empty() ? "0" : constant_table(c, d);
+    // A table holding NaN or an infinity is not static: those are __int_as_float(bits), which
+    // CUDA 13's NVRTC refuses to initialize a function-scope static with ("dynamic
+    // initialization is not supported"; 11.8 folded it). Such tables are rare and small.
+    bool special = values.find("KILN_NAN") != std::string::npos || values.find("KILN_INF") != std::string::npos;
+    em.line(1, fmt::format("{}const {} {}[{}] = {{{}}};  // {}", special ? "" : "static ", c_storage_type(c.dtype), c.name,
+                           std::max<size_t>(c.data.size(), 1), values, c.what));
+  }
   for (auto& [name, type] : scratch_arrays(k)) em.line(1, fmt::format("__shared__ {} {}[{}];", type, name, kScratchSlots));
   if (k.launch.dynamic_shared_bytes > 0) em.line(1, "extern __shared__ __align__(16) unsigned char kiln_dynamic_smem[];");
   if (k.launch.cluster > 1) em.line(1, "const unsigned kiln_crank = kiln_cluster_rank();  // this block's rank in its cluster");

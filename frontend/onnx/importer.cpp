@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cctype>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -53,8 +54,8 @@ int64_t opset_of(const ::onnx::ModelProto& m, const std::string& what) {
 
 class Importer {
  public:
-  Importer(const ::onnx::ModelProto& model, const std::string& what, const ImportOptions& options)
-      : model_(model), what_(what), options_(options) {}
+  Importer(const ::onnx::ModelProto& model, const std::string& what, const ImportOptions& options, std::string model_dir)
+      : model_(model), what_(what), options_(options), model_dir_(std::move(model_dir)) {}
 
   ImportedModel run() {
     ImportedModel out;
@@ -112,7 +113,7 @@ class Importer {
   }
 
   void add_initializer(const ::onnx::TensorProto& t) {
-    HostTensor v = to_host_tensor(t, fmt::format("{}: initializer '{}'", what_, t.name()));
+    HostTensor v = to_host_tensor(t, fmt::format("{}: initializer '{}'", what_, t.name()), model_dir_);
     Slot s;
     if (options_.params_as_inputs && is_floating(v.dtype())) {
       std::string name = unique_input_name(t.name());
@@ -306,6 +307,7 @@ class Importer {
   const ::onnx::ModelProto& model_;
   std::string what_;
   const ImportOptions& options_;
+  std::string model_dir_;  // where external data files are; empty for a model from bytes
   Graph* graph_ = nullptr;
   int64_t opset_ = 0;
   std::unordered_map<std::string, Slot> slots_;
@@ -325,15 +327,24 @@ std::string read_file(const std::string& path) {
 
 }  // namespace
 
-ImportedModel load_from_bytes(const std::string& bytes, const std::string& name, const ImportOptions& options) {
+namespace {
+
+ImportedModel import_bytes(const std::string& bytes, const std::string& name, const ImportOptions& options, const std::string& dir) {
   ::onnx::ModelProto model;
   if (!model.ParseFromString(bytes)) fail("'{}' is not an ONNX model (its bytes do not parse as a ModelProto)", name);
   if (!model.has_graph()) fail("'{}' holds no graph", name);
-  return Importer(model, name, options).run();
+  return Importer(model, name, options, dir).run();
+}
+
+}  // namespace
+
+ImportedModel load_from_bytes(const std::string& bytes, const std::string& name, const ImportOptions& options) {
+  return import_bytes(bytes, name, options, "");
 }
 
 ImportedModel load(const std::string& path, const ImportOptions& options) {
-  return load_from_bytes(read_file(path), path, options);
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  return import_bytes(read_file(path), path, options, dir.empty() ? "." : dir);
 }
 
 HostTensor read_tensor_proto(const std::string& path) {

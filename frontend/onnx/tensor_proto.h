@@ -18,7 +18,9 @@ std::string elem_type_name(int onnx_elem_type);
 int elem_type_of(DType dt);
 
 // The tensor a TensorProto holds; kiln::Error naming `what` (the initializer, the node) for an
-// element type kiln lacks, external data, or data of the wrong size.
-HostTensor to_host_tensor(const ::onnx::TensorProto& t, const std::string& what);
+// element type kiln lacks, or data of the wrong size. Data stored outside the model (ONNX's
+// external data: a file named relative to the model, an offset and a length) is read from
+// `model_dir`; with none given (a model from bytes), external data is an error.
+HostTensor to_host_tensor(const ::onnx::TensorProto& t, const std::string& what, const std::string& model_dir = "");
 
 }  // namespace kiln::onnx

@@ -4,6 +4,8 @@
 // with no warnings. (Running them is the GPU backend tests' job.)
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include <string>
@@ -539,6 +541,23 @@ TEST(CudaEmitter, AValueRoundedToBf16IsStoredByItsBits) {
   // A cast stored at once rounds once, by the store's conversion.
   EXPECT_TRUE(has(c, "b0_v.v[0] = kiln_f2bf((float)b1_v.v[0]);")) << c;
   EXPECT_FALSE(has(c, "kiln_f2bf(kiln_round_bf16")) << c;
+}
+
+TEST(CudaEmitter, AConstantTableWithNaNOrInfinityIsNotStatic) {
+  // CUDA 13's NVRTC refuses a function-scope static initialized with __int_as_float (the H200
+  // run of tools/torch_check's special_values.kir, stop 34); finite tables stay static.
+  ExprPtr i = var("i", 0, 2);
+  Kernel k;
+  k.name = "consts";
+  k.buffers = {buf("b0", DType::F32, BufferRole::Output, 3)};
+  Buffer special{"c0", DType::F32, BufferRole::Constant, 3, {std::nan(""), INFINITY, 1.0}, "%special"};
+  Buffer finite{"c1", DType::F32, BufferRole::Constant, 3, {0.5, -2.0, 1.0}, "%finite"};
+  k.constants = {special, finite};
+  k.body = block({for_loop("i", 3, LoopKind::Parallel, {store("b0", i, add(load("c0", DType::F32, i), load("c1", DType::F32, i)))})});
+  schedule(k, cuda_target());
+  std::string c = emit_cuda_kernel(k);
+  EXPECT_TRUE(has(c, "  const float c0[3] = {KILN_NANF, KILN_INFF, 1.0f};")) << c;
+  EXPECT_TRUE(has(c, "static const float c1[3]")) << c;
 }
 
 // A transposed f16 read into an f32 output over odd [37, 45], scheduled: tiles through

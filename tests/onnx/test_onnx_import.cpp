@@ -3,6 +3,10 @@
 // unsupported attribute named, a malformed file, a too-new opset).
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "frontend/onnx/onnx.h"
 #include "ir/printer.h"
@@ -222,6 +226,37 @@ TEST(OnnxImport, MalformedFilesAndNewOpsetsAreErrors) {
   c.node("Relu", {"x"}, {"y"});
   c.output("y");
   EXPECT_THROW(c.load(), onnx::Unsupported);
+}
+
+TEST(OnnxImport, WeightsStoredOutsideTheModelAreReadFromItsFolder) {
+  // PyTorch 2's exporter writes model.onnx.data beside model.onnx.
+  std::filesystem::path dir = std::filesystem::temp_directory_path() / fmt::format("kiln_onnx_ext_{}", ::getpid());
+  std::filesystem::create_directories(dir);
+  ModelBuilder b;
+  b.input("x", TensorProto::FLOAT, {int64_t{3}});
+  TensorProto* w = b.m.mutable_graph()->add_initializer();
+  w->set_name("w");
+  w->set_data_type(TensorProto::FLOAT);
+  w->add_dims(3);
+  w->set_data_location(TensorProto::EXTERNAL);
+  for (auto [k, v] : {std::pair<const char*, const char*>{"location", "model.onnx.data"}, {"offset", "4"}, {"length", "12"}}) {
+    auto* e = w->add_external_data();
+    e->set_key(k);
+    e->set_value(v);
+  }
+  b.node("Mul", {"x", "w"}, {"y"});
+  b.output("y");
+  float data[4] = {9.f, 1.5f, -2.f, 4.f};  // the first 4 bytes are another tensor's
+  std::ofstream(dir / "model.onnx.data", std::ios::binary).write(reinterpret_cast<const char*>(data), sizeof data);
+  std::ofstream(dir / "model.onnx", std::ios::binary) << b.m.SerializeAsString();
+  onnx::ImportedModel m = onnx::load((dir / "model.onnx").string());
+  HostTensor x = HostTensor::from_doubles(DType::F32, {3}, std::vector<double>{1, 2, 3});
+  std::vector<HostTensor> args;
+  for (const Node* in : m.graph.inputs()) args.push_back(m.weights.count(in->name()) ? m.weights.at(in->name()) : x);
+  EXPECT_EQ(interpret(m.graph, args)[0].to_doubles(), (std::vector<double>{1.5, -4, 12}));
+  // From bytes there is no folder to read it from.
+  EXPECT_THROW(b.load(), Error);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(OnnxImport, NodesOutOfOrderAreAnError) {

@@ -20,8 +20,8 @@ def compare(got, want, rtol=None):
     if got.shape != want.shape:
         return f"shape {got.shape} expected {want.shape}"
     if want.dtype.kind in "biu":
-        bad = np.nonzero(got.astype(np.int64) != want.astype(np.int64))[0] if got.ndim <= 1 else np.argwhere(got != want)
-        return "" if len(bad) == 0 else f"{len(bad)} values differ (first at {bad[0]})"
+        bad = np.argwhere(np.atleast_1d(got.astype(np.int64) != want.astype(np.int64)))
+        return "" if len(bad) == 0 else f"{len(bad)} values differ (first at {tuple(bad[0])})"
     got, want = got.astype(np.float64), want.astype(np.float64)
     rtol = rtol or (1e-2 if want.dtype == np.float16 else 1e-3)
     ok = np.isclose(got, want, rtol=rtol, atol=1e-5, equal_nan=True)

@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Exports models that no one here wrote to ONNX, in ONNX's test-data layout, with PyTorch's
+outputs as the expected ones: OUT/<model>/model.onnx and test_data_set_0/{input,output}_N.pb.
+kiln then imports and runs them like ONNX's own test data (pack.py, run_pack.py, or
+`kiln run OUT/<model>/model.onnx --inputs ...`).
+
+Models: PyTorch's nn.TransformerEncoderLayer (post- and pre-norm) and nn.TransformerDecoderLayer,
+nn.MultiheadAttention with a padding mask, torchvision.ops.MLP, a stack of PyTorch's activation
+modules, an embedding-and-LayerNorm LM head, PixelShuffle, and reflect/replicate padding; where
+`transformers` is installed (the GPU machine), a 2-layer GPT-2 and a 2-layer BERT from their
+configs (random weights). Where onnxruntime is installed, its outputs are compared with
+PyTorch's and the difference printed.
+
+Usage: python3 tools/onnx_check/torch_models.py OUT [--opset 17]
+Needs torch and onnx (Debian: python3-torch, python3-onnx; /usr/bin/python3).
+"""
+import argparse
+import os
+import sys
+
+import numpy as np
+import onnx
+import torch
+from onnx import numpy_helper
+
+
+def models():
+    torch.manual_seed(0)
+    nn = torch.nn
+    out = {}
+    out["transformer_encoder_post_norm"] = (
+        nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True, activation="gelu"), (torch.randn(2, 10, 64),))
+    out["transformer_encoder_pre_norm"] = (
+        nn.TransformerEncoderLayer(48, 3, 96, dropout=0.0, batch_first=True, norm_first=True), (torch.randn(3, 7, 48),))
+    out["transformer_decoder"] = (
+        nn.TransformerDecoderLayer(32, 4, 64, dropout=0.0, batch_first=True), (torch.randn(2, 5, 32), torch.randn(2, 9, 32)))
+
+    class MhaWithPadding(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mha = nn.MultiheadAttention(32, 4, batch_first=True)
+
+        def forward(self, x, pad):
+            return self.mha(x, x, x, key_padding_mask=pad, need_weights=False)[0]
+
+    pad = torch.zeros(2, 6, dtype=torch.bool)
+    pad[1, 4:] = True
+    out["mha_key_padding"] = (MhaWithPadding(), (torch.randn(2, 6, 32), pad))
+    try:
+        import torchvision
+        out["torchvision_mlp"] = (torchvision.ops.MLP(20, [64, 64, 10], activation_layer=nn.ReLU, dropout=0.0), (torch.randn(8, 20),))
+    except ImportError:
+        pass
+    out["activations"] = (nn.Sequential(nn.Linear(16, 32), nn.SiLU(), nn.Linear(32, 32), nn.Hardswish(), nn.Linear(32, 32), nn.Mish(),
+                                        nn.Linear(32, 32), nn.ELU(0.5), nn.Linear(32, 32), nn.LeakyReLU(0.2), nn.Linear(32, 32),
+                                        nn.Softplus(), nn.Linear(32, 32), nn.GELU(approximate="tanh"), nn.Linear(32, 32),
+                                        nn.Hardsigmoid(), nn.Linear(32, 8), nn.LogSoftmax(dim=-1)), (torch.randn(5, 16),))
+
+    class LmHead(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(100, 32)
+            self.pos = nn.Embedding(12, 32)
+            self.ln = nn.LayerNorm(32)
+            self.out = nn.Linear(32, 100, bias=False)
+
+        def forward(self, ids):
+            pos = torch.arange(ids.shape[1]).unsqueeze(0)
+            return torch.softmax(self.out(self.ln(self.emb(ids) + self.pos(pos))), dim=-1)
+
+    out["lm_head"] = (LmHead(), (torch.randint(0, 100, (3, 12)),))
+    out["pixel_shuffle"] = (nn.PixelShuffle(2), (torch.randn(1, 8, 3, 5),))
+
+    class Pads(nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.pad(x, (2, 1, 1, 2), mode="reflect") + torch.nn.functional.pad(x, (2, 1, 1, 2), mode="replicate")
+
+    out["reflect_replicate_pad"] = (Pads(), (torch.randn(2, 3, 5, 6),))
+    try:
+        import transformers
+        g = transformers.GPT2Config(n_layer=2, n_head=4, n_embd=64, vocab_size=500, n_positions=64, resid_pdrop=0.0, embd_pdrop=0.0,
+                                    attn_pdrop=0.0, use_cache=False)
+        gpt2 = transformers.GPT2LMHeadModel(g).eval()
+        out["hf_gpt2_2layer"] = (GraphOnly(gpt2, "logits"), (torch.randint(0, 500, (2, 16)),))
+        b = transformers.BertConfig(num_hidden_layers=2, num_attention_heads=4, hidden_size=64, intermediate_size=128, vocab_size=500,
+                                    max_position_embeddings=64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        bert = transformers.BertModel(b).eval()
+        out["hf_bert_2layer"] = (GraphOnly(bert, "last_hidden_state"), (torch.randint(0, 500, (2, 16)),))
+    except ImportError:
+        pass
+    return out
+
+
+class GraphOnly(torch.nn.Module):
+    """A Hugging Face model's one tensor output (their outputs are dataclasses)."""
+
+    def __init__(self, model, field):
+        super().__init__()
+        self.model, self.field = model, field
+
+    def forward(self, ids):
+        return getattr(self.model(input_ids=ids), self.field)
+
+
+def export(model, args, path, opset):
+    kw = dict(opset_version=opset, input_names=[f"in{i}" for i in range(len(args))], output_names=["out"])
+    try:
+        torch.onnx.export(model, args, path, dynamo=False, **kw)  # torch 2.x: the TorchScript exporter
+    except TypeError:
+        torch.onnx.export(model, args, path, **kw)  # torch 1.13
+
+
+def save_pb(array, path):
+    with open(path, "wb") as f:
+        f.write(numpy_helper.from_array(array).SerializeToString())
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--opset", type=int, default=17)
+    a = ap.parse_args()
+    try:
+        import onnxruntime
+    except ImportError:
+        onnxruntime = None
+    for name, (model, args) in models().items():
+        model.eval()
+        d = os.path.join(a.out, name)
+        os.makedirs(os.path.join(d, "test_data_set_0"), exist_ok=True)
+        with torch.no_grad():
+            want = model(*args)
+        try:
+            export(model, args, os.path.join(d, "model.onnx"), a.opset)
+        except Exception as e:  # an exporter's limit, not kiln's: say so and go on
+            print(f"{name}: export failed: {type(e).__name__}: {str(e).splitlines()[0]}")
+            continue
+        ins = [x.numpy() for x in args]
+        for i, x in enumerate(ins):
+            save_pb(x, os.path.join(d, "test_data_set_0", f"input_{i}.pb"))
+        save_pb(want.numpy(), os.path.join(d, "test_data_set_0", "output_0.pb"))
+        ops = sorted({n.op_type for n in onnx.load(os.path.join(d, "model.onnx")).graph.node})
+        line = f"{name}: {len(ops)} operators ({' '.join(ops)})"
+        if onnxruntime is not None:
+            s = onnxruntime.InferenceSession(os.path.join(d, "model.onnx"), providers=["CPUExecutionProvider"])
+            feeds = {i.name: x for i, x in zip(s.get_inputs(), ins)}
+            got = s.run(None, feeds)[0]
+            line += f"; onnxruntime vs torch max |diff| {np.abs(got - want.numpy()).max():.3g}"
+        print(line)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
