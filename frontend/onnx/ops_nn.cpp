@@ -211,9 +211,112 @@ Converter arg(bool max) {
   };
 }
 
+// ---- losses
+
+// NegativeLogLikelihoodLoss of log-probabilities x [N, C, d1...] and targets [N, d1...], with
+// an optional per-class weight, ignore_index and reduction, written out with gather: the
+// class dim moved last, each target's log-probability picked, weighted, reduced (mean divides
+// by the sum of the weights of the targets not ignored, as ONNX and PyTorch do).
+Var nll(NodeContext& c, Var x, Var target, std::optional<Var> weight) {
+  Builder& b = c.b;
+  std::string reduction = c.attr_string("reduction", "mean");
+  if (reduction != "mean" && reduction != "sum" && reduction != "none") c.error(fmt::format("reduction '{}'", reduction));
+  std::optional<int64_t> ignore;
+  if (c.has_attr("ignore_index")) ignore = c.attr_int("ignore_index");
+  Shape xs = x.shape();
+  if (xs.size() < 2) c.error("needs an input of rank at least 2 ([N, C, ...])");
+  int64_t classes = xs[1];
+  if (xs.size() > 2) {
+    IntList perm{0};
+    for (size_t d = 2; d < xs.size(); ++d) perm.push_back(static_cast<int64_t>(d));
+    perm.push_back(1);
+    x = b.permute(x, perm);
+  }
+  Shape ts = target.shape();
+  int64_t m = numel(ts);
+  x = b.reshape(x, {m, classes});
+  Var t = b.reshape(b.to(target, DType::I64), {m});
+  Var valid = ignore ? b.ne(t, b.scalar(static_cast<double>(*ignore), DType::I64)) : b.full({m}, 1, DType::Bool);
+  Var safe = ignore ? b.where(valid, t, b.scalar(0, DType::I64)) : t;
+  Var picked = b.reshape(b.gather(x, b.reshape(safe, {m, 1}), 1), {m});
+  Var w = weight ? b.op(Op::Embedding, {b.reshape(*weight, {classes, 1}), safe}) : b.full({m}, 1.0, x.dtype());
+  if (weight) w = b.reshape(w, {m});
+  w = b.where(valid, w, b.scalar(0.0, x.dtype()));
+  Var loss = b.neg(picked) * w;
+  if (reduction == "none") return b.reshape(loss, ts);
+  if (reduction == "sum") return b.sum(loss);
+  return b.div(b.sum(loss), b.sum(w));
+}
+
+std::vector<Out> nll_loss(NodeContext& c) {
+  std::optional<Var> w;
+  if (c.has(2)) w = c.in(2);
+  return one(nll(c, c.in(0), c.in(1), w));
+}
+
+std::vector<Out> softmax_cross_entropy(NodeContext& c) {
+  Attrs a;
+  a.set("dim", int64_t{1});
+  Var logp = c.b.op(Op::LogSoftmax, {c.in(0)}, a);
+  std::optional<Var> w;
+  if (c.has(2)) w = c.in(2);
+  std::vector<Out> out{Out(nll(c, logp, c.in(1), w))};
+  if (c.num_outputs() > 1) out.emplace_back(logp);
+  return out;
+}
+
+// Hardmax: 1 at the first largest value along the axis (opset 13; before it, of the input seen
+// as 2-d as Softmax sees it), 0 elsewhere.
+std::vector<Out> hardmax(NodeContext& c) {
+  Var x = c.in(0);
+  Shape s = x.shape();
+  int64_t r = x.rank();
+  Var v = x;
+  int64_t axis;
+  if (c.opset >= 13) {
+    axis = normalize_axis(c, c.attr_int("axis", -1), r);
+  } else {
+    int64_t ax = c.attr_int("axis", 1);
+    if (ax < 0) ax += r;
+    int64_t lead = 1, rest = 1;
+    for (int64_t i = 0; i < r; ++i) (i < ax ? lead : rest) *= s[i];
+    v = c.b.reshape(x, {lead, rest});
+    axis = 1;
+  }
+  Var idx = c.b.argmax(v, axis, true);
+  Shape ar(v.rank(), 1);
+  ar[axis] = v.shape()[axis];
+  Var pos = c.b.reshape(c.b.arange(v.shape()[axis]), ar);
+  Var y = c.b.to(c.b.eq(pos, idx), x.dtype());
+  return one(c.b.reshape(y, s));
+}
+
+// OneHot(indices, depth, values=[off, on]): a new axis of size depth; negative indices count
+// from the end, indices outside [-depth, depth) give all off.
+std::vector<Out> one_hot(NodeContext& c) {
+  Builder& b = c.b;
+  Var idx = b.to(c.in(0), DType::I64);
+  int64_t depth = static_cast<int64_t>(c.known_doubles(1, "depth")[0]);
+  std::vector<double> values = c.known_doubles(2, "values");
+  if (values.size() != 2) c.error("values must hold [off, on]");
+  DType dt = c.meta(2).dtype;
+  int64_t r = idx.rank() + 1;
+  int64_t axis = normalize_axis(c, c.attr_int("axis", -1), r);
+  idx = b.where(b.lt(idx, b.scalar(0, DType::I64)), b.add(idx, b.scalar(static_cast<double>(depth), DType::I64)), idx);
+  Var u = b.unsqueeze(idx, axis);
+  Shape ar(r, 1);
+  ar[axis] = depth;
+  Var hit = b.eq(b.reshape(b.arange(depth), ar), u);
+  return one(b.where(hit, b.scalar(values[1], dt), b.scalar(values[0], dt)));
+}
+
 }  // namespace
 
 void add_nn_ops(std::vector<OpEntry>& t) {
+  t.push_back({"NegativeLogLikelihoodLoss", nll_loss});
+  t.push_back({"SoftmaxCrossEntropyLoss", softmax_cross_entropy});
+  t.push_back({"Hardmax", hardmax});
+  t.push_back({"OneHot", one_hot});
   t.push_back({"MatMul", matmul});
   t.push_back({"Gemm", gemm});
   t.push_back({"Softmax", softmax_like(Op::Softmax)});
