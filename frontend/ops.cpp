@@ -192,6 +192,34 @@ Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, Scalar 
   return call1(Op::Addmm, {self, mat1, mat2}, attrs({{"beta", beta.attr()}, {"alpha", alpha.attr()}}));
 }
 
+// ---- convolution and pooling
+namespace {
+Tensor convolution(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias, const IntList& stride,
+                   const IntList& padding, const IntList& dilation, bool transposed, const IntList& output_padding, int64_t groups) {
+  Attrs a = attrs({{"stride", stride}, {"padding", padding}, {"dilation", dilation}, {"transposed", transposed},
+                   {"output_padding", output_padding}, {"groups", groups}});
+  return bias ? call1(Op::Convolution, {input, weight, *bias}, a) : call1(Op::Convolution, {input, weight}, a);
+}
+}  // namespace
+Tensor conv(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias, const IntList& stride,
+            const IntList& padding, const IntList& dilation, int64_t groups) {
+  return convolution(input, weight, bias, stride, padding, dilation, false, {0}, groups);
+}
+Tensor conv_transpose(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias, const IntList& stride,
+                      const IntList& padding, const IntList& output_padding, int64_t groups, const IntList& dilation) {
+  return convolution(input, weight, bias, stride, padding, dilation, true, output_padding, groups);
+}
+Tensor max_pool(const Tensor& self, const IntList& kernel_size, const IntList& stride, const IntList& padding,
+                const IntList& dilation, bool ceil_mode) {
+  return call1(Op::MaxPool, {self}, attrs({{"kernel_size", kernel_size}, {"stride", stride}, {"padding", padding},
+                                          {"dilation", dilation}, {"ceil_mode", ceil_mode}}));
+}
+Tensor avg_pool(const Tensor& self, const IntList& kernel_size, const IntList& stride, const IntList& padding, bool ceil_mode,
+                bool count_include_pad) {
+  return call1(Op::AvgPool, {self}, attrs({{"kernel_size", kernel_size}, {"stride", stride}, {"padding", padding},
+                                          {"ceil_mode", ceil_mode}, {"count_include_pad", count_include_pad}}));
+}
+
 // ---- composites
 Tensor tril(const Tensor& self, int64_t diagonal) { return call1(Op::Tril, {self}, attrs({{"diagonal", diagonal}})); }
 Tensor triu(const Tensor& self, int64_t diagonal) { return call1(Op::Triu, {self}, attrs({{"diagonal", diagonal}})); }

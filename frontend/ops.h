@@ -146,6 +146,21 @@ Tensor bmm(const Tensor& self, const Tensor& mat2);
 Tensor linear(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt);
 Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, Scalar beta = 1, Scalar alpha = 1);
 
+// ---- convolution and pooling (1 to 3 spatial dims: the weight's rank - 2, kernel_size's length)
+// torch.nn.functional.conv{1,2,3}d: input [N, C, L...], weight [OC, C/groups, K...]; stride,
+// padding and dilation of one value or one per spatial dim.
+Tensor conv(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt, const IntList& stride = {1},
+            const IntList& padding = {0}, const IntList& dilation = {1}, int64_t groups = 1);
+// torch.nn.functional.conv_transpose{1,2,3}d: weight [C, OC/groups, K...].
+Tensor conv_transpose(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt,
+                      const IntList& stride = {1}, const IntList& padding = {0}, const IntList& output_padding = {0},
+                      int64_t groups = 1, const IntList& dilation = {1});
+// torch.nn.functional.max_pool{1,2,3}d / avg_pool{1,2,3}d (stride left empty: the kernel size).
+Tensor max_pool(const Tensor& self, const IntList& kernel_size, const IntList& stride = {}, const IntList& padding = {0},
+                const IntList& dilation = {1}, bool ceil_mode = false);
+Tensor avg_pool(const Tensor& self, const IntList& kernel_size, const IntList& stride = {}, const IntList& padding = {0},
+                bool ceil_mode = false, bool count_include_pad = true);
+
 // ---- composites
 Tensor tril(const Tensor& self, int64_t diagonal = 0);
 Tensor triu(const Tensor& self, int64_t diagonal = 0);

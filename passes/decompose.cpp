@@ -36,6 +36,7 @@ std::unordered_map<Op, DecompositionFn>& installed_table() {
     decompositions::install_activations();
     decompositions::install_nonfinite();
     decompositions::install_attention();
+    decompositions::install_conv();
     installing = false;
   });
   return table();

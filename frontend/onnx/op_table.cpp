@@ -15,6 +15,7 @@ const std::unordered_map<std::string, OpEntry>& table() {
     add_pointwise_ops(rows);
     add_shape_ops(rows);
     add_nn_ops(rows);
+    add_conv_ops(rows);
     auto* m = new std::unordered_map<std::string, OpEntry>;
     for (OpEntry& e : rows) m->emplace(e.op_type, std::move(e));
     return m;

@@ -17,9 +17,11 @@ struct OpEntry {
 // The entry for `op_type`, nullptr when kiln does not import it.
 const OpEntry* find_op(const std::string& op_type);
 
-// The converters, by area (ops_pointwise.cpp, ops_shape.cpp, ops_nn.cpp): each adds its rows.
+// The converters, by area (ops_pointwise.cpp, ops_shape.cpp, ops_nn.cpp, ops_conv.cpp): each
+// adds its rows.
 void add_pointwise_ops(std::vector<OpEntry>& table);
 void add_shape_ops(std::vector<OpEntry>& table);
 void add_nn_ops(std::vector<OpEntry>& table);
+void add_conv_ops(std::vector<OpEntry>& table);  // ops_conv.cpp
 
 }  // namespace kiln::onnx

@@ -164,3 +164,23 @@ Metas meta_scatter_add(In in, const Attrs& a) {
 }
 
 }  // namespace kiln::meta
+
+#include "ir/meta/conv_geometry.h"
+
+namespace kiln::meta {
+
+Metas meta_convolution(In in, const Attrs& a) {
+  ConvGeometry g = conv_geometry(in[0], in[1], in.size() > 2 ? &in[2] : nullptr, a);
+  Shape s{g.batch, g.out_channels};
+  s.insert(s.end(), g.out_size.begin(), g.out_size.end());
+  return {TensorMeta(in[0].dtype, s, in[0].device)};
+}
+
+Metas meta_pool(In in, const Attrs& a) {
+  PoolGeometry g = pool_geometry(in[0], a);
+  Shape s(in[0].shape.begin(), in[0].shape.end() - g.spatial);
+  s.insert(s.end(), g.out_size.begin(), g.out_size.end());
+  return {TensorMeta(in[0].dtype, s, in[0].device)};
+}
+
+}  // namespace kiln::meta

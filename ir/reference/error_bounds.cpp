@@ -52,7 +52,9 @@ Rule rule_of(const Node& n) {
   switch (n.op()) {
     case Op::Amax: case Op::Amin: case Op::Where: case Op::Maximum: case Op::Minimum:
     case Op::MaskedFill: case Op::To: return Rule::Linear;
-    case Op::Sum: case Op::Mean: case Op::ScatterAdd: return Rule::Summation;
+    case Op::Sum: case Op::Mean: case Op::ScatterAdd: case Op::AvgPool: return Rule::Summation;
+    case Op::MaxPool: return Rule::Linear;
+    case Op::Convolution: return Rule::MatmulRule;
     case Op::Neg: case Op::Abs: case Op::Relu: case Op::Clamp: case Op::Sin: case Op::Cos:
     case Op::Tanh: case Op::Sigmoid: case Op::Erf: return Rule::Lipschitz;
     case Op::Sign: return Rule::Sign;
@@ -353,7 +355,10 @@ class Tracker {
           std::vector<double> ea = doubles(run(n, with(args, bounds_in, {Arg::Bound, Arg::Absolute}), n.attrs())[0]);
           for (size_t i = 0; i < b.size(); ++i) b[i] = ab[i] + ea[i];
         }
-        const double k = args[0].shape().empty() ? 1.0 : static_cast<double>(args[0].shape().back());
+        // terms a result sums: a matmul's inner dim; a convolution's channels of a group times
+        // its kernel (its weight's elements over the first dim)
+        const double k = n.op() == Op::Convolution ? static_cast<double>(args[1].numel()) / static_cast<double>(std::max<int64_t>(args[1].shape()[0], 1))
+                         : args[0].shape().empty() ? 1.0 : static_cast<double>(args[0].shape().back());
         const double gamma = compute_roundoff(results[0].dtype()) * std::sqrt(k);
         for (size_t i = 0; i < b.size(); ++i) b[i] += gamma * magnitude[i];
         e[0] = b;

@@ -16,5 +16,6 @@ void install_linalg(const Setter& set);      // linalg.cpp
 void install_composites(const Setter& set);  // composites.cpp
 void install_collectives(const Setter& set); // collectives.cpp (group semantics: group.h)
 void install_attention(const Setter& set);    // attention.cpp
+void install_conv(const Setter& set);         // conv.cpp (convolution, max_pool, avg_pool)
 
 }  // namespace kiln::reference

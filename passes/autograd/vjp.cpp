@@ -48,8 +48,11 @@ const VjpRule* find_vjp(Op op) {
   return it == rules.end() ? nullptr : &it->second;
 }
 
+// Ops differentiated through their decompositions' parts: attention (its flash kernels have
+// their own backward, chosen after), convolution and the pools (slices, cat and matmul, whose
+// rules give the transposed convolution and the windows' scatter).
 std::span<const Op> decomposed_before_differentiation() {
-  static constexpr Op ops[] = {Op::ScaledDotProductAttention};
+  static constexpr Op ops[] = {Op::ScaledDotProductAttention, Op::Convolution, Op::MaxPool, Op::AvgPool};
   return ops;
 }
 

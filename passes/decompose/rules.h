@@ -15,6 +15,7 @@ void install_masks();       // tril, triu, dropout
 void install_activations(); // hardsigmoid, hardswish, leaky_relu, elu, selu, softplus, mish
 void install_nonfinite();   // isnan, isinf, nan_to_num
 void install_attention();   // scaled_dot_product_attention
+void install_conv();        // convolution, max_pool, avg_pool
 
 // The dtype a decomposition computes in: f16 and bf16 go through f32 and are rounded once at
 // the end (the reference kernels compute in double and round once); others compute in place.

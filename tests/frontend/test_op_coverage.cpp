@@ -62,6 +62,11 @@ TEST(OpCoverage, EveryOpHasAWrapper) {
         for (Tensor a : {hardsigmoid(x), hardswish(x), leaky_relu(x, 0.2), elu(x, 0.5), selu(x), softplus(x, 2.0, 10.0), mish(x)})
           out.push_back(a);
         out.push_back(logsumexp(x, {1}));
+        Tensor img = x.reshape({1, 1, 4, 4});
+        out.push_back(conv(img, slice(slice(img, 2, 0, 2), 3, 0, 2), std::nullopt, {1}, {1}));
+        out.push_back(conv_transpose(img, slice(slice(img, 2, 0, 3), 3, 0, 3), std::nullopt, {2}));
+        out.push_back(max_pool(img, {2, 2}));
+        out.push_back(avg_pool(img, {3, 3}, {1}, {1}, false, false));
         out.push_back(isnan(x));
         out.push_back(isinf(x));
         out.push_back(nan_to_num(x, 0.0, 1.0));

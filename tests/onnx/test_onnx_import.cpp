@@ -142,19 +142,19 @@ TEST(OnnxImport, LargeWeightsAreInputsThatComeWithTheModelSmallOnesConstants) {
 TEST(OnnxImport, EveryUnsupportedOperatorIsListedAtOnce) {
   ModelBuilder b;
   b.input("x", TensorProto::FLOAT, {int64_t{1}, int64_t{3}, int64_t{8}, int64_t{8}});
-  b.node("Conv", {"x", "w"}, {"c"}, "conv1");
-  b.node("MaxPool", {"c"}, {"p"}, "pool1");
-  b.node("Conv", {"p", "w"}, {"c2"}, "conv2");
+  b.node("Resize", {"x", "roi"}, {"c"}, "up1");
+  b.node("CumSum", {"c", "axis"}, {"p"}, "sum1");
+  b.node("Resize", {"p", "roi"}, {"c2"}, "up2");
   b.node("Relu", {"c2"}, {"y"});
   b.output("y");
   try {
     b.load();
-    FAIL() << "imported a model with Conv and MaxPool";
+    FAIL() << "imported a model with Resize and CumSum";
   } catch (const onnx::Unsupported& e) {
     std::string msg = e.what();
     EXPECT_NE(msg.find("2 operators kiln does not import"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("Conv (2 nodes: 'conv1', 'conv2')"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("MaxPool (1 node: 'pool1')"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("Resize (2 nodes: 'up1', 'up2')"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("CumSum (1 node: 'sum1')"), std::string::npos) << msg;
   }
 }
 

@@ -150,6 +150,52 @@ TEST(Decompose, Addmm) {
   check({Op::Addmm, ints, A({{"beta", 0.5}, {"alpha", int64_t(1)}})});
 }
 
+TEST(Decompose, ConvolutionOfEveryGeometry) {
+  // 1, 2 and 3 spatial dims; stride, padding, dilation, groups, bias; transposed with
+  // output_padding; f64 (exact up to summation order) and f32.
+  auto conv = [](Shape x, Shape w, bool bias, IntList stride, IntList padding, IntList dilation, int64_t groups,
+                 bool transposed = false, IntList output_padding = {0}, DType dt = kF64) {
+    Shape b{transposed ? w[1] * groups : w[0]};
+    std::vector<TensorMeta> in{TensorMeta(dt, x), TensorMeta(dt, w)};
+    if (bias) in.push_back(TensorMeta(dt, b));
+    return Case{Op::Convolution, in,
+                A({{"stride", stride}, {"padding", padding}, {"dilation", dilation}, {"groups", groups}, {"transposed", transposed},
+                   {"output_padding", output_padding}})};
+  };
+  for (const Case& c : {conv({2, 3, 9}, {4, 3, 3}, true, {1}, {0}, {1}, 1), conv({2, 4, 10}, {6, 2, 3}, false, {2}, {1}, {2}, 2),
+                        conv({1, 3, 7, 6}, {5, 3, 3, 2}, true, {2, 1}, {1, 0}, {1, 2}, 1),
+                        conv({2, 6, 5, 5}, {6, 1, 3, 3}, true, {1}, {1}, {1}, 6),  // depthwise
+                        conv({1, 2, 4, 5, 3}, {4, 2, 2, 3, 1}, false, {1, 2, 1}, {1}, {1}, 1),
+                        conv({2, 4, 5, 5}, {4, 2, 1, 1}, true, {1}, {0}, {1}, 2),  // 1x1, grouped
+                        conv({2, 3, 4}, {3, 2, 3}, true, {2}, {1}, {1}, 1, true, {1}),
+                        conv({1, 4, 3, 5}, {4, 3, 2, 3}, false, {2, 3}, {0, 1}, {2, 1}, 2, true, {1, 2}),
+                        conv({1, 2, 3, 2, 2}, {2, 1, 2, 2, 2}, true, {2}, {1}, {1}, 2, true),
+                        conv({2, 3, 8, 8}, {4, 3, 3, 3}, true, {2}, {1}, {1}, 1, false, {0}, kF32)})
+    check(c);
+}
+
+TEST(Decompose, MaxAndAvgPools) {
+  auto pool = [](Op op, Shape x, IntList k, IntList stride, IntList padding, bool ceil, std::optional<bool> include_pad = {},
+                 IntList dilation = {1}) {
+    Attrs a = A({{"kernel_size", k}, {"stride", stride}, {"padding", padding}, {"ceil_mode", ceil}});
+    if (op == Op::MaxPool) a.set("dilation", dilation);
+    if (include_pad) a.set("count_include_pad", *include_pad);
+    return Case{op, {TensorMeta(kF64, x)}, a};
+  };
+  for (Op op : {Op::MaxPool, Op::AvgPool}) {
+    check(pool(op, {2, 3, 9}, {3}, {2}, {1}, false));
+    check(pool(op, {2, 3, 9}, {3}, {2}, {1}, true));
+    check(pool(op, {1, 2, 7, 6}, {3, 2}, {}, {1, 0}, true));
+    check(pool(op, {3, 5, 5}, {2, 2}, {1}, {1}, false));  // unbatched [C, H, W]
+    check(pool(op, {1, 2, 4, 5, 3}, {2, 3, 2}, {2, 1, 1}, {0, 1, 1}, true));
+  }
+  check(pool(Op::MaxPool, {1, 2, 9, 8}, {3, 2}, {2}, {1}, true, {}, {2, 3}));
+  check(pool(Op::AvgPool, {1, 2, 7, 6}, {3, 3}, {2}, {1}, true, false));
+  check(pool(Op::AvgPool, {2, 3, 9}, {3}, {2}, {1}, true, false));
+  // ceil_mode's overhang in two dims with padding in both: the corner windows' divisors.
+  check(pool(Op::AvgPool, {2, 4, 12, 10}, {3, 3}, {2}, {1}, true));
+}
+
 TEST(Decompose, Embedding) {
   for (DType dt : {kF32, kF64})
     for (Shape w : {Shape{7, 5}, Shape{33, 1}, Shape{1, 3}})

@@ -319,9 +319,47 @@ class Generator {
         return add(Op::Linear, in).has_value();
       }
       default:
+        if (s.size() >= 3 && s.size() <= 5 && chance(0.6)) return conv_or_pool(*a);
         if (s.size() != 3) return false;
         return add(Op::Bmm, {*a, new_input(TensorMeta(dt, {s[0], k, n}))}).has_value();
     }
+  }
+
+  // A value of rank 3 to 5 read as [N, C, L...]: a convolution (plain or transposed, with
+  // strides, padding, dilation, groups, output_padding, a bias) or a max or avg pool (padding,
+  // ceil_mode, count_include_pad, dilation). Geometries the shape rule refuses are dropped.
+  bool conv_or_pool(Value x) {
+    const Shape& s = x.meta().shape;
+    const int64_t spatial = static_cast<int64_t>(s.size()) - 2, c = s[1];
+    const DType dt = x.meta().dtype;
+    auto per_dim = [&](int64_t lo, int64_t hi) {
+      if (chance(0.5)) return IntList{uniform(lo, hi)};
+      IntList v;
+      for (int64_t d = 0; d < spatial; ++d) v.push_back(uniform(lo, hi));
+      return v;
+    };
+    if (chance(0.35)) {
+      const bool max = chance(0.5);
+      IntList kernel;
+      for (int64_t d = 0; d < spatial; ++d) kernel.push_back(uniform(1, 3));
+      Attrs a{{"kernel_size", kernel}, {"ceil_mode", chance(0.4)}};
+      if (chance(0.6)) a.set("stride", per_dim(1, 3));
+      if (chance(0.5)) a.set("padding", IntList{uniform(0, 1)});
+      if (max && chance(0.3)) a.set("dilation", per_dim(1, 2));
+      if (!max && chance(0.5)) a.set("count_include_pad", false);
+      return add(max ? Op::MaxPool : Op::AvgPool, {x}, a).has_value();
+    }
+    const int64_t groups = c > 1 && chance(0.3) ? (chance(0.5) ? c : (c % 2 == 0 ? 2 : 1)) : 1;
+    const bool transposed = chance(0.3);
+    const int64_t out = groups * uniform(1, 3);
+    Shape w{transposed ? c : out, transposed ? out / groups : c / groups};
+    for (int64_t d = 0; d < spatial; ++d) w.push_back(uniform(1, 3));
+    std::vector<Value> in{x, new_input(TensorMeta(dt, w))};
+    if (chance(0.6)) in.push_back(new_input(TensorMeta(dt, {out})));
+    IntList stride = per_dim(1, 2);
+    Attrs a{{"stride", stride}, {"padding", per_dim(0, 1)}, {"dilation", per_dim(1, 2)}, {"groups", groups}, {"transposed", transposed}};
+    if (transposed && stride.size() == 1 && stride[0] > 1 && chance(0.4)) a.set("output_padding", IntList{1});
+    return add(Op::Convolution, in, a).has_value();
   }
 
   // scaled_dot_product_attention with a value as q: new k and v of its batch dims; causal or a

@@ -5,7 +5,8 @@ kiln then imports and runs them like ONNX's own test data (pack.py, run_pack.py,
 `kiln run OUT/<model>/model.onnx --inputs ...`).
 
 Models: PyTorch's nn.TransformerEncoderLayer (post- and pre-norm) and nn.TransformerDecoderLayer,
-nn.MultiheadAttention with a padding mask, torchvision.ops.MLP, a stack of PyTorch's activation
+nn.MultiheadAttention with a padding mask, torchvision.ops.MLP, torchvision's ResNet-18,
+MobileNetV3-small and SqueezeNet 1.1 (random weights), a stack of PyTorch's activation
 modules, an embedding-and-LayerNorm LM head, PixelShuffle, and reflect/replicate padding; where
 `transformers` is installed (the GPU machine), a 2-layer GPT-2 and a 2-layer BERT from their
 configs (random weights). Where onnxruntime is installed, its outputs are compared with
@@ -49,6 +50,10 @@ def models():
     try:
         import torchvision
         out["torchvision_mlp"] = (torchvision.ops.MLP(20, [64, 64, 10], activation_layer=nn.ReLU, dropout=0.0), (torch.randn(8, 20),))
+        # CNNs (random weights, eval mode: batch norm with its running statistics).
+        out["torchvision_resnet18"] = (torchvision.models.resnet18(num_classes=10), (torch.randn(2, 3, 64, 64),))
+        out["torchvision_mobilenet_v3_small"] = (torchvision.models.mobilenet_v3_small(num_classes=10), (torch.randn(1, 3, 96, 96),))
+        out["torchvision_squeezenet"] = (torchvision.models.squeezenet1_1(num_classes=10), (torch.randn(1, 3, 64, 64),))
     except ImportError:
         pass
     out["activations"] = (nn.Sequential(nn.Linear(16, 32), nn.SiLU(), nn.Linear(32, 32), nn.Hardswish(), nn.Linear(32, 32), nn.Mish(),

@@ -438,6 +438,18 @@ def dtype_name(torch, dt):
 def make_ops(torch, F):
     td = lambda v: None if v is None else torch_dtype(torch, v.name if isinstance(v, Dtype) else v)
 
+    def per_dim(v, n):
+        """kiln's one-value-or-one-per-dim int lists as torch's per-dim lists."""
+        return list(v) * n if len(v) == 1 else list(v)
+
+    def pool(f1, f2, f3, x, a, **kw):
+        """torch's max_pool/avg_pool of 1 to 3 spatial dims with kiln's attributes."""
+        k = list(a["kernel_size"])
+        n = len(k)
+        stride = A(a, "stride", [])
+        return (f1, f2, f3)[n - 1](x, k, stride=per_dim(stride, n) if stride else None, padding=per_dim(A(a, "padding", [0]), n),
+                                   ceil_mode=A(a, "ceil_mode", False), **kw)
+
     def A(attrs, key, default=None):
         return attrs.get(key, default)
 
@@ -627,6 +639,12 @@ def make_ops(torch, F):
         "arange": arange, "constant": constant,
         "matmul": binary(torch.matmul), "bmm": binary(torch.bmm),
         "linear": lambda ins, a: F.linear(ins[0], ins[1], ins[2] if len(ins) > 2 else None),
+        "convolution": lambda ins, a: torch.convolution(ins[0], ins[1], ins[2] if len(ins) > 2 else None,
+                                                        per_dim(A(a, "stride", [1]), ins[1].dim() - 2), per_dim(A(a, "padding", [0]), ins[1].dim() - 2),
+                                                        per_dim(A(a, "dilation", [1]), ins[1].dim() - 2), A(a, "transposed", False),
+                                                        per_dim(A(a, "output_padding", [0]), ins[1].dim() - 2), A(a, "groups", 1)),
+        "max_pool": lambda ins, a: pool(F.max_pool1d, F.max_pool2d, F.max_pool3d, ins[0], a, dilation=per_dim(A(a, "dilation", [1]), len(a["kernel_size"]))),
+        "avg_pool": lambda ins, a: pool(F.avg_pool1d, F.avg_pool2d, F.avg_pool3d, ins[0], a, count_include_pad=A(a, "count_include_pad", True)),
         "addmm": lambda ins, a: torch.addmm(ins[0], ins[1], ins[2], beta=A(a, "beta", 1), alpha=A(a, "alpha", 1)),
         "tril": tri(torch.tril), "triu": tri(torch.triu),
         "softmax": softmax(torch.softmax), "log_softmax": softmax(torch.log_softmax),
