@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <unordered_set>
 #include <sstream>
@@ -204,7 +205,9 @@ class Importer {
     }
     const OpEntry* entry = find_op(node.op_type());
     try {
-      std::vector<Out> outs = all_known(ins) && entry->foldable ? fold(node, *entry, ins) : emit(node, *entry, ins, b);
+      std::optional<std::vector<Out>> folded;
+      if (all_known(ins) && entry->foldable) folded = fold(node, *entry, ins);
+      std::vector<Out> outs = folded ? std::move(*folded) : emit(node, *entry, ins, b);
       if (static_cast<int>(outs.size()) < node.output_size())
         fail("{}: node '{}' ({}) has {} outputs; kiln makes {} of them", what_, node.name(), node.op_type(), node.output_size(), outs.size());
       for (int i = 0; i < node.output_size(); ++i) {
@@ -246,8 +249,9 @@ class Importer {
   }
 
   // Runs the node at import: its known inputs as the inputs of a scratch graph, the converter's
-  // nodes there, then the reference interpreter.
-  std::vector<Out> fold(const ::onnx::NodeProto& node, const OpEntry& entry, const std::vector<Slot*>& ins) {
+  // nodes there, then the reference interpreter. nullopt where its results would be large (an
+  // Expand or ConstantOfShape to a big shape): those are computed at run time instead.
+  std::optional<std::vector<Out>> fold(const ::onnx::NodeProto& node, const OpEntry& entry, const std::vector<Slot*>& ins) {
     Graph scratch("fold");
     Builder sb(scratch);
     std::vector<Slot> local(ins.size());
@@ -267,6 +271,9 @@ class Importer {
     for (Out& o : outs)
       if (!o.known) values.push_back(o.var.v);
     if (values.empty()) return outs;
+    int64_t total = 0;
+    for (const Value& v : values) total += v.meta().numel();
+    if (total > kFoldMaxElements) return std::nullopt;
     scratch.set_outputs(values);
     std::vector<HostTensor> results = interpret(scratch, args);
     size_t k = 0;

@@ -17,8 +17,8 @@ struct Window {
 };
 
 // The window attributes of a node over x's spatial dims (all but the first two), with
-// auto_pad's SAME_UPPER / SAME_LOWER / VALID resolved for the given output rounding.
-Window window(NodeContext& c, const Shape& x, const IntList& kernel, bool ceil_mode = false) {
+// auto_pad's SAME_UPPER / SAME_LOWER / VALID resolved (SAME: ceil(L / stride) outputs).
+Window window(NodeContext& c, const Shape& x, const IntList& kernel) {
   const int64_t n = static_cast<int64_t>(x.size()) - 2;
   Window w;
   w.kernel = kernel;
@@ -35,7 +35,6 @@ Window window(NodeContext& c, const Shape& x, const IntList& kernel, bool ceil_m
     w.begin.assign(n, 0);
     w.end.assign(n, 0);
   } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-    (void)ceil_mode;
     for (int64_t d = 0; d < n; ++d) {
       int64_t l = x[2 + d], s = w.stride[d], out = (l + s - 1) / s;
       int64_t total = std::max<int64_t>((out - 1) * s + (w.kernel[d] - 1) * w.dilation[d] + 1 - l, 0);
@@ -161,7 +160,7 @@ Converter pool(bool max) {
     if (max && c.num_outputs() > 1) c.unsupported("the Indices output is not supported");
     c.require_attr_int("storage_order", 0, "row-major indices only");
     bool ceil_mode = c.attr_int("ceil_mode", 0) != 0;
-    Window w = window(c, xs, c.attr_ints("kernel_shape"), ceil_mode);
+    Window w = window(c, xs, c.attr_ints("kernel_shape"));
     bool include_pad = !max && c.attr_int("count_include_pad", 0) != 0;
     IntList even = even_part(w);
     // kiln pads at most half the kernel on each side, the same on both: the rest is padded here

@@ -106,6 +106,20 @@ TEST(OnnxImport, AnExportersShapeComputationFoldsToOneReshape) {
   EXPECT_EQ(m.output_names, std::vector<std::string>{"y"});
 }
 
+TEST(OnnxImport, AConstantOfAHugeShapeIsComputedAtRunTimeNotAtImport) {
+  // ConstantOfShape [64, 1024, 1024] (64M values) from a known shape: a full node, not a folded
+  // 256 MB weight.
+  ModelBuilder b;
+  b.input("x", TensorProto::FLOAT, {int64_t{64}, int64_t{1024}, int64_t{1024}});
+  b.ints_initializer("shape", {64, 1024, 1024});
+  b.node("ConstantOfShape", {"shape"}, {"ones"});
+  b.node("Add", {"x", "ones"}, {"y"});
+  b.output("y");
+  onnx::ImportedModel m = b.load();
+  EXPECT_TRUE(m.weights.empty());
+  EXPECT_EQ(count_ops(m.graph, Op::Full), 1) << print_graph(m.graph);
+}
+
 TEST(OnnxImport, LargeWeightsAreInputsThatComeWithTheModelSmallOnesConstants) {
   ModelBuilder b;
   b.input("x", TensorProto::FLOAT, {int64_t{4}, int64_t{300}});

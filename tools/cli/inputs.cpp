@@ -94,7 +94,7 @@ std::vector<HostTensor> read_inputs(const Graph& g, const std::vector<size_t>& w
   if (files.size() != which.size()) {
     std::string names;
     for (size_t i : which) names += (names.empty() ? "%" : ", %") + ins[i]->name();
-    fail("graph '{}' takes {} input{} ({}) but --inputs names {} file{}", g.name(), which.size(), which.size() == 1 ? "" : "s",
+    fail("graph '{}' has {} input{} ({}) but --inputs names {} file{}", g.name(), which.size(), which.size() == 1 ? "" : "s",
          names, files.size(), files.size() == 1 ? "" : "s");
   }
   std::vector<HostTensor> out;
