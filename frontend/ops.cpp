@@ -192,6 +192,19 @@ Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, Scalar 
   return call1(Op::Addmm, {self, mat1, mat2}, attrs({{"beta", beta.attr()}, {"alpha", alpha.attr()}}));
 }
 
+// ---- normalizations beside layer_norm
+Tensor rms_norm(const Tensor& input, const IntList& normalized_shape, const std::optional<Tensor>& weight, std::optional<double> eps) {
+  Attrs a = attrs({{"normalized_shape", normalized_shape}, {"eps", opt(eps)}});
+  return weight ? call1(Op::RmsNorm, {input, *weight}, a) : call1(Op::RmsNorm, {input}, a);
+}
+Tensor group_norm(const Tensor& input, int64_t num_groups, const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
+                  double eps) {
+  Attrs a = attrs({{"num_groups", num_groups}, {"eps", eps}});
+  if (bias && !weight) fail("group_norm: a bias needs a weight (give ones)");
+  if (bias) return call1(Op::GroupNorm, {input, *weight, *bias}, a);
+  return weight ? call1(Op::GroupNorm, {input, *weight}, a) : call1(Op::GroupNorm, {input}, a);
+}
+
 // ---- convolution and pooling
 namespace {
 Tensor convolution(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias, const IntList& stride,

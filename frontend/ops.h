@@ -146,6 +146,13 @@ Tensor bmm(const Tensor& self, const Tensor& mat2);
 Tensor linear(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt);
 Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, Scalar beta = 1, Scalar alpha = 1);
 
+// ---- normalizations beside layer_norm (torch.nn.functional.rms_norm / group_norm; rms_norm's eps
+// left out: the dtype's machine epsilon)
+Tensor rms_norm(const Tensor& input, const IntList& normalized_shape, const std::optional<Tensor>& weight = std::nullopt,
+                std::optional<double> eps = std::nullopt);
+Tensor group_norm(const Tensor& input, int64_t num_groups, const std::optional<Tensor>& weight = std::nullopt,
+                  const std::optional<Tensor>& bias = std::nullopt, double eps = 1e-5);
+
 // ---- convolution and pooling (1 to 3 spatial dims: the weight's rank - 2, kernel_size's length)
 // torch.nn.functional.conv{1,2,3}d: input [N, C, L...], weight [OC, C/groups, K...]; stride,
 // padding and dilation of one value or one per spatial dim.

@@ -32,6 +32,16 @@ double max_finite(DType t) {
   }
 }
 
+double machine_epsilon(DType t) {
+  switch (t) {
+    case DType::F16: return 0x1p-10;
+    case DType::BF16: return 0x1p-7;
+    case DType::F32: return 0x1p-23;
+    case DType::F64: return 0x1p-52;
+    default: fail("machine_epsilon: {} is not a floating dtype", dtype_name(t));
+  }
+}
+
 bool is_floating(DType t) { return info(t).floating; }
 bool is_integral(DType t) { return info(t).integral; }
 

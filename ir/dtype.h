@@ -30,6 +30,9 @@ bool is_floating(DType t);
 // The largest finite value of a floating dtype (f16 65504, bf16 3.39e38, f32 3.40e38, f64
 // 1.80e308): nan_to_num's default for +inf.
 double max_finite(DType t);
+// The gap between 1 and the next value of a floating dtype (torch.finfo(dt).eps): rms_norm's
+// default eps.
+double machine_epsilon(DType t);
 bool is_integral(DType t);  // i32, i64 (not bool)
 
 // The kind of a dtype in PyTorch's promotion: bool < integral < floating.

@@ -37,6 +37,7 @@ std::unordered_map<Op, DecompositionFn>& installed_table() {
     decompositions::install_nonfinite();
     decompositions::install_attention();
     decompositions::install_conv();
+    decompositions::install_norms();
     installing = false;
   });
   return table();

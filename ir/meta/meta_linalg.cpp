@@ -184,3 +184,34 @@ Metas meta_pool(In in, const Attrs& a) {
 }
 
 }  // namespace kiln::meta
+
+namespace kiln::meta {
+
+Metas meta_rms_norm(In in, const Attrs& a) {
+  const TensorMeta& x = in[0];
+  IntList ns = a.get_ints("normalized_shape");
+  if (ns.empty()) fail("normalized_shape must not be empty");
+  if (!is_floating(x.dtype)) fail("rms_norm needs a floating-point input, got {}", dtype_name(x.dtype));
+  if (static_cast<int64_t>(ns.size()) > x.rank() || !std::equal(ns.begin(), ns.end(), x.shape.end() - static_cast<int64_t>(ns.size())))
+    fail("normalized_shape {} must match the input's last dims (input {})", shape_str(ns), shape_str(x.shape));
+  if (in.size() > 1) {
+    if (in[1].shape != Shape(ns.begin(), ns.end())) fail("weight has shape {} but normalized_shape is {}", shape_str(in[1].shape), shape_str(ns));
+    if (in[1].dtype != x.dtype) fail("weight is {} but the input is {}", dtype_name(in[1].dtype), dtype_name(x.dtype));
+  }
+  return {TensorMeta(x.dtype, x.shape, x.device)};
+}
+
+Metas meta_group_norm(In in, const Attrs& a) {
+  const TensorMeta& x = in[0];
+  if (!is_floating(x.dtype)) fail("group_norm needs a floating-point input, got {}", dtype_name(x.dtype));
+  if (x.rank() < 2) fail("input {} must be [N, C, ...]", shape_str(x.shape));
+  int64_t g = a.get_int("num_groups"), c = x.shape[1];
+  if (g < 1 || c % g) fail("{} channels do not split into {} groups", c, g);
+  for (size_t i = 1; i < in.size(); ++i) {
+    if (in[i].shape != Shape{c}) fail("{} has shape {}; it needs one value per channel, [{}]", i == 1 ? "weight" : "bias", shape_str(in[i].shape), c);
+    if (in[i].dtype != x.dtype) fail("{} is {} but the input is {}", i == 1 ? "weight" : "bias", dtype_name(in[i].dtype), dtype_name(x.dtype));
+  }
+  return {TensorMeta(x.dtype, x.shape, x.device)};
+}
+
+}  // namespace kiln::meta

@@ -50,9 +50,9 @@ const VjpRule* find_vjp(Op op) {
 
 // Ops differentiated through their decompositions' parts: attention (its flash kernels have
 // their own backward, chosen after), convolution and the pools (slices, cat and matmul, whose
-// rules give the transposed convolution and the windows' scatter).
+// rules give the transposed convolution and the windows' scatter), rms_norm and group_norm.
 std::span<const Op> decomposed_before_differentiation() {
-  static constexpr Op ops[] = {Op::ScaledDotProductAttention, Op::Convolution, Op::MaxPool, Op::AvgPool};
+  static constexpr Op ops[] = {Op::ScaledDotProductAttention, Op::Convolution, Op::MaxPool, Op::AvgPool, Op::RmsNorm, Op::GroupNorm};
   return ops;
 }
 

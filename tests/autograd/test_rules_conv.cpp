@@ -1,6 +1,6 @@
 // Gradchecks (float64, every element) of convolution (plain, strided, dilated, grouped, with
-// bias, transposed with output_padding) and of max_pool and avg_pool, differentiated through
-// their decompositions' parts.
+// bias, transposed with output_padding), of max_pool and avg_pool, and of rms_norm and
+// group_norm, differentiated through their decompositions' parts.
 #include <gtest/gtest.h>
 
 #include "tests/support/gradcheck_util.h"
@@ -37,6 +37,13 @@ TEST(ConvRules, PoolsMatchFiniteDifferences) {
   EXPECT_TRUE(gradcheck_values(Op::AvgPool, {rnd({1, 2, 5, 6}, 16)}, Attrs{{"kernel_size", IntList{3, 3}}, {"stride", IntList{2}}, {"padding", IntList{1}}}));
   EXPECT_TRUE(gradcheck_values(Op::AvgPool, {rnd({2, 7}, 17)},
                                Attrs{{"kernel_size", IntList{3}}, {"stride", IntList{2}}, {"ceil_mode", true}, {"count_include_pad", false}}));
+}
+
+TEST(NormRules, RmsNormAndGroupNormMatchFiniteDifferences) {
+  EXPECT_TRUE(gradcheck_values(Op::RmsNorm, {rnd({3, 4, 5}, 18), rnd({4, 5}, 19)}, Attrs{{"normalized_shape", IntList{4, 5}}}));
+  EXPECT_TRUE(gradcheck_values(Op::RmsNorm, {rnd({3, 5}, 20)}, Attrs{{"normalized_shape", IntList{5}}, {"eps", 1e-2}}));
+  EXPECT_TRUE(gradcheck_values(Op::GroupNorm, {rnd({2, 6, 3, 2}, 21), rnd({6}, 22), rnd({6}, 23)}, Attrs{{"num_groups", int64_t{2}}}));
+  EXPECT_TRUE(gradcheck_values(Op::GroupNorm, {rnd({2, 4, 5}, 24)}, Attrs{{"num_groups", int64_t{4}}, {"eps", 1e-3}}));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Convolution and pooling compiled on every test device against the reference interpreter: a
 // small CNN (conv, bias, relu, max_pool, a transposed conv back up, avg_pool) forward and with
-// its gradients, in f32 and bf16; and 1-d and 3-d geometries with groups and dilation.
+// its gradients, in f32 and bf16; 1-d and 3-d geometries with groups and dilation; rms_norm and
+// group_norm.
 #include <gtest/gtest.h>
 
 #include "ir/parser.h"
@@ -50,6 +51,20 @@ graph shapes(%x: f32[3,4,17], %w: f32[6,2,3], %v: f32[1,2,5,6,7], %k: f32[4,2,2,
 })");
   expect_matches_reference(g, 4);
   expect_matches_reference(autograd::build_joint(g).graph, 5);
+}
+
+TEST_P(BackendConv, RmsNormAndGroupNormForwardAndBackward) {
+  KILN_REQUIRE_JIT();
+  for (const char* dt : {"f32", "bf16"}) {
+    Graph g = parse_graph(fmt::format(R"(
+graph norms(%x: {0}[4,6,33], %w: {0}[33], %img: {0}[2,6,5,7], %gw: {0}[6], %gb: {0}[6]) {{
+  %r = rms_norm(%x, %w, normalized_shape=[33]) : {0}[4,6,33]
+  %g = group_norm(%img, %gw, %gb, num_groups=3) : {0}[2,6,5,7]
+  return (%r, %g)
+}})", dt));
+    expect_matches_reference(g, 6);
+    if (std::string(dt) == "f32") expect_matches_reference(autograd::build_joint(g).graph, 7);
+  }
 }
 
 }  // namespace

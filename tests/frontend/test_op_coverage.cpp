@@ -66,6 +66,8 @@ TEST(OpCoverage, EveryOpHasAWrapper) {
         out.push_back(conv(img, slice(slice(img, 2, 0, 2), 3, 0, 2), std::nullopt, {1}, {1}));
         out.push_back(conv_transpose(img, slice(slice(img, 2, 0, 3), 3, 0, 3), std::nullopt, {2}));
         out.push_back(max_pool(img, {2, 2}));
+        out.push_back(rms_norm(x, {4}, ones({4})));
+        out.push_back(group_norm(img, 1, ones({1}), zeros({1})));
         out.push_back(avg_pool(img, {3, 3}, {1}, {1}, false, false));
         out.push_back(isnan(x));
         out.push_back(isinf(x));

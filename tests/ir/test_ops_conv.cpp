@@ -107,6 +107,21 @@ TEST(ConvOps, PoolsWorkedOutByHand) {
   EXPECT_EQ(r[2], -8);
 }
 
+TEST(NormOps, RmsNormAndGroupNormWorkedOutByHand) {
+  // rms of [3, 4] is sqrt(12.5); eps 0.
+  HostTensor x = T({1, 2}, {3, 4});
+  std::vector<double> r = run1(Op::RmsNorm, {x}, Attrs{{"normalized_shape", IntList{2}}, {"eps", 0.0}}).to_doubles();
+  EXPECT_NEAR(r[0], 3 / std::sqrt(12.5), 1e-15);
+  EXPECT_NEAR(r[1], 4 / std::sqrt(12.5), 1e-15);
+  // eps left out is f64's machine epsilon: rms_norm of zeros is 0, not NaN.
+  EXPECT_EQ(run1(Op::RmsNorm, {T({2}, {0, 0})}, Attrs{{"normalized_shape", IntList{2}}}).to_doubles(), (std::vector<double>{0, 0}));
+  // group_norm of [N=1, C=2, 2] in 2 groups: each channel [a, b] becomes [-1, 1] (eps 0), then
+  // weight and bias per channel.
+  HostTensor g = T({1, 2, 2}, {1, 3, 10, 30});
+  std::vector<double> y = run1(Op::GroupNorm, {g, T({2}, {2, 3}), T({2}, {0.5, -1})}, Attrs{{"num_groups", int64_t{2}}, {"eps", 0.0}}).to_doubles();
+  EXPECT_EQ(y, (std::vector<double>{-1.5, 2.5, -4, 2}));
+}
+
 TEST(ConvOps, ShapeRulesSayWhatIsWrong) {
   Graph g;
   Value x = g.add_input("x", TensorMeta(DType::F32, {2, 6, 8, 8}));

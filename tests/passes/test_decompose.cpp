@@ -196,6 +196,15 @@ TEST(Decompose, MaxAndAvgPools) {
   check(pool(Op::AvgPool, {2, 4, 12, 10}, {3, 3}, {2}, {1}, true));
 }
 
+TEST(Decompose, RmsNormAndGroupNorm) {
+  for (DType dt : {kF64, kF32, DType::BF16}) {
+    check({Op::RmsNorm, {TensorMeta(dt, {3, 5, 8})}, A({{"normalized_shape", IntList{8}}})});  // eps: the dtype's
+    check({Op::RmsNorm, {TensorMeta(dt, {3, 5, 8}), TensorMeta(dt, {5, 8})}, A({{"normalized_shape", IntList{5, 8}}, {"eps", 1e-3}})});
+    check({Op::GroupNorm, {TensorMeta(dt, {2, 6, 4, 3}), TensorMeta(dt, {6}), TensorMeta(dt, {6})}, A({{"num_groups", int64_t{3}}})});
+    check({Op::GroupNorm, {TensorMeta(dt, {3, 4})}, A({{"num_groups", int64_t{2}}, {"eps", 0.1}})});
+  }
+}
+
 TEST(Decompose, Embedding) {
   for (DType dt : {kF32, kF64})
     for (Shape w : {Shape{7, 5}, Shape{33, 1}, Shape{1, 3}})

@@ -319,7 +319,7 @@ class Generator {
         return add(Op::Linear, in).has_value();
       }
       default:
-        if (s.size() >= 3 && s.size() <= 5 && chance(0.6)) return conv_or_pool(*a);
+        if (s.size() >= 3 && s.size() <= 5 && chance(0.4)) return conv_or_pool(*a);
         if (s.size() != 3) return false;
         return add(Op::Bmm, {*a, new_input(TensorMeta(dt, {s[0], k, n}))}).has_value();
     }
@@ -341,7 +341,7 @@ class Generator {
     if (chance(0.35)) {
       const bool max = chance(0.5);
       IntList kernel;
-      for (int64_t d = 0; d < spatial; ++d) kernel.push_back(uniform(1, 3));
+      for (int64_t d = 0; d < spatial; ++d) kernel.push_back(uniform(1, spatial == 3 ? 2 : 3));
       Attrs a{{"kernel_size", kernel}, {"ceil_mode", chance(0.4)}};
       if (chance(0.6)) a.set("stride", per_dim(1, 3));
       if (chance(0.5)) a.set("padding", IntList{uniform(0, 1)});
@@ -353,7 +353,8 @@ class Generator {
     const bool transposed = chance(0.3);
     const int64_t out = groups * uniform(1, 3);
     Shape w{transposed ? c : out, transposed ? out / groups : c / groups};
-    for (int64_t d = 0; d < spatial; ++d) w.push_back(uniform(1, 3));
+    // (at most 9 kernel offsets: each is a slice of the decomposition, and joint graphs double them)
+    for (int64_t d = 0; d < spatial; ++d) w.push_back(uniform(1, spatial == 3 ? 2 : 3));
     std::vector<Value> in{x, new_input(TensorMeta(dt, w))};
     if (chance(0.6)) in.push_back(new_input(TensorMeta(dt, {out})));
     IntList stride = per_dim(1, 2);
@@ -397,6 +398,23 @@ class Generator {
     const Shape& s = a->meta().shape;
     const int64_t last = chance(0.7) ? 1 : std::min<int64_t>(2, rank);
     Shape norm(s.end() - last, s.end());
+    const DType dt = a->meta().dtype;
+    if (chance(0.2)) {  // rms_norm, maybe weighted, eps given or the dtype's
+      std::vector<Value> in{*a};
+      if (chance(0.6)) in.push_back(new_input(TensorMeta(dt, norm)));
+      Attrs at{{"normalized_shape", IntList(norm.begin(), norm.end())}};
+      if (chance(0.5)) at.set("eps", 1e-3);
+      return add(Op::RmsNorm, in, at).has_value();
+    }
+    if (rank >= 2 && chance(0.2)) {  // group_norm over [N, C, ...], groups dividing C
+      const int64_t c = s[1], groups = chance(0.5) ? 1 : (c % 2 == 0 ? 2 : c);
+      std::vector<Value> in{*a};
+      if (chance(0.7)) {
+        in.push_back(new_input(TensorMeta(dt, {c})));
+        if (chance(0.7)) in.push_back(new_input(TensorMeta(dt, {c})));
+      }
+      return add(Op::GroupNorm, in, {{"num_groups", groups}}).has_value();
+    }
     std::vector<Value> in{*a};
     if (chance(0.8)) {
       in.push_back(new_input(TensorMeta(a->meta().dtype, norm)));

@@ -442,6 +442,14 @@ def make_ops(torch, F):
         """kiln's one-value-or-one-per-dim int lists as torch's per-dim lists."""
         return list(v) * n if len(v) == 1 else list(v)
 
+    def rms_norm(x, shape, w, eps):
+        if hasattr(F, "rms_norm"):
+            return F.rms_norm(x, shape, w, eps)
+        dims = tuple(range(-len(shape), 0))
+        e = torch.finfo(x.dtype).eps if eps is None else eps
+        y = x * torch.rsqrt(x.pow(2).mean(dims, keepdim=True) + e)
+        return y * w if w is not None else y
+
     def pool(f1, f2, f3, x, a, **kw):
         """torch's max_pool/avg_pool of 1 to 3 spatial dims with kiln's attributes."""
         k = list(a["kernel_size"])
@@ -643,6 +651,10 @@ def make_ops(torch, F):
                                                         per_dim(A(a, "stride", [1]), ins[1].dim() - 2), per_dim(A(a, "padding", [0]), ins[1].dim() - 2),
                                                         per_dim(A(a, "dilation", [1]), ins[1].dim() - 2), A(a, "transposed", False),
                                                         per_dim(A(a, "output_padding", [0]), ins[1].dim() - 2), A(a, "groups", 1)),
+        # torch 1.13 has no F.rms_norm: its formula, in the input's dtype as torch computes it
+        "rms_norm": lambda ins, a: rms_norm(ins[0], list(a["normalized_shape"]), ins[1] if len(ins) > 1 else None, a.get("eps")),
+        "group_norm": lambda ins, a: F.group_norm(ins[0], a["num_groups"], ins[1] if len(ins) > 1 else None,
+                                                  ins[2] if len(ins) > 2 else None, A(a, "eps", 1e-5)),
         "max_pool": lambda ins, a: pool(F.max_pool1d, F.max_pool2d, F.max_pool3d, ins[0], a, dilation=per_dim(A(a, "dilation", [1]), len(a["kernel_size"]))),
         "avg_pool": lambda ins, a: pool(F.avg_pool1d, F.avg_pool2d, F.avg_pool3d, ins[0], a, count_include_pad=A(a, "count_include_pad", True)),
         "addmm": lambda ins, a: torch.addmm(ins[0], ins[1], ins[2], beta=A(a, "beta", 1), alpha=A(a, "alpha", 1)),
