@@ -289,8 +289,11 @@ class Importer {
     } catch (const Unsupported&) {
       throw;
     } catch (const Error& e) {
-      // a builder's shape error, said for the node that caused it
-      throw Error(fmt::format("{}: {}: {}", what_, c.where(), e.what()));
+      // a builder's shape error, said for the node that caused it (the converter's own errors
+      // name the node already)
+      std::string msg = e.what();
+      if (msg.rfind(c.where(), 0) == 0) throw Error(fmt::format("{}: {}", what_, msg));
+      throw Error(fmt::format("{}: {}: {}", what_, c.where(), msg));
     }
     c.check_attributes_read();
     return outs;

@@ -273,6 +273,20 @@ TEST(OnnxImport, WeightsStoredOutsideTheModelAreReadFromItsFolder) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(OnnxImport, AMalformedNodeIsNamedOnce) {
+  ModelBuilder b;
+  b.input("x", TensorProto::FLOAT, {int64_t{2}, int64_t{3}});
+  b.node("Softmax", {"x"}, {"y"}, "sm");
+  set_int_attr(b.m.mutable_graph()->mutable_node(0), "axis", 5);
+  b.output("y");
+  try {
+    b.load();
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "test.onnx: node 'sm' (Softmax): axis 5 is out of range for rank 2");
+  }
+}
+
 TEST(OnnxImport, NodesOutOfOrderAreAnError) {
   ModelBuilder b;
   b.input("x", TensorProto::FLOAT, {int64_t{2}});
