@@ -133,6 +133,29 @@ Var Builder::slice(Value x, int64_t dim, int64_t start, int64_t end, int64_t ste
   return op(Op::Slice, {x}, a);
 }
 
+Var Builder::pad(Value x, int64_t dim, int64_t lo, int64_t hi, double fill) {
+  Var v = wrap(x);
+  if (lo < 0 || hi < 0) {
+    int64_t n = v.shape()[dim];
+    v = slice(v, dim, std::max<int64_t>(-lo, 0), n - std::max<int64_t>(-hi, 0));
+    lo = std::max<int64_t>(lo, 0);
+    hi = std::max<int64_t>(hi, 0);
+  }
+  if (lo == 0 && hi == 0) return v;
+  std::vector<Value> parts;
+  Shape s = v.shape();
+  if (lo) {
+    s[dim] = lo;
+    parts.push_back(full(s, fill, v.dtype()));
+  }
+  parts.push_back(v);
+  if (hi) {
+    s[dim] = hi;
+    parts.push_back(full(s, fill, v.dtype()));
+  }
+  return cat(parts, dim);
+}
+
 Var Builder::cat(const std::vector<Value>& xs, int64_t dim) { return op(Op::Cat, xs, attrs1("dim", dim)); }
 
 std::vector<Var> Builder::split(Value x, const IntList& sizes, int64_t dim) {

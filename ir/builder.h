@@ -123,6 +123,9 @@ class Builder {
   Var squeeze(Value x, const IntList& dims);
   Var slice(Value x, int64_t dim, int64_t start, int64_t end, int64_t step = 1);
   Var cat(const std::vector<Value>& xs, int64_t dim);
+  // x with `lo` and `hi` elements of `fill` added before and after along dim (a cat of full
+  // blocks); a negative amount crops instead. No node when both are 0.
+  Var pad(Value x, int64_t dim, int64_t lo, int64_t hi, double fill);
   std::vector<Var> split(Value x, const IntList& sizes, int64_t dim);
   Var contiguous(Value x) { return op(Op::Contiguous, {x}); }
 

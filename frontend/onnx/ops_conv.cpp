@@ -50,23 +50,8 @@ Window window(NodeContext& c, const Shape& x, const IntList& kernel) {
 // x padded with `fill` in spatial dim d by the part of begin/end beyond `even` (what the op
 // pads itself on both sides).
 Var pad_extra(NodeContext& c, Var x, const Window& w, const IntList& even, double fill) {
-  for (size_t d = 0; d < w.begin.size(); ++d) {
-    int64_t lo = w.begin[d] - even[d], hi = w.end[d] - even[d];
-    if (!lo && !hi) continue;
-    int64_t dim = static_cast<int64_t>(d) + 2;
-    std::vector<Value> parts;
-    Shape s = x.shape();
-    if (lo) {
-      s[dim] = lo;
-      parts.push_back(c.b.full(s, fill, x.dtype()));
-    }
-    parts.push_back(x);
-    if (hi) {
-      s[dim] = hi;
-      parts.push_back(c.b.full(s, fill, x.dtype()));
-    }
-    x = c.b.cat(parts, dim);
-  }
+  for (size_t d = 0; d < w.begin.size(); ++d)
+    x = c.b.pad(x, static_cast<int64_t>(d) + 2, w.begin[d] - even[d], w.end[d] - even[d], fill);
   return x;
 }
 
@@ -136,14 +121,8 @@ std::vector<Out> conv_transpose(NodeContext& c) {
   std::vector<Value> ins{c.in(0), c.in(1)};
   Var y = c.b.op(Op::Convolution, ins, a);
   for (int64_t d = 0; d < n; ++d) {
-    int64_t grow = out_pad[d] + std::max<int64_t>(-end[d], 0);
-    if (grow > 0) {
-      Shape s = y.shape();
-      s[2 + d] = grow;
-      y = c.b.cat({y, c.b.full(s, 0.0, y.dtype())}, 2 + d);
-    }
-    int64_t stop = y.shape()[2 + d] - std::max<int64_t>(end[d], 0);
-    if (begin[d] != 0 || stop != y.shape()[2 + d]) y = c.b.slice(y, 2 + d, begin[d], stop);
+    // output_padding and a negative end pad grow the end; begin and a positive end crop
+    y = c.b.pad(y, 2 + d, -begin[d], out_pad[d] - end[d], 0.0);
   }
   if (c.has(2)) {
     Shape bs{y.shape()[1]};

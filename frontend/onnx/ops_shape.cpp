@@ -358,29 +358,15 @@ std::vector<Out> pad(NodeContext& c) {
   for (size_t i = 0; i < n; ++i) {
     int64_t a = normalize_axis(c, axes[i], r), before = pads[i], after = pads[i + n];
     if (before == 0 && after == 0) continue;
-    int64_t dim = x.shape()[a];
-    // Negative pads crop.
-    if (before < 0 || after < 0) {
-      x = c.b.slice(x, a, std::max<int64_t>(-before, 0), dim - std::max<int64_t>(-after, 0));
-      before = std::max<int64_t>(before, 0);
-      after = std::max<int64_t>(after, 0);
-      dim = x.shape()[a];
-    }
     if (mode == "constant") {
-      std::vector<Value> parts;
-      Shape block = x.shape();
-      if (before) {
-        block[a] = before;
-        parts.push_back(c.b.full(block, value, x.dtype()));
-      }
-      parts.push_back(x);
-      if (after) {
-        block[a] = after;
-        parts.push_back(c.b.full(block, value, x.dtype()));
-      }
-      x = c.b.cat(parts, a);
+      x = c.b.pad(x, a, before, after, value);  // negative pads crop
       continue;
     }
+    // Negative pads crop.
+    x = c.b.pad(x, a, std::min<int64_t>(before, 0), std::min<int64_t>(after, 0), 0.0);
+    before = std::max<int64_t>(before, 0);
+    after = std::max<int64_t>(after, 0);
+    const int64_t dim = x.shape()[a];
     if (dim == 0) c.error(fmt::format("{} padding of an empty dim", mode));
     if (mode == "reflect" && (before >= dim || after >= dim))
       c.error(fmt::format("reflect padding of {} and {} on a dim of {} (each must be below it)", before, after, dim));

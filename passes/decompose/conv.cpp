@@ -20,29 +20,6 @@ int64_t product(const IntList& v) {
   return p;
 }
 
-// x padded in `dim` by lo and hi elements of `fill`; negative amounts crop.
-Var pad(Builder& b, Var x, int64_t dim, int64_t lo, int64_t hi, double fill) {
-  if (lo < 0 || hi < 0) {
-    int64_t n = x.shape()[dim];
-    x = b.slice(x, dim, std::max<int64_t>(-lo, 0), n - std::max<int64_t>(-hi, 0));
-    lo = std::max<int64_t>(lo, 0);
-    hi = std::max<int64_t>(hi, 0);
-  }
-  if (lo == 0 && hi == 0) return x;
-  std::vector<Value> parts;
-  Shape s = x.shape();
-  if (lo) {
-    s[dim] = lo;
-    parts.push_back(b.full(s, fill, x.dtype()));
-  }
-  parts.push_back(x);
-  if (hi) {
-    s[dim] = hi;
-    parts.push_back(b.full(s, fill, x.dtype()));
-  }
-  return b.cat(parts, dim);
-}
-
 // The windows of x (its spatial dims from `first`): one strided slice per kernel offset,
 // stacked into a new dim at `first`: [lead..., K, out...].
 Var windows(Builder& b, Var x, int64_t first, const IntList& kernel, const IntList& stride, const IntList& dilation,
@@ -111,7 +88,7 @@ std::vector<Value> convolution(DecompositionContext& c) {
   Var x = c.input(0), w = c.input(1), y;
   const IntList ones(g.spatial, 1);
   if (!g.transposed) {
-    for (int64_t d = 0; d < g.spatial; ++d) x = pad(b, x, 2 + d, g.padding[d], g.padding[d], 0.0);
+    for (int64_t d = 0; d < g.spatial; ++d) x = b.pad(x, 2 + d, g.padding[d], g.padding[d], 0.0);
     y = convolve(b, x, w, g.groups, g.stride, g.dilation, g.out_size);
   } else {
     // The input spread out by the stride, padded so that every output sees its full kernel;
@@ -119,7 +96,7 @@ std::vector<Value> convolution(DecompositionContext& c) {
     for (int64_t d = 0; d < g.spatial; ++d) {
       x = spread(b, x, 2 + d, g.stride[d]);
       int64_t reach = g.dilation[d] * (g.kernel[d] - 1);
-      x = pad(b, x, 2 + d, reach - g.padding[d], reach - g.padding[d] + g.output_padding[d], 0.0);
+      x = b.pad(x, 2 + d, reach - g.padding[d], reach - g.padding[d] + g.output_padding[d], 0.0);
     }
     const int64_t cg = g.in_channels / g.groups, ocg = g.out_channels / g.groups;
     Shape grouped{g.groups, cg, ocg};
@@ -153,7 +130,7 @@ std::vector<Value> max_pool(DecompositionContext& c) {
   const int64_t first = c.input(0).rank() - g.spatial;
   Var x = c.input(0);
   const double inf = std::numeric_limits<double>::infinity();
-  for (int64_t d = 0; d < g.spatial; ++d) x = pad(b, x, first + d, g.padding[d], g.padding[d] + overhang(g, d), -inf);
+  for (int64_t d = 0; d < g.spatial; ++d) x = b.pad(x, first + d, g.padding[d], g.padding[d] + overhang(g, d), -inf);
   return {b.amax(windows(b, x, first, g.kernel, g.stride, g.dilation, g.out_size), {first})};
 }
 
@@ -170,10 +147,10 @@ std::vector<Value> avg_pool(DecompositionContext& c) {
   // the padding's ones in its corners.)
   Var mask = b.full(g.in_size, 1.0, ct);
   for (int64_t d = 0; d < g.spatial; ++d) {
-    x = pad(b, x, first + d, g.padding[d], g.padding[d] + overhang(g, d), 0.0);
-    mask = pad(b, mask, d, g.padding[d], g.padding[d], include_pad ? 1.0 : 0.0);
+    x = b.pad(x, first + d, g.padding[d], g.padding[d] + overhang(g, d), 0.0);
+    mask = b.pad(mask, d, g.padding[d], g.padding[d], include_pad ? 1.0 : 0.0);
   }
-  for (int64_t d = 0; d < g.spatial; ++d) mask = pad(b, mask, d, 0, overhang(g, d), 0.0);
+  for (int64_t d = 0; d < g.spatial; ++d) mask = b.pad(mask, d, 0, overhang(g, d), 0.0);
   Var sums = b.sum(windows(b, x, first, g.kernel, g.stride, g.dilation, g.out_size), {first});
   Var counts = b.sum(windows(b, mask, 0, g.kernel, g.stride, g.dilation, g.out_size), {0});
   return {b.to(b.div(sums, counts), dt)};
