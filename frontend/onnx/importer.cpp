@@ -2,6 +2,7 @@
 // import when every input is known), the outputs, and every unsupported operator reported at once.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <filesystem>
 #include <fstream>
@@ -49,7 +50,8 @@ int64_t opset_of(const ::onnx::ModelProto& m, const std::string& what) {
   if (opset > kMaxOpset)
     throw Unsupported(fmt::format("{}: opset {} is not supported (kiln imports opsets 1 to {}); convert the model "
                                   "with onnx.version_converter or export it with opset_version={}",
-                                  what, opset, kMaxOpset, kMaxOpset));
+                                  what, opset, kMaxOpset, kMaxOpset),
+                      {fmt::format("opset {}", opset)});
   return opset;
 }
 
@@ -103,14 +105,17 @@ class Importer {
     }
     if (missing.empty()) return;
     std::string list;
+    std::vector<std::string> causes;
     for (const auto& [op, nodes] : missing) {
+      causes.push_back("operator " + op);
       std::string some;
       for (size_t i = 0; i < nodes.size() && i < 3; ++i) some += (i ? ", " : "") + nodes[i];
       if (nodes.size() > 3) some += ", ...";
       list += fmt::format("\n  {} ({} node{}: {})", op, nodes.size(), nodes.size() == 1 ? "" : "s", some);
     }
     throw Unsupported(fmt::format("{}: {} operator{} kiln does not import:{}\n(`kiln ops --onnx` lists the ones it does)",
-                                  what_, missing.size(), missing.size() == 1 ? "" : "s", list));
+                                  what_, missing.size(), missing.size() == 1 ? "" : "s", list),
+                      std::move(causes));
   }
 
   void add_initializer(const ::onnx::TensorProto& t) {
@@ -129,10 +134,13 @@ class Importer {
   void add_model_input(const ::onnx::ValueInfoProto& vi) {
     std::string what = fmt::format("{}: input '{}'", what_, vi.name());
     if (!vi.type().has_tensor_type())
-      throw Unsupported(fmt::format("{}: sequence, map and optional inputs are not supported (only tensors)", what));
+      throw Unsupported(fmt::format("{}: sequence, map and optional inputs are not supported (only tensors)", what),
+                        {"sequence, map or optional inputs"});
     const auto& tt = vi.type().tensor_type();
     std::optional<DType> dt = dtype_of(tt.elem_type());
-    if (!dt) throw Unsupported(fmt::format("{}: element type {} is not supported", what, elem_type_name(tt.elem_type())));
+    if (!dt)
+      throw Unsupported(fmt::format("{}: element type {} is not supported", what, elem_type_name(tt.elem_type())),
+                        {"element type " + elem_type_name(tt.elem_type())});
     Shape shape;
     if (auto it = options_.input_shapes.find(vi.name()); it != options_.input_shapes.end()) {
       shape = it->second;
@@ -223,6 +231,8 @@ class Importer {
       }
     } catch (const Unsupported& e) {
       problems_.push_back(e.what());
+      for (const std::string& c : e.causes())
+        if (std::find(problem_causes_.begin(), problem_causes_.end(), c) == problem_causes_.end()) problem_causes_.push_back(c);
       for (const std::string& o : node.output()) poisoned_.insert(o);
     }
   }
@@ -311,7 +321,8 @@ class Importer {
     std::string list;
     for (const std::string& p : problems_) list += "\n  " + p;
     throw Unsupported(fmt::format("{}: {} node{} kiln cannot import:{}", what_, problems_.size(),
-                                  problems_.size() == 1 ? "" : "s", list));
+                                  problems_.size() == 1 ? "" : "s", list),
+                      problem_causes_);
   }
 
   const ::onnx::ModelProto& model_;
@@ -324,6 +335,7 @@ class Importer {
   std::set<std::string> poisoned_;
   std::unordered_set<Value> named_;
   std::vector<std::string> problems_;
+  std::vector<std::string> problem_causes_;  // each problem's causes, once
   std::map<std::string, HostTensor> weights_;
 };
 

@@ -11,7 +11,27 @@ std::string NodeContext::where() const {
   return fmt::format("node '{}' ({})", node_.name(), node_.op_type());
 }
 
-void NodeContext::unsupported(const std::string& what) const { throw Unsupported(fmt::format("{}: {}", where(), what)); }
+namespace {
+
+// A refusal in a few words: without the explanation after a ';' and without parenthesized
+// asides ("its shape (input 1) is computed at run time; kiln needs..." -> "its shape is
+// computed at run time").
+std::string brief(const std::string& what) {
+  std::string s = what.substr(0, what.find(';')), out;
+  int depth = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '(' && i > 0 && s[i - 1] == ' ' && depth++ == 0) out.pop_back();
+    else if (depth == 0) out += s[i];
+    else if (s[i] == ')') --depth;
+  }
+  return out;
+}
+
+}  // namespace
+
+void NodeContext::unsupported(const std::string& what) const {
+  throw Unsupported(fmt::format("{}: {}", where(), what), {op_type() + ": " + brief(what)});
+}
 void NodeContext::error(const std::string& what) const { throw Error(fmt::format("{}: {}", where(), what)); }
 
 TensorMeta NodeContext::meta(size_t i) const {

@@ -29,10 +29,17 @@ inline constexpr int64_t kInlineConstantMax = 16;
 inline constexpr int64_t kMaxOpset = 17;
 
 // An operator, opset, attribute or dtype kiln does not import (a kiln::Error): what a model
-// needs that kiln lacks, as opposed to a malformed model.
+// needs that kiln lacks, as opposed to a malformed model. `causes` says it in a few words each
+// ("operator Resize", "Cast: a cast to string", "element type string"), for tables of what is
+// missing (`kiln onnx-test`); the message says it in full, with the nodes.
 class Unsupported : public Error {
  public:
-  using Error::Error;
+  Unsupported(const std::string& message, std::vector<std::string> causes)
+      : Error(message), causes_(std::move(causes)) {}
+  const std::vector<std::string>& causes() const { return causes_; }
+
+ private:
+  std::vector<std::string> causes_;
 };
 
 struct ImportOptions {

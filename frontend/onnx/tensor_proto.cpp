@@ -78,7 +78,8 @@ HostTensor to_host_tensor(const TP& t, const std::string& what, const std::strin
   std::optional<DType> dt = dtype_of(t.data_type());
   if (!dt)
     throw Unsupported(fmt::format("{}: element type {} is not supported (kiln has f16, bf16, f32, f64, i32, i64 and bool)",
-                                  what, elem_type_name(t.data_type())));
+                                  what, elem_type_name(t.data_type())),
+                      {"element type " + elem_type_name(t.data_type())});
   if (t.segment().begin() != 0 || t.segment().end() != 0) fail("{}: segmented tensors are not supported", what);
   Shape shape(t.dims().begin(), t.dims().end());
   for (int64_t d : shape)

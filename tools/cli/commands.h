@@ -21,5 +21,6 @@ void add_ops_command(CLI::App& app);     // ops.cpp
 void add_fuzz_command(CLI::App& app);    // fuzz.cpp
 void add_launch_command(CLI::App& app);  // launch.cpp
 void add_import_command(CLI::App& app);  // import.cpp
+void add_onnx_test_command(CLI::App& app);  // onnx_test.cpp
 
 }  // namespace kiln::cli

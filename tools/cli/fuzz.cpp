@@ -8,26 +8,23 @@
 // With --jobs J, J processes share the batches, so a crash in one is counted, not fatal.
 // Prints counts by category; exit code 1 if any graph failed.
 #include <fmt/format.h>
-#include <execinfo.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
-#include <thread>
 
 #include "ir/error.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/common.h"
 #include "tools/cli/device.h"
+#include "tools/cli/forked_jobs.h"
 #include "tools/fuzz/differential.h"
 #include "tools/fuzz/random_graph.h"
 #include "tools/fuzz/shrink.h"
@@ -63,12 +60,6 @@ struct Outcome {
   std::string joint = "checked";  // checked | skipped | -
   std::string detail;
 };
-
-std::string escape_line(std::string s) {
-  for (char& ch : s)
-    if (ch == '\n' || ch == '\t') ch = ' ';
-  return s;
-}
 
 fuzz::CheckOptions check_options(const FuzzOptions& o) {
   fuzz::CheckOptions c;
@@ -201,58 +192,6 @@ std::vector<Outcome> read_results(const std::string& path, int64_t* last_batch =
   return out;
 }
 
-// A job that crashes (a segfault in the compiler or a driver) says where on stderr: its
-// signal and the stack, raw addresses with the binary's offsets (`addr2line -e kiln` names
-// them), before dying of the signal as it would have. Only async-signal-safe calls.
-int crash_job = -1;
-void on_crash(int sig) {
-  char head[96];
-  int n = std::snprintf(head, sizeof head, "kiln fuzz: job %d crashed with signal %d; its stack:\n", crash_job, sig);
-  if (n > 0) (void)!::write(STDERR_FILENO, head, static_cast<size_t>(n));
-  void* frames[64];
-  int depth = ::backtrace(frames, 64);
-  ::backtrace_symbols_fd(frames, depth, STDERR_FILENO);
-  ::signal(sig, SIG_DFL);
-  ::raise(sig);
-}
-void print_a_backtrace_on_a_crash(int job) {
-  crash_job = job;
-  void* warm[1];
-  ::backtrace(warm, 1);  // loads libgcc's unwinder now, not inside the handler
-  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) ::signal(sig, on_crash);
-}
-
-// require_runnable, asked in a child process: the jobs are forked, and a CUDA driver that the
-// parent has initialized cannot be used in a forked child (cuInit state does not survive fork:
-// every call there fails with CUDA_ERROR_NOT_INITIALIZED). So the parent never touches it.
-void require_runnable_in_a_child(const Device& device) {
-  int fds[2];
-  if (::pipe(fds) != 0) fail("pipe failed");
-  pid_t pid = fork();
-  if (pid < 0) fail("fork failed");
-  if (pid == 0) {
-    ::close(fds[0]);
-    std::string message;
-    try {
-      require_runnable(device, "kiln fuzz");
-    } catch (const std::exception& e) {
-      message = e.what();
-    }
-    if (!message.empty()) (void)!::write(fds[1], message.data(), message.size());
-    ::close(fds[1]);
-    _exit(message.empty() ? 0 : 1);
-  }
-  ::close(fds[1]);
-  std::string message;
-  char buf[512];
-  for (ssize_t got; (got = ::read(fds[0], buf, sizeof buf)) > 0;) message.append(buf, static_cast<size_t>(got));
-  ::close(fds[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  if (!message.empty()) throw kiln::Error(message);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) fail("kiln fuzz: checking that {} can run graphs crashed", device.str());
-}
-
 int run_fuzz(const FuzzOptions& o) {
   if (o.graphs < 1 || o.batch < 1 || o.jobs < 1) fail("--graphs, --batch and --jobs must be at least 1");
   check_options(o);  // bad options fail here, before any job starts
@@ -262,44 +201,15 @@ int run_fuzz(const FuzzOptions& o) {
   std::vector<Outcome> all;
   int crashed_jobs = 0;
   std::vector<bool> crashed(static_cast<size_t>(o.jobs), false);
-  {
-    // Processes, not threads: the CPU JIT compiles one module at a time per process, and a
-    // crash in a job must not take the others down.
-    std::vector<pid_t> pids;
-    // Each job compiles its NVRTC programs on its share of the cores (unless the user chose),
-    // so that J jobs do not start J x cores compiles at once: fewer, larger programs are cheaper.
-    if (const char* set = std::getenv("KILN_COMPILE_THREADS"); o.jobs > 1 && !(set && *set)) {
-      unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-      ::setenv("KILN_COMPILE_THREADS", std::to_string(std::max(1u, cores / static_cast<unsigned>(o.jobs))).c_str(), 1);
-    }
-    for (int j = 0; j < o.jobs; ++j) {
-      pid_t pid = fork();
-      if (pid < 0) fail("fork failed");
-      if (pid == 0) {
-        print_a_backtrace_on_a_crash(j);
-        int rc = 0;
-        try {
-          std::ofstream f(dir / fmt::format("job{}.tsv", j));
-          run_job(o, j, f);
-        } catch (const std::exception& e) {
-          fmt::print(stderr, "kiln fuzz: job {}: {}\n", j, e.what());
-          rc = 3;
-        }
-        std::fflush(nullptr);
-        _exit(rc);
-      }
-      pids.push_back(pid);
-    }
-    for (size_t j = 0; j < pids.size(); ++j) {
-      int status = 0;
-      waitpid(pids[j], &status, 0);
-      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        ++crashed_jobs;
-        crashed[j] = true;
-        fmt::print(stderr, "kiln fuzz: job {} ended abnormally ({}); its graphs after the last one recorded are not counted\n",
-                   j, WIFSIGNALED(status) ? fmt::format("signal {}", WTERMSIG(status)) : fmt::format("exit {}", WEXITSTATUS(status)));
-      }
-    }
+  const std::vector<std::string> endings = run_forked_jobs("kiln fuzz", o.jobs, [&](int j) {
+    std::ofstream f(dir / fmt::format("job{}.tsv", j));
+    run_job(o, j, f);
+  });
+  for (size_t j = 0; j < endings.size(); ++j) {
+    if (endings[j].empty()) continue;
+    ++crashed_jobs;
+    crashed[j] = true;
+    fmt::print(stderr, "kiln fuzz: job {} ended abnormally ({}); its graphs after the last one recorded are not counted\n", j, endings[j]);
   }
   std::vector<std::string> hung;
   for (int j = 0; j < o.jobs; ++j) {
@@ -384,7 +294,7 @@ void add_fuzz_command(CLI::App& app) {
       std::exit(0);
     }
     // Before any work: with no GPU (or no CPU JIT), every graph would be a run error.
-    require_runnable_in_a_child(parse_device(o->device));
+    require_runnable_in_a_child(parse_device(o->device), "kiln fuzz");
     std::exit(o->replay.empty() ? run_fuzz(*o) : replay(*o));
   });
 }

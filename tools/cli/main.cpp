@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   kiln::cli::add_fuzz_command(app);
   kiln::cli::add_launch_command(app);
   kiln::cli::add_import_command(app);
+  kiln::cli::add_onnx_test_command(app);
   app.footer("Any command takes --load LIB.so (repeatable): a library of custom ops to load first.");
   try {
     kiln::cli::load_plugins(argc, argv);
