@@ -50,19 +50,63 @@ std::vector<TestCase> find_test_cases(const std::string& root) {
   return out;
 }
 
+namespace {
+
+// Imports the model again with `names` known from `given` (in the order of `all_inputs`),
+// adding the run-time values each refusal names, as long as they are model inputs.
+TestResult import_specialized(const fs::path& model, const std::vector<std::string>& all_inputs,
+                              const std::vector<HostTensor>& given, std::vector<std::string>& names, ImportedModel& out) {
+  for (int round = 0; round < 8; ++round) {
+    ImportOptions options;
+    for (const std::string& n : names) {
+      size_t at = static_cast<size_t>(std::find(all_inputs.begin(), all_inputs.end(), n) - all_inputs.begin());
+      options.known_inputs[n] = given.at(at);
+    }
+    try {
+      out = load(model.string(), options);
+      return {};
+    } catch (const Unsupported& e) {
+      bool more = !e.run_time_values().empty();
+      for (const std::string& v : e.run_time_values())
+        more = more && std::find(all_inputs.begin(), all_inputs.end(), v) != all_inputs.end() &&
+               std::find(names.begin(), names.end(), v) == names.end();
+      if (!more) return TestResult::unsupported(e);
+      names.insert(names.end(), e.run_time_values().begin(), e.run_time_values().end());
+    } catch (const Error& e) {
+      return TestResult::failed("import", std::string("import: ") + e.what());
+    }
+  }
+  return TestResult::failed("import", "specializing its inputs did not converge");
+}
+
+}  // namespace
+
 TestResult load_test_case(const TestCase& c, LoadedTestCase& out) {
   const fs::path dir(c.dir);
+  const fs::path model = dir / "model.onnx";
+  auto add_set = [&](size_t m, const std::vector<HostTensor>& given, std::vector<HostTensor> want) -> std::string {
+    const ImportedModel& im = out.models[m];
+    if (given.size() != im.input_names.size())
+      return fmt::format("{} inputs in a data set, {} in the model", given.size(), im.input_names.size());
+    out.sets.push_back({m, graph_arguments(im, given), std::move(want)});
+    return "";
+  };
+  std::vector<std::string> run_time;
   try {
-    out.model = load((dir / "model.onnx").string());
+    out.models.push_back(load(model.string()));
   } catch (const Unsupported& e) {
-    return {TestResult::Unsupported, e.causes(), e.what()};
+    // specialized below when every value it needs known is a model input
+    const std::vector<std::string> inputs = model_input_names(model.string());
+    for (const std::string& v : e.run_time_values())
+      if (std::find(inputs.begin(), inputs.end(), v) == inputs.end()) return TestResult::unsupported(e);
+    if (e.run_time_values().empty()) return TestResult::unsupported(e);
+    run_time = e.run_time_values();
   } catch (const Error& e) {
-    return {TestResult::Failed, {"import"}, std::string("import: ") + e.what()};
+    return TestResult::failed("import", std::string("import: ") + e.what());
   }
-  std::vector<fs::path> sets;
-  for (const fs::path& d : sorted_subfolders(dir))
-    if (d.filename().string().starts_with("test_data_set")) sets.push_back(d);
-  for (const fs::path& set : sets) {
+  std::vector<std::pair<std::vector<HostTensor>, std::vector<HostTensor>>> data;
+  for (const fs::path& set : sorted_subfolders(dir)) {
+    if (!set.filename().string().starts_with("test_data_set")) continue;
     std::vector<HostTensor> given, want;
     try {
       for (int i = 0; fs::exists(set / fmt::format("input_{}.pb", i)); ++i)
@@ -70,17 +114,40 @@ TestResult load_test_case(const TestCase& c, LoadedTestCase& out) {
       for (int i = 0; fs::exists(set / fmt::format("output_{}.pb", i)); ++i)
         want.push_back(read_tensor_proto((set / fmt::format("output_{}.pb", i)).string()));
     } catch (const Unsupported& e) {
-      return {TestResult::Unsupported, e.causes(), std::string("its data: ") + e.what()};
+      return TestResult::unsupported(e, "its data: ");
     } catch (const Error& e) {
-      return {TestResult::Failed, {"reading its data"}, e.what()};
+      return TestResult::failed("reading its data", e.what());
     }
-    size_t own_inputs = out.model.input_names.size();
-    if (given.size() != own_inputs)
-      return {TestResult::Failed, {"import"}, fmt::format("{} inputs in {}, {} in the model", given.size(), set.filename().string(), own_inputs)};
-    out.sets.emplace_back(std::move(given), std::move(want));
+    data.emplace_back(std::move(given), std::move(want));
   }
-  if (out.sets.empty()) return {TestResult::Failed, {"reading its data"}, fmt::format("{} has no test_data_set folder", c.dir)};
-  return {};
+  if (data.empty()) return TestResult::failed("reading its data", fmt::format("{} has no test_data_set folder", c.dir));
+
+  if (run_time.empty()) {
+    for (auto& [given, want] : data)
+      if (std::string bad = add_set(0, given, std::move(want)); !bad.empty()) return TestResult::failed("import", bad);
+    return {};
+  }
+  // Values kiln needs at import are model inputs here: each data set gets a model specialized on
+  // its values.
+  const std::vector<std::string> all_inputs = model_input_names(model.string());
+  for (auto& [given, want] : data) {
+    if (given.size() != all_inputs.size())
+      return TestResult::failed("import", fmt::format("{} inputs in a data set, {} in the model", given.size(), all_inputs.size()));
+    std::vector<std::string> names = run_time;
+    ImportedModel m;
+    TestResult r = import_specialized(model, all_inputs, given, names, m);
+    if (r.verdict != TestResult::Passed) return r;
+    std::vector<HostTensor> rest;
+    for (size_t i = 0; i < all_inputs.size(); ++i)
+      if (std::find(names.begin(), names.end(), all_inputs[i]) == names.end()) rest.push_back(given[i]);
+    out.models.push_back(std::move(m));
+    if (std::string bad = add_set(out.models.size() - 1, rest, std::move(want)); !bad.empty()) return TestResult::failed("import", bad);
+    for (const std::string& n : names)
+      if (std::find(out.specialized.begin(), out.specialized.end(), n) == out.specialized.end()) out.specialized.push_back(n);
+  }
+  TestResult r;
+  r.specialized = out.specialized;
+  return r;
 }
 
 std::vector<HostTensor> graph_arguments(const ImportedModel& m, const std::vector<HostTensor>& given) {
@@ -116,24 +183,27 @@ std::string compare_with_expected(const HostTensor& got, const HostTensor& want,
   return "";
 }
 
-TestResult check_test_case(const LoadedTestCase& c, const std::function<std::vector<HostTensor>(const std::vector<HostTensor>&)>& run) {
-  const ImportedModel& m = c.model;
+TestResult check_test_case(const LoadedTestCase& c,
+                           const std::function<std::vector<HostTensor>(const Graph&, const std::vector<HostTensor>&)>& run) {
   for (size_t s = 0; s < c.sets.size(); ++s) {
-    const auto& [given, want] = c.sets[s];
+    const LoadedTestCase::DataSet& set = c.sets[s];
+    const ImportedModel& m = c.models[set.model];
     std::vector<HostTensor> got;
     try {
-      got = run(graph_arguments(m, given));
+      got = run(m.graph, set.arguments);
     } catch (const Error& e) {
-      return {TestResult::Failed, {"run"}, std::string("run: ") + e.what()};
+      return TestResult::failed("run", std::string("run: ") + e.what(), c.specialized);
     }
-    if (got.size() != want.size())
-      return {TestResult::Failed, {"wrong values"}, fmt::format("{} outputs, expected {}", got.size(), want.size())};
+    if (got.size() != set.expected.size())
+      return TestResult::failed("wrong values", fmt::format("{} outputs, expected {}", got.size(), set.expected.size()), c.specialized);
     for (size_t i = 0; i < got.size(); ++i) {
-      std::string d = compare_with_expected(got[i], want[i], m.output_names[i]);
-      if (!d.empty()) return {TestResult::Failed, {"wrong values"}, fmt::format("test_data_set_{}: {}", s, d)};
+      std::string d = compare_with_expected(got[i], set.expected[i], m.output_names[i]);
+      if (!d.empty()) return TestResult::failed("wrong values", fmt::format("data set {}: {}", s, d), c.specialized);
     }
   }
-  return {};
+  TestResult r;
+  r.specialized = c.specialized;
+  return r;
 }
 
 }  // namespace kiln::onnx

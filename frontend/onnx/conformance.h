@@ -26,11 +26,19 @@ struct TestCase {
 // is not a folder or holds no case.
 std::vector<TestCase> find_test_cases(const std::string& root);
 
-// A case imported, with its data sets: the model's own inputs (its weights come with it) and
-// the expected outputs.
+// A case imported, with its data sets. A model input that decides a shape, an axis or a
+// count (a Reshape's shape, a ReduceSum's axes, Trilu's k given as inputs) is specialized on
+// each data set's value (kiln's graphs have static shapes): such a case has one model per
+// data set, and the specialized inputs are named.
 struct LoadedTestCase {
-  ImportedModel model;
-  std::vector<std::pair<std::vector<HostTensor>, std::vector<HostTensor>>> sets;
+  std::vector<ImportedModel> models;
+  struct DataSet {
+    size_t model = 0;                    // which of `models`
+    std::vector<HostTensor> arguments;   // the graph's inputs: weights and the data set's inputs
+    std::vector<HostTensor> expected;
+  };
+  std::vector<DataSet> sets;
+  std::vector<std::string> specialized;  // the model inputs specialized on their values
 };
 
 struct TestResult {
@@ -39,22 +47,32 @@ struct TestResult {
   // (Unsupported::causes), or the stage that failed ("import", "compile", "run", "wrong values").
   std::vector<std::string> causes;
   std::string detail;  // the full message
+  std::vector<std::string> specialized;  // LoadedTestCase::specialized
+
+  static TestResult failed(std::string cause, std::string detail, std::vector<std::string> specialized = {}) {
+    return {Failed, {std::move(cause)}, std::move(detail), std::move(specialized)};
+  }
+  static TestResult unsupported(const onnx::Unsupported& e, const std::string& prefix = "") {
+    return {Unsupported, e.causes(), prefix + e.what(), {}};
+  }
 };
 const char* verdict_name(TestResult::Verdict v);
 
-// Imports `c` into `out`; Passed when it imported, Unsupported when kiln refused part of it by
-// name, Failed when the model or its data could not be read.
+// Imports `c` into `out` (specializing shape inputs as above); Passed when it imported,
+// Unsupported when kiln refused part of it by name, Failed when the model or its data could
+// not be read.
 TestResult load_test_case(const TestCase& c, LoadedTestCase& out);
 
 // The graph's inputs for data set `given`: a weight where the model has one, else the next
 // of the data set's inputs.
 std::vector<HostTensor> graph_arguments(const ImportedModel& m, const std::vector<HostTensor>& given);
 
-// Runs every data set of `c` through `run` (given the graph's arguments, returning its outputs)
+// Runs every data set of `c` through `run` (given a graph and its arguments, returning its outputs)
 // and compares with the expected outputs: a kiln::Error thrown by `run` fails the case as
 // "run", a value off by more than rtol 1e-3 (1e-2 for f16 and bf16) + atol 1e-5 as "wrong
 // values" (integers and bools exactly; NaN matches NaN).
-TestResult check_test_case(const LoadedTestCase& c, const std::function<std::vector<HostTensor>(const std::vector<HostTensor>&)>& run);
+TestResult check_test_case(const LoadedTestCase& c,
+                           const std::function<std::vector<HostTensor>(const Graph&, const std::vector<HostTensor>&)>& run);
 
 // "" when `got` matches `want`; otherwise the first difference, named `name[i]`.
 std::string compare_with_expected(const HostTensor& got, const HostTensor& want, const std::string& name);

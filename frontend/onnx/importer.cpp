@@ -74,8 +74,8 @@ class Importer {
     for (const auto& init : gp.initializer()) add_initializer(init);
     for (const auto& vi : gp.input()) {
       if (slots_.count(vi.name())) continue;  // an initializer listed as an input too (IR < 4)
-      add_model_input(vi);
-      out.input_names.push_back(vi.name());
+      if (add_model_input(vi)) out.input_names.push_back(vi.name());
+      else out.specialized_inputs.push_back(vi.name());
     }
     Builder b(out.graph);
     for (const auto& node : gp.node()) convert(node, b);
@@ -131,7 +131,9 @@ class Importer {
     slots_[t.name()] = std::move(s);
   }
 
-  void add_model_input(const ::onnx::ValueInfoProto& vi) {
+  // A graph input for the model's input `vi`; false when options_.known_inputs gives its value
+  // (then it is known, as an initializer is).
+  bool add_model_input(const ::onnx::ValueInfoProto& vi) {
     std::string what = fmt::format("{}: input '{}'", what_, vi.name());
     if (!vi.type().has_tensor_type())
       throw Unsupported(fmt::format("{}: sequence, map and optional inputs are not supported (only tensors)", what),
@@ -159,8 +161,17 @@ class Importer {
       }
     }
     Slot s;
+    if (auto it = options_.known_inputs.find(vi.name()); it != options_.known_inputs.end()) {
+      if (it->second.dtype() != *dt || it->second.shape() != shape)
+        fail("{}: the value given to specialize on is {}{}; the model declares {}{}", what, dtype_name(it->second.dtype()),
+             shape_str(it->second.shape()), dtype_name(*dt), shape_str(shape));
+      s.known = it->second;
+      slots_[vi.name()] = std::move(s);
+      return false;
+    }
     s.value = graph_->add_input(unique_input_name(vi.name()), TensorMeta(*dt, shape));
     slots_[vi.name()] = std::move(s);
+    return true;
   }
 
   std::string unique_input_name(const std::string& onnx_name) {
@@ -231,8 +242,12 @@ class Importer {
       }
     } catch (const Unsupported& e) {
       problems_.push_back(e.what());
-      for (const std::string& c : e.causes())
-        if (std::find(problem_causes_.begin(), problem_causes_.end(), c) == problem_causes_.end()) problem_causes_.push_back(c);
+      auto add_once = [](std::vector<std::string>& to, const std::vector<std::string>& from) {
+        for (const std::string& x : from)
+          if (std::find(to.begin(), to.end(), x) == to.end()) to.push_back(x);
+      };
+      add_once(problem_causes_, e.causes());
+      add_once(run_time_values_, e.run_time_values());
       for (const std::string& o : node.output()) poisoned_.insert(o);
     }
   }
@@ -322,7 +337,7 @@ class Importer {
     for (const std::string& p : problems_) list += "\n  " + p;
     throw Unsupported(fmt::format("{}: {} node{} kiln cannot import:{}", what_, problems_.size(),
                                   problems_.size() == 1 ? "" : "s", list),
-                      problem_causes_);
+                      problem_causes_, run_time_values_);
   }
 
   const ::onnx::ModelProto& model_;
@@ -336,6 +351,7 @@ class Importer {
   std::unordered_set<Value> named_;
   std::vector<std::string> problems_;
   std::vector<std::string> problem_causes_;  // each problem's causes, once
+  std::vector<std::string> run_time_values_;  // the values the problems needed known at import
   std::map<std::string, HostTensor> weights_;
 };
 
@@ -367,6 +383,17 @@ ImportedModel load_from_bytes(const std::string& bytes, const std::string& name,
 ImportedModel load(const std::string& path, const ImportOptions& options) {
   std::string dir = std::filesystem::path(path).parent_path().string();
   return import_bytes(read_file(path), path, options, dir.empty() ? "." : dir);
+}
+
+std::vector<std::string> model_input_names(const std::string& path) {
+  ::onnx::ModelProto m;
+  if (!m.ParseFromString(read_file(path))) fail("'{}' is not an ONNX model (a serialized ModelProto)", path);
+  std::set<std::string> initializers;
+  for (const auto& t : m.graph().initializer()) initializers.insert(t.name());
+  std::vector<std::string> out;
+  for (const auto& vi : m.graph().input())
+    if (!initializers.count(vi.name())) out.push_back(vi.name());
+  return out;
 }
 
 HostTensor read_tensor_proto(const std::string& path) {

@@ -32,6 +32,12 @@ std::string brief(const std::string& what) {
 void NodeContext::unsupported(const std::string& what) const {
   throw Unsupported(fmt::format("{}: {}", where(), what), {op_type() + ": " + brief(what)});
 }
+void NodeContext::run_time_input(size_t i, const char* what) const {
+  std::string message = fmt::format("its {} (input {}) is computed at run time; kiln needs it known at import "
+                                    "(a constant, an initializer, or a shape computation that folds)", what, i);
+  throw Unsupported(fmt::format("{}: {}", where(), message), {op_type() + ": " + brief(message)}, {node_.input(static_cast<int>(i))});
+}
+
 void NodeContext::error(const std::string& what) const { throw Error(fmt::format("{}: {}", where(), what)); }
 
 TensorMeta NodeContext::meta(size_t i) const {
@@ -62,8 +68,7 @@ IntList NodeContext::known_ints(size_t i, const char* what) const {
   const HostTensor* t = known(i);
   if (!t) {
     if (!has(i)) error(fmt::format("its {} (input {}) is missing", what, i));
-    unsupported(fmt::format("its {} (input {}) is computed at run time; kiln needs it known at import "
-                            "(a constant, an initializer, or a shape computation that folds)", what, i));
+    run_time_input(i, what);
   }
   if (is_floating(t->dtype())) error(fmt::format("its {} (input {}) must be integers, got {}", what, i, dtype_name(t->dtype())));
   return t->to_ints();
@@ -72,7 +77,7 @@ IntList NodeContext::known_ints(size_t i, const char* what) const {
 std::vector<double> NodeContext::known_doubles(size_t i, const char* what) const {
   const HostTensor* t = known(i);
   if (!t)
-    unsupported(fmt::format("its {} (input {}) is computed at run time; kiln needs it known at import", what, i));
+    run_time_input(i, what);
   return t->to_doubles();
 }
 

@@ -67,6 +67,9 @@ class NodeContext {
   void check_attributes_read() const;
 
   [[noreturn]] void unsupported(const std::string& what) const;
+  // Input i, which must be known at import (`what`: "shape", "axes"), is computed at run time:
+  // an Unsupported error that names it among its run_time_values.
+  [[noreturn]] void run_time_input(size_t i, const char* what) const;
   [[noreturn]] void error(const std::string& what) const;
 
  private:

@@ -31,15 +31,20 @@ inline constexpr int64_t kMaxOpset = 17;
 // An operator, opset, attribute or dtype kiln does not import (a kiln::Error): what a model
 // needs that kiln lacks, as opposed to a malformed model. `causes` says it in a few words each
 // ("operator Resize", "Cast: a cast to string", "element type string"), for tables of what is
-// missing (`kiln onnx-test`); the message says it in full, with the nodes.
+// missing (`kiln onnx-test`); the message says it in full, with the nodes. `run_time_values`
+// names the ONNX values that kiln needed known at import (a Reshape's shape, a Slice's starts)
+// and found computed at run time: where they are model inputs, importing again with their
+// values given (ImportOptions::known_inputs) specializes the graph on them.
 class Unsupported : public Error {
  public:
-  Unsupported(const std::string& message, std::vector<std::string> causes)
-      : Error(message), causes_(std::move(causes)) {}
+  Unsupported(const std::string& message, std::vector<std::string> causes, std::vector<std::string> run_time_values = {})
+      : Error(message), causes_(std::move(causes)), run_time_values_(std::move(run_time_values)) {}
   const std::vector<std::string>& causes() const { return causes_; }
+  const std::vector<std::string>& run_time_values() const { return run_time_values_; }
 
  private:
   std::vector<std::string> causes_;
+  std::vector<std::string> run_time_values_;
 };
 
 struct ImportOptions {
@@ -49,6 +54,11 @@ struct ImportOptions {
   // Shapes that replace the declared shapes of inputs, by the model's input name.
   std::map<std::string, Shape> input_shapes;
   bool params_as_inputs = false;
+  // Values of model inputs to specialize the graph on, by the model's input name: such an input
+  // is not a graph input; its value is known at import as an initializer's is. For inputs that
+  // decide a shape, an axis or a count (kiln's graphs have static shapes); the graph then holds
+  // for these values only.
+  std::map<std::string, HostTensor> known_inputs;
   // The kiln graph's name; empty: the ONNX graph's name (made an identifier).
   std::string graph_name;
 };
@@ -59,6 +69,7 @@ struct ImportedModel {
   // that became inputs. The other inputs are the model's own, in `input_names` order.
   std::map<std::string, HostTensor> weights;
   std::vector<std::string> input_names;   // the model's inputs as ONNX names them, in graph order
+  std::vector<std::string> specialized_inputs;  // the model's inputs given in known_inputs
   std::vector<std::string> output_names;  // its outputs as ONNX names them
   int64_t opset = 0;
   std::string producer;  // "pytorch 2.1.0"
@@ -69,6 +80,9 @@ struct ImportedModel {
 ImportedModel load(const std::string& path, const ImportOptions& options = {});
 // The same from a serialized ModelProto; `name` is used in messages.
 ImportedModel load_from_bytes(const std::string& bytes, const std::string& name, const ImportOptions& options = {});
+
+// The model's own inputs (not its initializers), as ONNX names them, in the model's order.
+std::vector<std::string> model_input_names(const std::string& path);
 
 // A serialized ONNX TensorProto (as ONNX's test data stores inputs and outputs) as a tensor.
 HostTensor read_tensor_proto(const std::string& path);

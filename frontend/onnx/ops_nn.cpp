@@ -138,9 +138,7 @@ std::vector<Out> dropout(NodeContext& c) {
   c.ignore_attr("is_test");
   c.ignore_attr("ratio");
   if (c.has(2)) {
-    const HostTensor* t = c.known(2);
-    if (!t) c.unsupported("a training_mode computed at run time");
-    if (t->get(0) != 0) c.unsupported("training_mode=true (kiln imports dropout for inference)");
+    if (c.known_doubles(2, "training_mode").at(0) != 0) c.unsupported("training_mode=true (kiln imports dropout for inference)");
   }
   Var x = c.in(0);
   std::vector<Out> out{Out(x)};

@@ -15,6 +15,7 @@ ImportedModel load(const std::string& path, const ImportOptions&) { fail("cannot
 ImportedModel load_from_bytes(const std::string&, const std::string& name, const ImportOptions&) {
   fail("cannot import '{}': {}", name, kWhy);
 }
+std::vector<std::string> model_input_names(const std::string& path) { fail("cannot read '{}': {}", path, kWhy); }
 HostTensor read_tensor_proto(const std::string& path) { fail("cannot read '{}': {}", path, kWhy); }
 std::vector<std::string> supported_operators() { return {}; }
 bool available(std::string* why) {

@@ -219,7 +219,20 @@ TEST(OnnxImport, ARunTimeShapeIsRefusedWithTheReason) {
     FAIL();
   } catch (const onnx::Unsupported& e) {
     EXPECT_NE(std::string(e.what()).find("node 'r' (Reshape): its shape (input 1) is computed at run time"), std::string::npos) << e.what();
+    EXPECT_EQ(e.causes(), std::vector<std::string>{"Reshape: its shape is computed at run time"});
+    EXPECT_EQ(e.run_time_values(), std::vector<std::string>{"shape"});
   }
+  // Given its value, the model input is specialized on it: known at import, not a graph input.
+  onnx::ImportOptions o;
+  o.known_inputs["shape"] = HostTensor::from_ints(DType::I64, {2}, std::vector<int64_t>{3, 4});
+  onnx::ImportedModel m = b.load(o);
+  EXPECT_EQ(m.input_names, std::vector<std::string>{"x"});
+  EXPECT_EQ(m.specialized_inputs, std::vector<std::string>{"shape"});
+  ASSERT_EQ(m.graph.inputs().size(), 1u);
+  EXPECT_EQ(m.graph.outputs()[0].meta().shape, (Shape{3, 4}));
+  // A value of another shape or dtype than the model declares is an error naming the input.
+  o.known_inputs["shape"] = HostTensor::from_ints(DType::I64, {1}, std::vector<int64_t>{12});
+  EXPECT_THROW(b.load(o), Error);
 }
 
 TEST(OnnxImport, MalformedFilesAndNewOpsetsAreErrors) {

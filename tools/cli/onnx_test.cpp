@@ -2,7 +2,8 @@
 // ONNX's backend test cases (default: ONNX's node tests from Debian's libonnx-testdata, 932
 // cases) imported, compiled for the device and compared with the outputs ONNX's reference
 // computed. Prints "N passed, M failed, K unsupported", each failure, and a table of what the
-// unsupported cases need, by cause. Exit code 1 if any case failed.
+// unsupported cases need, by cause. Exit code 1 if any case failed (or fewer than --min-passed
+// passed).
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -11,6 +12,8 @@
 #include <fstream>
 #include <map>
 #include <regex>
+
+#include <fmt/ranges.h>
 #include <sstream>
 
 #include "backend/compile.h"
@@ -34,6 +37,7 @@ struct OnnxTestOptions {
   std::string filter;
   int jobs = 1;
   int case_timeout = 300;
+  int min_passed = 0;
   bool verbose = false;
 };
 
@@ -42,18 +46,23 @@ TestResult run_one(const onnx::TestCase& c, const OnnxTestOptions& o) {
   onnx::LoadedTestCase loaded;
   TestResult r = onnx::load_test_case(c, loaded);
   if (r.verdict != TestResult::Passed) return r;
-  if (o.device == "reference")
-    return onnx::check_test_case(loaded, [&](const std::vector<HostTensor>& args) { return interpret(loaded.model.graph, args); });
+  if (o.device == "reference") {
+    TestResult out = onnx::check_test_case(loaded, [](const Graph& g, const std::vector<HostTensor>& args) { return interpret(g, args); });
+    return out;
+  }
   backend::CompileOptions options;
   options.device = parse_device(o.device);
   options.origin = "kiln onnx-test";
-  backend::CompiledGraph cg;
-  try {
-    cg = backend::compile(loaded.model.graph, options);
-  } catch (const Error& e) {
-    return {TestResult::Failed, {"compile"}, std::string("compile: ") + e.what()};
+  // A compile per model (a case specialized on its data sets' values has one per data set).
+  std::map<const Graph*, backend::CompiledGraph> compiled;
+  for (const onnx::ImportedModel& m : loaded.models) {
+    try {
+      compiled.emplace(&m.graph, backend::compile(m.graph, options));
+    } catch (const Error& e) {
+      return TestResult::failed("compile", std::string("compile: ") + e.what(), loaded.specialized);
+    }
   }
-  return onnx::check_test_case(loaded, [&](const std::vector<HostTensor>& args) { return cg.run(args); });
+  return onnx::check_test_case(loaded, [&](const Graph& g, const std::vector<HostTensor>& args) { return compiled.at(&g).run(args); });
 }
 
 struct Recorded {
@@ -62,7 +71,7 @@ struct Recorded {
 };
 
 // A job's results file: "#start\tNAME" before each case (so that a crash or a hang names it),
-// then "VERDICT\tNAME\tCAUSE|CAUSE\tDETAIL".
+// then "VERDICT\tNAME\tCAUSE|CAUSE\tSPECIALIZED|INPUTS\tDETAIL".
 void run_job(const std::vector<onnx::TestCase>& cases, const OnnxTestOptions& o, int job, std::ostream& out) {
   for (size_t i = static_cast<size_t>(job); i < cases.size(); i += static_cast<size_t>(o.jobs)) {
     out << "#start\t" << cases[i].name << '\n';
@@ -70,9 +79,13 @@ void run_job(const std::vector<onnx::TestCase>& cases, const OnnxTestOptions& o,
     alarm(static_cast<unsigned>(o.case_timeout));
     TestResult r = run_one(cases[i], o);
     alarm(0);
-    std::string causes;
-    for (const std::string& c : r.causes) causes += (causes.empty() ? "" : "|") + escape_line(c);
-    out << onnx::verdict_name(r.verdict) << '\t' << cases[i].name << '\t' << causes << '\t' << escape_line(r.detail) << '\n';
+    auto joined = [](const std::vector<std::string>& xs) {
+      std::string s;
+      for (const std::string& x : xs) s += (s.empty() ? "" : "|") + escape_line(x);
+      return s;
+    };
+    out << onnx::verdict_name(r.verdict) << '\t' << cases[i].name << '\t' << joined(r.causes) << '\t' << joined(r.specialized)
+        << '\t' << escape_line(r.detail) << '\n';
     out.flush();
   }
 }
@@ -82,7 +95,7 @@ std::vector<Recorded> read_job(const fs::path& path, std::string* last_started) 
   std::ifstream in(path);
   for (std::string line; std::getline(in, line);) {
     std::stringstream ss(line);
-    std::string verdict, name, causes, detail;
+    std::string verdict, name, causes, specialized, detail;
     std::getline(ss, verdict, '\t');
     std::getline(ss, name, '\t');
     if (verdict == "#start") {
@@ -91,11 +104,18 @@ std::vector<Recorded> read_job(const fs::path& path, std::string* last_started) 
     }
     last_started->clear();
     std::getline(ss, causes, '\t');
+    std::getline(ss, specialized, '\t');
     std::getline(ss, detail);
     Recorded r{name, {}};
     r.result.verdict = verdict == "passed" ? TestResult::Passed : verdict == "failed" ? TestResult::Failed : TestResult::Unsupported;
-    std::stringstream cs(causes);
-    for (std::string c; std::getline(cs, c, '|');) r.result.causes.push_back(c);
+    auto split = [](const std::string& s) {
+      std::vector<std::string> out;
+      std::stringstream cs(s);
+      for (std::string c; std::getline(cs, c, '|');) out.push_back(c);
+      return out;
+    };
+    r.result.causes = split(causes);
+    r.result.specialized = split(specialized);
     r.result.detail = detail;
     out.push_back(std::move(r));
   }
@@ -136,8 +156,8 @@ int run_onnx_test(const OnnxTestOptions& o) {
       // The case the job was running when it died (a crash, or SIGALRM past --case-timeout) fails;
       // the job's cases after it were not run.
       Recorded r{last_started.empty() ? fmt::format("(job {})", j) : last_started, {}};
-      r.result = {TestResult::Failed, {"crash or hang"},
-                  fmt::format("its job ended ({}) while running it; the job's later cases were not run", endings[static_cast<size_t>(j)])};
+      r.result = TestResult::failed("crash or hang",
+                                    fmt::format("its job ended ({}) while running it; the job's later cases were not run", endings[static_cast<size_t>(j)]));
       all.push_back(std::move(r));
     }
   }
@@ -146,13 +166,17 @@ int run_onnx_test(const OnnxTestOptions& o) {
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   std::map<TestResult::Verdict, int> counts;
+  int specialized = 0;
   std::map<std::string, int> unsupported_causes;
   for (const Recorded& r : all) {
     ++counts[r.result.verdict];
+    specialized += r.result.verdict == TestResult::Passed && !r.result.specialized.empty();
     if (r.result.verdict == TestResult::Unsupported)
       for (const std::string& c : r.result.causes) ++unsupported_causes[c];
     if (o.verbose || r.result.verdict == TestResult::Failed) {
       std::string why = r.result.verdict == TestResult::Failed ? r.result.detail : fmt::format("{}", fmt::join(r.result.causes, "; "));
+      if (r.result.verdict == TestResult::Passed && !r.result.specialized.empty())
+        why = fmt::format("specialized on the values of {}", fmt::join(r.result.specialized, ", "));
       fmt::print("{:<11} {}{}\n", onnx::verdict_name(r.result.verdict), r.name, why.empty() ? "" : ": " + why);
     }
   }
@@ -163,10 +187,17 @@ int run_onnx_test(const OnnxTestOptions& o) {
     fmt::print("\nunsupported, by cause (a case may have several):\n  {:<64} {:>5}\n", "cause", "cases");
     for (const auto& [n, cause] : table) fmt::print("  {:<64} {:>5}\n", cause, -n);
   }
-  fmt::print("\nkiln onnx-test: {} cases of {} on {}{}, in {:.1f} s\n", cases.size(), o.dir, o.device,
+  fmt::print("\nkiln onnx-test: {} case{} of {} on {}{}, in {:.1f} s\n", cases.size(), cases.size() == 1 ? "" : "s", o.dir, o.device,
              jobs > 1 ? fmt::format(", {} jobs", jobs) : "", s);
   fmt::print("{} passed, {} failed, {} unsupported\n", counts[TestResult::Passed], counts[TestResult::Failed],
              counts[TestResult::Unsupported]);
+  if (specialized)
+    fmt::print("({} of the passed cases give a shape, axes or count as a model input: each data set ran on a graph "
+               "specialized on its values)\n", specialized);
+  if (counts[TestResult::Passed] < o.min_passed) {
+    fmt::print("fewer cases passed than --min-passed {}\n", o.min_passed);
+    return 1;
+  }
   return counts[TestResult::Failed] ? 1 : 0;
 }
 
@@ -181,6 +212,7 @@ void add_onnx_test_command(CLI::App& app) {
   cmd->add_option("--filter", o->filter, "only the cases whose name this regular expression finds");
   cmd->add_option("--jobs", o->jobs, "processes sharing the cases")->capture_default_str();
   cmd->add_option("--case-timeout", o->case_timeout, "seconds a case may take before it counts as hung")->capture_default_str();
+  cmd->add_option("--min-passed", o->min_passed, "exit 1 also when fewer cases than this pass (a floor for CI)");
   cmd->add_flag("--verbose", o->verbose, "print every case's verdict, not only the failures");
   cmd->callback([o] { std::exit(run_onnx_test(*o)); });
 }
