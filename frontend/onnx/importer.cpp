@@ -170,6 +170,7 @@ class Importer {
       return false;
     }
     s.value = graph_->add_input(unique_input_name(vi.name()), TensorMeta(*dt, shape));
+    model_input_of_[s.value.node->name()] = vi.name();
     slots_[vi.name()] = std::move(s);
     return true;
   }
@@ -247,9 +248,47 @@ class Importer {
           if (std::find(to.begin(), to.end(), x) == to.end()) to.push_back(x);
       };
       add_once(problem_causes_, e.causes());
-      add_once(run_time_values_, e.run_time_values());
+      add_once(run_time_values_, model_inputs_deciding(e.run_time_values()));
       for (const std::string& o : node.output()) poisoned_.insert(o);
     }
+  }
+
+  // The values a refusal needed known at import, traced back to the model inputs they are
+  // computed from (a Range's limit computed from an input `size`: `size`), so that importing
+  // again with those inputs' values specializes the graph on them. A value computed from
+  // nothing else stays named as it is.
+  std::vector<std::string> model_inputs_deciding(const std::vector<std::string>& values) const {
+    std::vector<std::string> out;
+    for (const std::string& v : values) {
+      auto it = slots_.find(v);
+      if (it == slots_.end() || !it->second.value || model_input_of_.count(it->second.value.node->name())) {
+        out.push_back(v);
+        continue;
+      }
+      std::vector<const Node*> stack{it->second.value.node};
+      std::unordered_set<const Node*> seen;
+      std::vector<std::string> found;
+      bool data_dependent = false;
+      while (!stack.empty()) {
+        const Node* n = stack.back();
+        stack.pop_back();
+        if (!seen.insert(n).second) continue;
+        if (n->is_input()) {
+          auto m = model_input_of_.find(n->name());
+          if (m == model_input_of_.end()) continue;  // a weight: known to the model already
+          // A shape decided by a floating-point input's data is data-dependent: no
+          // specialization on data (it would fold the whole model away).
+          if (is_floating(n->meta().dtype)) data_dependent = true;
+          found.push_back(m->second);
+          continue;
+        }
+        for (const Value& in : n->inputs())
+          if (in) stack.push_back(in.node);
+      }
+      if (found.empty() || data_dependent) found = {v};
+      out.insert(out.end(), found.begin(), found.end());
+    }
+    return out;
   }
 
   bool all_known(const std::vector<Slot*>& ins) const {
@@ -351,7 +390,8 @@ class Importer {
   std::unordered_set<Value> named_;
   std::vector<std::string> problems_;
   std::vector<std::string> problem_causes_;  // each problem's causes, once
-  std::vector<std::string> run_time_values_;  // the values the problems needed known at import
+  std::vector<std::string> run_time_values_;  // the model inputs the problems needed known at import
+  std::unordered_map<std::string, std::string> model_input_of_;  // kiln input name -> the model's input name
   std::map<std::string, HostTensor> weights_;
 };
 

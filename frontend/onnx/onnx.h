@@ -32,8 +32,9 @@ inline constexpr int64_t kMaxOpset = 17;
 // needs that kiln lacks, as opposed to a malformed model. `causes` says it in a few words each
 // ("operator Resize", "Cast: a cast to string", "element type string"), for tables of what is
 // missing (`kiln onnx-test`); the message says it in full, with the nodes. `run_time_values`
-// names the ONNX values that kiln needed known at import (a Reshape's shape, a Slice's starts)
-// and found computed at run time: where they are model inputs, importing again with their
+// names what decides the values kiln needed known at import (a Reshape's shape, a Slice's
+// starts) and found computed at run time: the model inputs they are computed from, or the
+// values themselves when no model input decides them. Importing again with those inputs'
 // values given (ImportOptions::known_inputs) specializes the graph on them.
 class Unsupported : public Error {
  public:

@@ -147,7 +147,11 @@ Converter pool(bool max) {
     for (size_t d = 0; d < even.size(); ++d) even[d] = std::min(even[d], w.kernel[d] / 2);
     bool uneven = false;
     for (size_t d = 0; d < even.size(); ++d) uneven |= w.begin[d] != even[d] || w.end[d] != even[d];
-    if (uneven && !max && !include_pad) c.unsupported("uneven or wide pads with count_include_pad=0");
+    // Uneven pads not counted in the divisor: every pad is made here with zeros, the window
+    // sums divided by how many of the input's own elements each window holds (the same pool
+    // over a mask of ones, which depends on shapes only).
+    const bool count_valid = uneven && !max && !include_pad;
+    if (count_valid) std::fill(even.begin(), even.end(), 0);
     Var x = pad_extra(c, c.in(0), w, even, max ? -std::numeric_limits<double>::infinity() : 0.0);
     Attrs a;
     a.set("kernel_size", w.kernel);
@@ -160,8 +164,13 @@ Converter pool(bool max) {
     }
     for (int64_t d : w.dilation)
       if (d != 1) c.unsupported("dilations in AveragePool");
-    a.set("count_include_pad", include_pad);
-    return one(c.b.op(Op::AvgPool, {x}, a));
+    a.set("count_include_pad", include_pad || count_valid);
+    Var y = c.b.op(Op::AvgPool, {x}, a);
+    if (!count_valid) return one(y);
+    Shape ms(xs.size(), 1);
+    std::copy(xs.begin() + 2, xs.end(), ms.begin() + 2);
+    Var mask = pad_extra(c, c.b.full(ms, 1.0, x.dtype()), w, even, 0.0);
+    return one(c.b.div(y, c.b.op(Op::AvgPool, {mask}, a)));
   };
 }
 

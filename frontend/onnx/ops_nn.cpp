@@ -59,7 +59,6 @@ std::vector<Out> layer_norm(NodeContext& c) {
   int64_t axis = normalize_axis(c, c.attr_int("axis", -1), r);
   double eps = c.attr_float("epsilon", 1e-5);
   c.require_attr_int("stash_type", 1, "statistics in float32 is what kiln computes");
-  if (c.num_outputs() > 1) c.unsupported("the Mean and InvStdDev outputs are not supported");
   IntList normalized(s.begin() + axis, s.end());
   Attrs a;
   a.set("normalized_shape", normalized);
@@ -70,7 +69,21 @@ std::vector<Out> layer_norm(NodeContext& c) {
   // with leading 1s.
   for (size_t i = 1; i < 3; ++i)
     if (ins[i] && ins[i].meta().shape != normalized) ins[i] = c.b.expand(c.b.wrap(ins[i]), normalized);
-  return one(c.b.op(Op::LayerNorm, ins, a));
+  std::vector<Out> out = one(c.b.op(Op::LayerNorm, ins, a));
+  if (c.num_outputs() > 1) {
+    // Mean and InvStdDev (training exporters ask for them), in f32 (stash_type), with the
+    // normalized dims kept as 1s: computed beside the layer_norm, which fusion puts in one
+    // kernel with it.
+    IntList dims;
+    for (int64_t d = axis; d < r; ++d) dims.push_back(d);
+    Var x = c.b.to(c.in(0), DType::F32);
+    Var mean = c.b.mean(x, dims, true);
+    Var centered = c.b.sub(x, mean);
+    Var var = c.b.mean(c.b.mul(centered, centered), dims, true);
+    out.emplace_back(mean);
+    out.emplace_back(c.b.rsqrt(c.b.add(var, c.b.scalar(eps, DType::F32))));
+  }
+  return out;
 }
 
 // x of shape [N, C, ...], a per-channel vector viewed as [C, 1, ...] to broadcast over it.
@@ -82,18 +95,36 @@ Var per_channel(NodeContext& c, Var v, int64_t rank) {
 
 std::vector<Out> batch_norm(NodeContext& c) {
   double eps = c.attr_float("epsilon", 1e-5);
-  c.ignore_attr("momentum");  // for the running statistics of training mode only
   c.ignore_attr("spatial");   // opset < 9: 1 is the only form exporters write
   c.ignore_attr("consumed_inputs");
-  if (c.attr_int("training_mode", 0) != 0) c.unsupported("training_mode=1 (kiln imports batch norm for inference)");
-  if (c.num_outputs() > 1) c.unsupported("the running-statistics outputs of training mode are not supported");
+  const bool training = c.attr_int("training_mode", 0) != 0;
+  const double momentum = c.attr_float("momentum", 0.9);
   Var x = c.in(0);
   int64_t r = x.rank();
   if (r < 2) c.error("needs an input of rank at least 2");
   Var scale = per_channel(c, c.in(1), r), bias = per_channel(c, c.in(2), r);
-  Var mean = per_channel(c, c.in(3), r), var = per_channel(c, c.in(4), r);
-  Var inv = c.b.rsqrt(var + eps);
-  return one((x - mean) * (inv * scale) + bias);
+  if (!training) {
+    if (c.num_outputs() > 1) c.error("the running-statistics outputs exist in training mode only (training_mode=1)");
+    Var mean = per_channel(c, c.in(3), r), var = per_channel(c, c.in(4), r);
+    Var inv = c.b.rsqrt(var + eps);
+    return one((x - mean) * (inv * scale) + bias);
+  }
+  // Training mode: normalized by the batch's statistics (the variance without Bessel's
+  // correction); the running statistics blended with them by momentum, as ONNX defines:
+  // running = running * momentum + batch * (1 - momentum).
+  IntList dims{0};
+  for (int64_t i = 2; i < r; ++i) dims.push_back(i);
+  Var mean = c.b.mean(x, dims, true);
+  Var centered = x - mean;
+  Var var = c.b.mean(centered * centered, dims, true);
+  std::vector<Out> out = one(centered * (c.b.rsqrt(var + eps) * scale) + bias);
+  const Shape channels{x.shape()[1]};
+  auto blend = [&](Var running, Var batch) {
+    return running * momentum + c.b.reshape(batch, channels) * (1 - momentum);
+  };
+  if (c.num_outputs() > 1) out.emplace_back(blend(c.in(3), mean));
+  if (c.num_outputs() > 2) out.emplace_back(blend(c.in(4), var));
+  return out;
 }
 
 std::vector<Out> instance_norm(NodeContext& c) {
@@ -132,14 +163,14 @@ Converter global_pool(bool max) {
 }
 
 std::vector<Out> dropout(NodeContext& c) {
-  // Inference: the identity; the mask (output 1) all true. A training_mode input that is true
-  // would need the model's random stream, which ONNX leaves to the runtime.
+  // Inference, or training with ratio 0: the identity; the mask (output 1) all true. Training
+  // with a ratio above 0 would draw from the model's random stream, which ONNX leaves to the
+  // runtime (its test cases hold numpy's draws).
   c.ignore_attr("seed");
   c.ignore_attr("is_test");
-  c.ignore_attr("ratio");
-  if (c.has(2)) {
-    if (c.known_doubles(2, "training_mode").at(0) != 0) c.unsupported("training_mode=true (kiln imports dropout for inference)");
-  }
+  double ratio = c.has(1) ? c.known_doubles(1, "ratio").at(0) : c.attr_float("ratio", 0.5);
+  if (c.has(2) && c.known_doubles(2, "training_mode").at(0) != 0 && ratio != 0)
+    c.unsupported("training_mode=true with a ratio above 0 (kiln imports dropout for inference)");
   Var x = c.in(0);
   std::vector<Out> out{Out(x)};
   if (c.num_outputs() > 1) out.emplace_back(c.b.full(x.shape(), 1, DType::Bool));
@@ -199,13 +230,21 @@ Converter arg(bool max) {
     Var x = c.in(0);
     int64_t axis = normalize_axis(c, c.attr_int("axis", 0), x.rank());
     bool keep = c.attr_int("keepdims", 1) != 0;
-    c.require_attr_int("select_last_index", 0, "kiln's argmax takes the first of equal values");
+    bool last = c.attr_int("select_last_index", 0) != 0;
     if (!max) {
       // the first minimum is the first maximum of the negation (bools and ints negate exactly
       // as values to compare: not(x) for bool)
       x = x.dtype() == DType::Bool ? c.b.logical_not(x) : c.b.neg(x);
     }
-    return one(c.b.argmax(x, axis, keep));
+    if (!last) return one(c.b.argmax(x, axis, keep));
+    // kiln's argmax takes the first of equal values: the last one is n-1 minus the first one of
+    // the input reversed along the axis (a gather of reversed positions).
+    const int64_t n = x.shape()[static_cast<size_t>(axis)];
+    Shape along(x.rank(), 1);
+    along[static_cast<size_t>(axis)] = n;
+    Var reversed_pos = c.b.reshape(c.b.sub(c.b.scalar(static_cast<double>(n - 1), DType::I64), c.b.arange(n)), along);
+    Var flipped = c.b.gather(x, c.b.expand(reversed_pos, x.shape()), axis);
+    return one(c.b.sub(c.b.scalar(static_cast<double>(n - 1), DType::I64), c.b.argmax(flipped, axis, keep)));
   };
 }
 

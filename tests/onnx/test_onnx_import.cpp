@@ -175,20 +175,24 @@ TEST(OnnxImport, EveryUnsupportedOperatorIsListedAtOnce) {
 TEST(OnnxImport, AnUnsupportedAttributeNamesItAndItsNode) {
   ModelBuilder b;
   b.input("x", TensorProto::FLOAT, {int64_t{3}, int64_t{4}});
-  NodeProto* n = b.node("ArgMax", {"x"}, {"y"}, "pick");
-  set_int_attr(n, "select_last_index", 1);
+  b.input("scale", TensorProto::FLOAT, {int64_t{4}});
+  NodeProto* n = b.node("LayerNormalization", {"x", "scale"}, {"y"}, "norm");
+  set_int_attr(n, "stash_type", 0);
   b.node("LeakyRelu", {"x"}, {"z"}, "act");
   set_int_attr(b.m.mutable_graph()->mutable_node(1), "not_an_attribute", 3);
   b.output("y");
   b.output("z");
   try {
     b.load();
-    FAIL() << "imported select_last_index=1";
+    FAIL() << "imported stash_type=0";
   } catch (const onnx::Unsupported& e) {
     std::string msg = e.what();
     EXPECT_NE(msg.find("2 nodes kiln cannot import"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("node 'pick' (ArgMax): attribute select_last_index=1 is not supported"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("node 'norm' (LayerNormalization): attribute stash_type=0 is not supported"), std::string::npos) << msg;
     EXPECT_NE(msg.find("node 'act' (LeakyRelu): attribute 'not_an_attribute' is not supported"), std::string::npos) << msg;
+    EXPECT_EQ(e.causes(), (std::vector<std::string>{"LayerNormalization: attribute stash_type=0 is not supported",
+                                                    "LeakyRelu: attribute 'not_an_attribute' is not supported"}));
+    EXPECT_TRUE(e.run_time_values().empty());
   }
 }
 
