@@ -2,7 +2,9 @@
 # On the GPU machine (CUDA 13 at /usr/local/cuda, no LLVM, no package registry): builds kiln
 # with the LLVM path off and runs the CUDA tests, then (optionally) compute-sanitizer and the
 # CLI. Logs go to $OUT (the device tool brings them back), a summary table is printed last.
-#   scripts/device-test.sh [tests|examples|demo|sanitize|cli|bench|fuzz|dist]...   (default: tests examples demo cli)
+#   scripts/device-test.sh [tests|examples|demo|sanitize|cli|bench|fuzz|dist|onnx]...   (default: tests examples demo cli)
+# onnx: `kiln onnx-test` on ONNX's four suites compiled for the GPU, and the ONNX tests' GPU cases
+# (needs ONNX carried in .devdeps: scripts/device-deps.sh).
 # dist: DDP, FSDP and the Trainer over NCCL on every GPU of the machine (one rank each; world
 # size 1 on one GPU), checked against one process, then the fault cases where there are two or
 # more GPUs. NVLink multicast stays off (NCCL_NVLS_ENABLE=0: the lent machines' rule).
@@ -113,6 +115,21 @@ for step in "${steps[@]}"; do
       t1=$(date +%s)
       ./build-gpu/bin/kiln demo --out /tmp/kiln-demo-out > "$OUT/demo.log" 2>&1
       summary+=("demo: rc=$? $(( $(date +%s) - t1 )) s: $(grep -E 'held-out loss:|completed exactly|done in' "$OUT/demo.log" | tr '\n' ' ')")
+      ;;
+    onnx)
+      t1=$(date +%s)
+      export KILN_ONNX_TEST_DATA="$PWD/.devdeps/onnx-testdata"
+      for suite in node pytorch-converted pytorch-operator simple; do
+        ./build-gpu/bin/kiln onnx-test "$KILN_ONNX_TEST_DATA/$suite" --device cuda --jobs 8 > "$OUT/onnx_test_$suite.log" 2>&1
+        summary+=("kiln onnx-test $suite on cuda: rc=$? $(tail -3 "$OUT/onnx_test_$suite.log" | grep -E 'passed,' )")
+      done
+      if [[ -x ./build-gpu/tests/kiln_tests_onnx ]]; then
+        ./build-gpu/tests/kiln_tests_onnx --gtest_brief=1 > "$OUT/tests_onnx.log" 2>&1
+        summary+=("kiln_tests_onnx: rc=$? $(grep -E 'compiled for cuda|^\[  (PASSED|FAILED)' "$OUT/tests_onnx.log" | tr '\n' ' ')")
+      else
+        summary+=("kiln_tests_onnx: not built (no ONNX in .devdeps: run scripts/device-deps.sh)")
+      fi
+      summary+=("onnx: $(( $(date +%s) - t1 )) s")
       ;;
     dist)
       t1=$(date +%s)

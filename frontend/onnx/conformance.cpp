@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 
 #include "ir/error.h"
@@ -25,6 +26,11 @@ std::vector<fs::path> sorted_subfolders(const fs::path& dir) {
 }
 
 }  // namespace
+
+std::string test_data_dir() {
+  const char* set = std::getenv("KILN_ONNX_TEST_DATA");
+  return set && *set ? set : "/usr/share/libonnx-testdata/data";
+}
 
 const char* verdict_name(TestResult::Verdict v) {
   switch (v) {

@@ -13,8 +13,9 @@
 
 namespace kiln::onnx {
 
-// Where Debian's libonnx-testdata puts ONNX's suites (node, pytorch-converted, ...).
-inline constexpr const char* kTestDataDir = "/usr/share/libonnx-testdata/data";
+// Where ONNX's suites (node, pytorch-converted, ...) are: $KILN_ONNX_TEST_DATA if set, else where
+// Debian's libonnx-testdata puts them (/usr/share/libonnx-testdata/data).
+std::string test_data_dir();
 
 struct TestCase {
   std::string name;  // the folder's name; "suite/name" when found under a folder of suites

@@ -20,7 +20,7 @@ class OnnxCli : public CliTest {
     CliTest::SetUp();
     if (!fs::exists(node_case("test_relu"))) GTEST_SKIP() << "ONNX's test data is not installed (libonnx-testdata)";
   }
-  static fs::path node_case(const std::string& name) { return fs::path(onnx::kTestDataDir) / "node" / name; }
+  static fs::path node_case(const std::string& name) { return fs::path(onnx::test_data_dir()) / "node" / name; }
   // Copies ONNX's case `name` into DIR/cases/name.
   void copy_case(const std::string& name, const std::string& as = "") const {
     fs::create_directories(path("cases"));

@@ -26,7 +26,7 @@ using onnx::LoadedTestCase;
 using onnx::TestResult;
 
 std::vector<onnx::TestCase> cases_of(const char* suite) {
-  return onnx::find_test_cases((fs::path(onnx::kTestDataDir) / suite).string());
+  return onnx::find_test_cases((fs::path(onnx::test_data_dir()) / suite).string());
 }
 
 TestResult run_case(const onnx::TestCase& c) {
@@ -49,7 +49,7 @@ std::map<std::string, std::string> known_failures() {
 }
 
 TEST(OnnxTestData, EveryCasePassesOrIsRefusedByName) {
-  if (!fs::exists(onnx::kTestDataDir)) GTEST_SKIP() << "ONNX's test data is not installed (libonnx-testdata)";
+  if (!fs::exists(onnx::test_data_dir())) GTEST_SKIP() << "ONNX's test data is not installed (libonnx-testdata)";
   auto known = known_failures();
   std::map<std::string, int> passed, refused, failed;
   std::map<std::string, int> refused_causes;
@@ -103,7 +103,7 @@ KILN_DEVICE_TESTS(OnnxTestDataCompiled);
 // Every case kiln imports, compiled for the test device and compared with ONNX's expected
 // outputs; where the device cannot run (no GPU), each graph is still compiled (NVRTC).
 TEST_P(OnnxTestDataCompiled, EveryImportedCaseMatchesTheExpectedOutputs) {
-  if (!fs::exists(onnx::kTestDataDir)) GTEST_SKIP() << "ONNX's test data is not installed (libonnx-testdata)";
+  if (!fs::exists(onnx::test_data_dir())) GTEST_SKIP() << "ONNX's test data is not installed (libonnx-testdata)";
   KILN_REQUIRE_JIT();
   std::string why;
   bool can_run = device_can_run(&why);

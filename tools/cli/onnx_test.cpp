@@ -1,7 +1,7 @@
 // kiln onnx-test [DIR] [--device reference|cpu|cuda[:N]] [--filter RE] [--jobs J] [--verbose]:
 // ONNX's backend test cases (default: ONNX's node tests from Debian's libonnx-testdata, 932
-// cases) imported, compiled for the device and compared with the outputs ONNX's reference
-// computed. Prints "N passed, M failed, K unsupported", each failure, and a table of what the
+// cases, or $KILN_ONNX_TEST_DATA/node where that is set) imported, compiled for the device and
+// compared with the outputs ONNX's reference computed. Prints "N passed, M failed, K unsupported", each failure, and a table of what the
 // unsupported cases need, by cause. Exit code 1 if any case failed (or fewer than --min-passed
 // passed).
 #include <fmt/format.h>
@@ -32,7 +32,7 @@ namespace fs = std::filesystem;
 using onnx::TestResult;
 
 struct OnnxTestOptions {
-  std::string dir = std::string(onnx::kTestDataDir) + "/node";
+  std::string dir = std::string(onnx::test_data_dir()) + "/node";
   std::string device = "cpu";
   std::string filter;
   int jobs = 1;
