@@ -10,6 +10,7 @@
 #include "frontend/dispatcher.h"
 #include "frontend/distributed.h"
 #include "frontend/generate.h"
+#include "frontend/losses.h"
 #include "frontend/nn/nn.h"
 #include "frontend/ops.h"
 #include "frontend/optim.h"
