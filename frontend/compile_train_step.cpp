@@ -27,6 +27,7 @@ struct TrainEntry {
   TrainStep step;
   std::shared_ptr<const backend::Executable> compiled;  // null: run on the reference interpreter (eager)
   std::vector<Tensor> params;                           // the module's tensors, in the step's order
+  std::vector<Tensor> buffers;                          // the module's buffers the loss reads (aliases: read at each step)
 };
 }  // namespace
 
@@ -66,6 +67,13 @@ TrainEntry CompiledTrainStepState::make_entry(const std::vector<Tensor>& batch, 
   e.step = make_train_step(loss, optimizer, options.grad_scaler, options.data_parallel);
   e.step.graph.set_name(options.name);
   e.params = module_parameters_for(*module, loss, e.step.param_paths, who);
+  for (const std::string& path : e.step.buffer_paths)
+    for (size_t i = 0; i < loss.parameter_paths.size(); ++i)
+      if (loss.parameter_paths[i] == path) {
+        e.buffers.push_back(loss.parameter_tensors.at(i));
+        break;
+      }
+  KILN_INTERNAL_ASSERT(e.buffers.size() == e.step.buffer_paths.size(), "every buffer of the step is a tensor the loss read");
   if (log_enabled("graph")) log_line("graph", fmt::format("{}:\n{}", options.name, print_graph(e.step.graph)));
   if (!compile_it || host_graphs) return e;
   backend::DebugDump debug = backend::DebugDump::open(backend::DebugDump::root_from(options.debug_dir), options.name, options.debug_svg);
@@ -100,6 +108,7 @@ double CompiledTrainStepState::run(TrainEntry& e, const std::vector<Tensor>& bat
   for (const std::string& name : ts.state_names) inputs.push_back(opt_state.at(name));
   for (const Tensor& b : batch) inputs.push_back(b.device() == device ? b : b.to(device));
   inputs.push_back(Tensor(HostTensor::scalar(DType::F32, static_cast<double>(steps + 1))).to(device));
+  for (const Tensor& b : e.buffers) inputs.push_back(b.device() == device ? b : b.to(device));
   if (!e.compiled && !host_graphs) ++stats.eager_calls;
   std::vector<Tensor> outs = run_graph(e, ts.graph, inputs);
   KILN_INTERNAL_ASSERT(outs.size() == 1 + ts.state_names.size() + e.params.size(),

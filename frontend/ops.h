@@ -168,7 +168,17 @@ Tensor max_pool(const Tensor& self, const IntList& kernel_size, const IntList& s
 Tensor avg_pool(const Tensor& self, const IntList& kernel_size, const IntList& stride = {}, const IntList& padding = {0},
                 bool ceil_mode = false, bool count_include_pad = true);
 
+// torch.nn.functional.adaptive_avg_pool{1,2,3}d / adaptive_max_pool (values only): output
+// size per spatial dim (the trailing output_size.size() dims); output element i of a dim of
+// input size n and output size o pools [floor(i n / o), ceil((i + 1) n / o)). One pool when o
+// divides n; otherwise one reduction per output index of the dims that do not divide.
+Tensor adaptive_avg_pool(const Tensor& self, const IntList& output_size);
+Tensor adaptive_max_pool(const Tensor& self, const IntList& output_size);
+
 // ---- composites
+// torch.repeat_interleave with a number: each slice along `dim` repeated `repeats` times in a
+// row ([a, b] -> [a, a, b, b]): a view expanded and reshaped (grouped-query attention's heads).
+Tensor repeat_interleave(const Tensor& self, int64_t repeats, int64_t dim);
 Tensor tril(const Tensor& self, int64_t diagonal = 0);
 Tensor triu(const Tensor& self, int64_t diagonal = 0);
 // The size form: a lower/upper triangle of ones (e.g. a causal mask: tril({T, T}, 0, DType::Bool)).

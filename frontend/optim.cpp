@@ -66,9 +66,12 @@ TrainStep make_train_step(const TracedGraph& loss, const OptimizerConfig& optimi
   autograd::JointOptions options;
   for (size_t i = 0; i < num_lifted; ++i) {
     const Node* in = g.inputs()[num_batch + i];
-    // Parameters are the named tensors kiln::trace lifted; unnamed ones are captured constants.
+    // Parameters are the named tensors kiln::trace lifted, but a module's buffers (inputs of the
+    // step, below); unnamed ones are captured constants.
     const std::string path = i < loss.parameter_paths.size() ? loss.parameter_paths[i] : "";
-    trained[i] = is_floating(in->meta().dtype) && !path.empty();
+    const bool buffer = i < loss.parameter_tensors.size() && loss.parameter_tensors[i].defined() &&
+                        loss.parameter_tensors[i].impl()->is_buffer;
+    trained[i] = is_floating(in->meta().dtype) && !path.empty() && !buffer;
     if (!trained[i]) continue;
     options.wrt.push_back(in->name());
     ts.param_names.push_back(in->name());
@@ -122,8 +125,22 @@ TrainStep make_train_step(const TracedGraph& loss, const OptimizerConfig& optimi
   ts.num_batch = static_cast<int>(num_batch);
   Var step = b.wrap(out.add_input(out.fresh_name("step"), TensorMeta(DType::F32, {})));
 
-  for (size_t i = 0; i < num_lifted; ++i)
-    if (!trained[i]) map[Value{jin[num_batch + i], 0}] = constant_node(b, loss.parameters[i], jin[num_batch + i]->name());
+  // Named tensors that are not trained (a module's buffers: RoPE's tables, running statistics)
+  // are inputs after `step`, read at every step as kiln::compile(fn) reads them; unnamed ones
+  // (captured constants) are constant nodes.
+  for (size_t i = 0; i < num_lifted; ++i) {
+    if (trained[i]) continue;
+    const Node* in = jin[num_batch + i];
+    const std::string path = i < loss.parameter_paths.size() ? loss.parameter_paths[i] : "";
+    if (path.empty()) {
+      map[Value{const_cast<Node*>(in), 0}] = constant_node(b, loss.parameters[i], in->name());
+      continue;
+    }
+    map[Value{const_cast<Node*>(in), 0}] = out.add_input(in->name(), in->meta());
+    ts.buffer_names.push_back(in->name());
+    ts.buffer_paths.push_back(path);
+    ts.buffer_values.push_back(loss.parameters[i]);
+  }
   for (int i = 0; i < joint.num_tangents; ++i) {
     const Node* t = jin[static_cast<size_t>(joint.num_primals + i)];
     // d loss / d loss: 1, or the grad scaler's scale (every gradient comes out scaled).
@@ -245,6 +262,7 @@ double train_step(const TrainStep& ts, TrainState& state, const std::vector<Host
   inputs.insert(inputs.end(), state.state.begin(), state.state.end());
   inputs.insert(inputs.end(), batch.begin(), batch.end());
   inputs.push_back(HostTensor::scalar(DType::F32, static_cast<double>(state.step + 1)));
+  inputs.insert(inputs.end(), ts.buffer_values.begin(), ts.buffer_values.end());
   std::vector<HostTensor> outs = (executor ? executor : reference_executor())(ts.graph, inputs);
   KILN_INTERNAL_ASSERT(outs.size() == static_cast<size_t>(1 + ts.num_params + ts.num_state),
                        "a train step returns the loss, the new parameters and the new state");

@@ -99,10 +99,16 @@ struct TrainStep {
   int num_params = 0;
   int num_state = 0;  // SGD with momentum: one buffer per parameter; AdamW: exp_avg and exp_avg_sq per parameter
   int num_batch = 0;
+  // Graph inputs: the parameters, the state, the batch, the step count, then the buffers.
   std::vector<std::string> param_names;  // graph input names, as in the traced loss graph
   std::vector<std::string> param_paths;  // module paths ("fc.weight"), "" where unknown
   std::vector<std::string> state_names;  // "<param>_momentum_buffer", "<param>_exp_avg", "<param>_exp_avg_sq"
   std::vector<double> state_fill;        // each state tensor's first value: 0, but a grad scaler's scale
+  // Named tensors the loss reads that are not trained (a module's buffers): inputs after the step
+  // count, by graph input name and module path, with their values when the loss was traced
+  // (train_step gives those; a compiled module step reads the module's buffers at each step).
+  std::vector<std::string> buffer_names, buffer_paths;
+  std::vector<HostTensor> buffer_values;
   // With a grad scaler: the index in the state of its scale (the good-step count and the
   // skipped-step count follow); -1 without one.
   int scaler_state = -1;
@@ -124,7 +130,8 @@ struct TrainStep {
 
 // The loss graph as kiln::trace returns it: the batch (its example inputs) first, then the
 // lifted tensors, one 0-d floating output. Every named floating lifted tensor (a parameter) is
-// trained; unnamed ones (captured constants) become `constant` nodes of the step. kiln::Error
+// trained, but a module's buffers (nn::Module::register_buffer), which are inputs of the step;
+// unnamed ones (captured constants) become `constant` nodes of the step. kiln::Error
 // for no parameters, a non-scalar loss or a bad config.
 TrainStep make_train_step(const TracedGraph& loss, const OptimizerConfig& optimizer,
                           const std::optional<GradScalerConfig>& scaler = std::nullopt,

@@ -35,6 +35,8 @@ struct TensorImpl {
   // Autograd through kiln::compile (frontend/compile.h), as PyTorch's leaf tensors: a tensor
   // that requires a gradient gets one in `grad` from backward() on a compiled result.
   bool requires_grad = false;
+  // A module's buffer (nn::Module::register_buffer): named, but never trained by a training step.
+  bool is_buffer = false;
   std::shared_ptr<TensorImpl> grad;
   // Set on the results of a compiled call that computed a gradient-carrying forward: the
   // compiled backward graph and what it saved, shared by the call's results.

@@ -13,10 +13,27 @@ uint64_t derive_seed(uint64_t seed, std::string_view name) {
   return z ^ (z >> 31);
 }
 
+void Module::check_new_name(const std::string& name) const {
+  if (name.empty() || name.find('.') != std::string::npos) fail("'{}' is not a name for a parameter or buffer (no dots, not empty)", name);
+  for (auto& [n, p] : params_)
+    if (n == name) fail("'{}' is registered twice (a parameter of that name exists)", name);
+  for (auto& [n, b] : buffers_)
+    if (n == name) fail("'{}' is registered twice (a buffer of that name exists)", name);
+}
+
+Tensor Module::register_buffer(const std::string& name, Tensor value) {
+  if (!value.defined() || value.is_traced()) fail("buffer '{}' must be a concrete tensor", name);
+  check_new_name(name);
+  value.set_name(prefix_ + name);
+  value.impl()->requires_grad = false;
+  value.impl()->is_buffer = true;
+  buffers_.emplace_back(name, value);
+  return value;
+}
+
 Tensor Module::register_parameter(const std::string& name, Tensor value) {
   if (!value.defined() || value.is_traced()) fail("parameter '{}' must be a concrete tensor", name);
-  for (auto& [n, p] : params_)
-    if (n == name) fail("parameter '{}' is registered twice", name);
+  check_new_name(name);
   value.set_name(prefix_ + name);
   // As torch.nn.Parameter: a floating parameter requires a gradient (read by kiln::compile).
   if (is_floating(value.dtype())) value.impl()->requires_grad = true;
@@ -35,17 +52,30 @@ void Module::adopt(const std::string& name, std::shared_ptr<Module> module) {
 void Module::set_prefix(const std::string& prefix) {
   prefix_ = prefix;
   for (auto& [name, p] : params_) p.set_name(prefix_ + name);
+  for (auto& [name, b] : buffers_) b.set_name(prefix_ + name);
   for (auto& [name, m] : children_) m->set_prefix(prefix_ + name + ".");
 }
 
-void Module::collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const {
-  for (auto& [name, p] : params_) out.emplace_back(prefix + name, p);
-  for (auto& [name, m] : children_) m->collect(prefix + name + ".", out);
+void Module::collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out, bool buffers) const {
+  for (auto& [name, t] : buffers ? buffers_ : params_) out.emplace_back(prefix + name, t);
+  for (auto& [name, m] : children_) m->collect(prefix + name + ".", out, buffers);
 }
 
 std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
   std::vector<std::pair<std::string, Tensor>> out;
-  collect("", out);
+  collect("", out, false);
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  collect("", out, true);
+  return out;
+}
+
+std::vector<Tensor> Module::buffers() const {
+  std::vector<Tensor> out;
+  for (auto& [name, b] : named_buffers()) out.push_back(b);
   return out;
 }
 
@@ -62,10 +92,12 @@ int64_t Module::num_parameters() const {
 }
 
 Module& Module::to(Device device) {
-  for (auto& [path, p] : named_parameters()) {
-    if (p.device() == device) continue;
-    p.impl()->set_storage_from(*p.to(device).impl());
-  }
+  auto move = [&](const std::vector<std::pair<std::string, Tensor>>& tensors) {
+    for (auto& [path, t] : tensors)
+      if (t.device() != device) t.impl()->set_storage_from(*t.to(device).impl());
+  };
+  move(named_parameters());
+  move(named_buffers());
   return *this;
 }
 

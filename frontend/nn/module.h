@@ -30,6 +30,13 @@ class Module {
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
 
+  // Buffers (register_buffer): named tensors a module keeps that are not trained (RoPE's
+  // tables, a mask, running statistics), listed, named by path and moved as parameters are.
+  // Traced, they are inputs of the graph as parameters are (kiln::compile reads their current
+  // values at each call, and a compiled training step at each step), but get no gradient.
+  std::vector<std::pair<std::string, Tensor>> named_buffers() const;
+  std::vector<Tensor> buffers() const;
+
   // (path, parameter) pairs: this module's own, then each submodule's, in registration order.
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
   std::vector<Tensor> parameters() const;
@@ -40,15 +47,17 @@ class Module {
   // Forgets every parameter's gradient (PyTorch's zero_grad(set_to_none=True)).
   void zero_grad();
 
-  // Moves every parameter to `device` in place, as PyTorch's module.to(): the Tensors the
-  // module (and whoever holds its parameters) see now live there. One copy per parameter,
-  // none after: graphs then run on the parameters' device memory.
+  // Moves every parameter and buffer to `device` in place, as PyTorch's module.to(): the
+  // Tensors the module (and whoever holds its parameters) see now live there. One copy per
+  // tensor, none after: graphs then run on the parameters' device memory.
   Module& to(Device device);
   Module& cuda(int index = 0) { return to(Device::cuda(index)); }
   Module& cpu() { return to(Device::cpu()); }
 
  protected:
   Tensor register_parameter(const std::string& name, Tensor value);
+  // A tensor the module keeps but does not train (requires no gradient); named by its path.
+  Tensor register_buffer(const std::string& name, Tensor value);
   template <typename M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     adopt(name, module);
@@ -59,10 +68,12 @@ class Module {
   void adopt(const std::string& name, std::shared_ptr<Module> module);
   // Re-names every parameter below this module after its path under `prefix`.
   void set_prefix(const std::string& prefix);
-  void collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const;
+  void collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out, bool buffers) const;
+  void check_new_name(const std::string& name) const;
 
   std::string prefix_;  // "blocks.0." once adopted; "" for a root
   std::vector<std::pair<std::string, Tensor>> params_;
+  std::vector<std::pair<std::string, Tensor>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
 };
 
