@@ -103,7 +103,7 @@ for step in "${steps[@]}"; do
       ;;
     examples)
       # Every example built in the tree (each picks the GPU when there is one).
-      for exe in ./build-gpu/examples/*/kiln_example_custom_op ./build-gpu/examples/*/{linear_softmax,mlp_compile,minigpt_generate}; do
+      for exe in ./build-gpu/examples/*/kiln_example_custom_op ./build-gpu/examples/*/{linear_softmax,mlp_compile,minigpt_generate,llama_block}; do
         [[ -x $exe ]] || continue
         name=$(basename "$exe")
         t1=$(date +%s)
