@@ -8,12 +8,14 @@
 
 #include <cmath>
 
+#include "backend/cuda_backend.h"
 #include "frontend/compile.h"
 #include "frontend/nn/conv.h"
 #include "frontend/nn/llama.h"
 #include "frontend/nn/norms.h"
 #include "frontend/ops.h"
 #include "frontend/trace.h"
+#include "runtime/cpu/jit.h"
 
 namespace kiln {
 namespace {
@@ -113,14 +115,22 @@ TEST(NnModules, BuffersAreNamedInputsNotTrained) {
   for (const std::string& p : tg.parameter_paths) buffer_inputs += p == "attn.rope.cos" || p == "attn.rope.sin";
   EXPECT_EQ(buffer_inputs, 2);
 
-  // Trained in a compiled step: the parameters change, the buffers do not, and the step graph
-  // takes them as inputs (no [6, 2] constant of their values inside).
+  // Trained in a compiled step (on the GPU where there is one: the buffers move with the
+  // module): the parameters change, the buffers do not, and the step graph takes them as inputs
+  // (no [6, 2] constant of their values inside).
+  if (backend::cuda_device_present()) {
+    block.to(Device::cuda());
+    x = x.to(Device::cuda());
+    EXPECT_EQ(block.named_buffers()[0].second.device(), Device::cuda());
+  } else if (!runtime::cpu::jit_available()) {
+    GTEST_SKIP() << "no CPU JIT in this build and no GPU: the compiled step is not checked";
+  }
   std::vector<double> cos_before = block.attn->rope->cos.to_doubles();
   std::vector<double> q_before = block.attn->q_proj->weight.to_doubles();
   AdamWConfig adam;
   adam.lr = 1e-2;
   CompiledTrainStep step = compile(block, [&](const std::vector<Tensor>& b) { return mean(square(block(b[0]) - b[1])); }, adam);
-  Tensor target = input({2, 5, 8}) * 0.5;
+  Tensor target = (input({2, 5, 8}) * 0.5).to(x.device());
   double first = step({x, target}), last = first;
   for (int i = 0; i < 20; ++i) last = step({x, target});
   EXPECT_LT(last, first);
