@@ -136,6 +136,17 @@ IntList NodeContext::attr_ints(const std::string& name, std::optional<IntList> d
   return IntList(a->ints().begin(), a->ints().end());
 }
 
+std::vector<double> NodeContext::attr_floats(const std::string& name, std::optional<std::vector<double>> dflt) {
+  const AP* a = attr(name);
+  if (!a) {
+    if (!dflt) error(fmt::format("needs attribute '{}'", name));
+    return *dflt;
+  }
+  if (a->type() == AP::FLOAT) return {a->f()};
+  if (a->type() != AP::FLOATS) error(fmt::format("attribute '{}' must be a list of floats", name));
+  return std::vector<double>(a->floats().begin(), a->floats().end());
+}
+
 void NodeContext::require_attr_int(const std::string& name, int64_t expected, const char* why) {
   if (!has_attr(name)) {
     read_.insert(name);

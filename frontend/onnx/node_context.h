@@ -59,6 +59,7 @@ class NodeContext {
   double attr_float(const std::string& name, std::optional<double> dflt = std::nullopt);
   std::string attr_string(const std::string& name, std::optional<std::string> dflt = std::nullopt);
   IntList attr_ints(const std::string& name, std::optional<IntList> dflt = std::nullopt);
+  std::vector<double> attr_floats(const std::string& name, std::optional<std::vector<double>> dflt = std::nullopt);
   const ::onnx::AttributeProto* attr(const std::string& name);
   // An attribute whose every value this converter accepts and ignores (Dropout's seed).
   void ignore_attr(const std::string& name) { read_.insert(name); }
@@ -94,6 +95,9 @@ struct Out {
 };
 
 using Converter = std::function<std::vector<Out>(NodeContext&)>;
+
+// A converter's one result.
+inline std::vector<Out> one(Var v) { return {Out(v)}; }
 
 // An axis attribute or input (negative counts from the end) made non-negative for a rank;
 // kiln::Error naming the node when it is out of range.

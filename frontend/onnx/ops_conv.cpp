@@ -10,7 +10,6 @@ namespace kiln::onnx {
 
 namespace {
 
-std::vector<Out> one(Var v) { return {Out(v)}; }
 
 struct Window {
   IntList kernel, stride, dilation, begin, end;

@@ -9,7 +9,6 @@ namespace kiln::onnx {
 
 namespace {
 
-std::vector<Out> one(Var v) { return {Out(v)}; }
 
 std::vector<Out> matmul(NodeContext& c) { return one(c.b.matmul(c.in(0), c.in(1))); }
 

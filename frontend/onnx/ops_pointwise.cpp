@@ -9,7 +9,6 @@ namespace kiln::onnx {
 
 namespace {
 
-std::vector<Out> one(Var v) { return {Out(v)}; }
 
 Converter unary(Op op) {
   return [op](NodeContext& c) { return one(c.b.op(op, {c.in(0)})); };

@@ -12,7 +12,6 @@ namespace kiln::onnx {
 
 namespace {
 
-std::vector<Out> one(Var v) { return {Out(v)}; }
 
 int64_t product(const Shape& s, size_t from, size_t to) {
   int64_t p = 1;

@@ -81,6 +81,15 @@ def models():
             return torch.nn.functional.pad(x, (2, 1, 1, 2), mode="reflect") + torch.nn.functional.pad(x, (2, 1, 1, 2), mode="replicate")
 
     out["reflect_replicate_pad"] = (Pads(), (torch.randn(2, 3, 5, 6),))
+
+    class Interpolations(nn.Module):
+        def forward(self, x):
+            f = torch.nn.functional.interpolate
+            up = f(x, scale_factor=2, mode="nearest") + f(x, scale_factor=2, mode="bilinear", align_corners=False)
+            up = up + f(x, size=(10, 12), mode="bilinear", align_corners=True) + f(x, scale_factor=2, mode="bicubic", align_corners=False)
+            return up[:, :, :7, :5] + f(x, size=(7, 5), mode="bilinear", align_corners=False) + f(x, size=(7, 5), mode="nearest")
+
+    out["interpolate"] = (Interpolations(), (torch.randn(2, 3, 5, 6),))
     try:
         import transformers
         g = transformers.GPT2Config(n_layer=2, n_head=4, n_embd=64, vocab_size=500, n_positions=64, resid_pdrop=0.0, embd_pdrop=0.0,
