@@ -175,6 +175,17 @@ Tensor avg_pool(const Tensor& self, const IntList& kernel_size, const IntList& s
 Tensor adaptive_avg_pool(const Tensor& self, const IntList& output_size);
 Tensor adaptive_max_pool(const Tensor& self, const IntList& output_size);
 
+// torch.nn.functional.interpolate over the trailing dims after [N, C]: to `size`, or by
+// `scale_factor` (output floor(in * scale), coordinates by the factor itself, as PyTorch's
+// default recompute_scale_factor). mode: "nearest", "nearest-exact", "linear", "bilinear",
+// "trilinear", "bicubic"; align_corners for the (bi|tri)linear and bicubic modes only.
+// Written as gathers of taps computed from the sizes (ir/meta/interpolation.h), weighted and
+// summed; differentiable through them.
+Tensor interpolate(const Tensor& input, const IntList& size, const std::string& mode = "nearest",
+                   std::optional<bool> align_corners = std::nullopt);
+Tensor interpolate(const Tensor& input, const std::vector<double>& scale_factor, const std::string& mode = "nearest",
+                   std::optional<bool> align_corners = std::nullopt);
+
 // ---- composites
 // torch.repeat_interleave with a number: each slice along `dim` repeated `repeats` times in a
 // row ([a, b] -> [a, a, b, b]): a view expanded and reshaped (grouped-query attention's heads).
