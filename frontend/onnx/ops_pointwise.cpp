@@ -179,9 +179,37 @@ std::vector<Out> shrink(NodeContext& c) {
   return one(c.b.to(y, dt));
 }
 
+// The trigonometric and hyperbolic functions kiln has no op of, written with those it has:
+// atan2 for the inverse trigonometric ones (exact at the ends: asin(1) = atan2(1, 0)), exp and
+// log for the hyperbolic ones (asinh through |x| so that large negative x do not cancel).
+Converter trig(const char* which) {
+  return [which](NodeContext& c) {
+    Builder& b = c.b;
+    Var x = c.in(0);
+    if (!is_floating(x.dtype())) c.error("needs a floating-point input");
+    const DType dt = x.dtype();
+    auto k = [&](double v) { return b.scalar(v, dt); };
+    const std::string f = which;
+    Var y;
+    if (f == "Tan") y = b.div(b.sin(x), b.cos(x));
+    else if (f == "Atan") y = b.atan2(x, k(1));
+    else if (f == "Asin") y = b.atan2(x, b.sqrt(b.sub(k(1), b.mul(x, x))));
+    else if (f == "Acos") y = b.atan2(b.sqrt(b.sub(k(1), b.mul(x, x))), x);
+    else if (f == "Sinh") y = b.mul(b.sub(b.exp(x), b.exp(b.neg(x))), k(0.5));
+    else if (f == "Cosh") y = b.mul(b.add(b.exp(x), b.exp(b.neg(x))), k(0.5));
+    else if (f == "Asinh") {
+      Var a = b.abs(x);
+      y = b.mul(b.sign(x), b.log(b.add(a, b.sqrt(b.add(b.mul(a, a), k(1))))));
+    } else if (f == "Acosh") y = b.log(b.add(x, b.sqrt(b.sub(b.mul(x, x), k(1)))));
+    else y = b.mul(b.sub(b.log1p(x), b.log1p(b.neg(x))), k(0.5));  // Atanh
+    return one(y);
+  };
+}
+
 }  // namespace
 
 void add_pointwise_ops(std::vector<OpEntry>& t) {
+  for (const char* f : {"Tan", "Atan", "Asin", "Acos", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh"}) t.push_back({f, trig(f)});
   for (auto [name, op] : std::initializer_list<std::pair<const char*, Op>>{
            {"Abs", Op::Abs}, {"Neg", Op::Neg}, {"Exp", Op::Exp}, {"Log", Op::Log}, {"Sqrt", Op::Sqrt},
            {"Reciprocal", Op::Reciprocal}, {"Sin", Op::Sin}, {"Cos", Op::Cos}, {"Tanh", Op::Tanh},
