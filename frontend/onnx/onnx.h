@@ -30,7 +30,7 @@ inline constexpr int64_t kMaxOpset = 17;
 
 // An operator, opset, attribute or dtype kiln does not import (a kiln::Error): what a model
 // needs that kiln lacks, as opposed to a malformed model. `causes` says it in a few words each
-// ("operator CumSum", "Cast: a cast to string", "element type string"), for tables of what is
+// ("operator TopK", "Cast: a cast to string", "element type string"), for tables of what is
 // missing (`kiln onnx-test`); the message says it in full, with the nodes. `run_time_values`
 // names what decides the values kiln needed known at import (a Reshape's shape, a Slice's
 // starts) and found computed at run time: the model inputs they are computed from, or the

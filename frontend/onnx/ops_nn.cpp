@@ -1,9 +1,10 @@
 // ONNX's neural-network operators: MatMul, Gemm, Softmax and LogSoftmax, the normalizations
-// (LayerNormalization, BatchNormalization in inference, InstanceNormalization), global pools,
-// Dropout in inference, and the Reduce* family with ArgMax/ArgMin.
+// (LayerNormalization, BatchNormalization, InstanceNormalization), global pools,
+// Dropout, the Reduce* family with ArgMax/ArgMin, CumSum, EyeLike and LRN.
 #include <cmath>
 
 #include "frontend/onnx/op_table.h"
+#include "frontend/onnx/tensor_proto.h"
 
 namespace kiln::onnx {
 
@@ -346,9 +347,76 @@ std::vector<Out> one_hot(NodeContext& c) {
   return one(b.where(hit, b.scalar(values[1], dt), b.scalar(values[0], dt)));
 }
 
+// CumSum(x, axis) with exclusive and reverse: the axis moved last and multiplied by a triangle
+// of ones (x[..., j] reaches out[..., i] where j <= i; j < i exclusive; mirrored for reverse),
+// one matmul on the BLAS/tensor-core path. Floating point only: an integer sum through a
+// floating matmul would round past 2^53 (kiln has no scan op yet).
+std::vector<Out> cumsum(NodeContext& c) {
+  Builder& b = c.b;
+  Var x = c.in(0);
+  if (!is_floating(x.dtype()))
+    c.unsupported(fmt::format("a cumulative sum of {} (kiln sums floating-point tensors by a triangular matmul)", dtype_name(x.dtype())));
+  IntList axes = c.known_ints(1, "axis");
+  if (axes.size() != 1) c.error("axis must hold one value");
+  const int64_t r = x.rank();
+  if (r == 0) c.error("needs an input of rank at least 1");
+  const int64_t axis = normalize_axis(c, axes[0], r);
+  const bool exclusive = c.attr_int("exclusive", 0) != 0, reverse = c.attr_int("reverse", 0) != 0;
+  const int64_t n = x.shape()[static_cast<size_t>(axis)];
+  IntList to_last, back(static_cast<size_t>(r));
+  for (int64_t d = 0; d < r; ++d)
+    if (d != axis) to_last.push_back(d);
+  to_last.push_back(axis);
+  for (int64_t d = 0; d < r; ++d) back[static_cast<size_t>(to_last[static_cast<size_t>(d)])] = d;
+  Attrs tri;
+  tri.set("size", IntList{n, n});
+  tri.set("dtype", x.dtype());
+  tri.set("diagonal", reverse ? (exclusive ? int64_t{-1} : int64_t{0}) : (exclusive ? int64_t{1} : int64_t{0}));
+  Var reach = b.op(reverse ? Op::Tril : Op::Triu, {}, tri);  // reach[j][i]: x[j] is summed into out[i]
+  Var y = b.matmul(b.permute(x, to_last), reach);
+  return one(b.permute(y, back));
+}
+
+// EyeLike(x): ones where column - row = k, in x's 2-d shape and the dtype attribute (else x's).
+std::vector<Out> eye_like(NodeContext& c) {
+  Builder& b = c.b;
+  const TensorMeta m = c.meta(0);
+  if (m.rank() != 2) c.error("needs a 2-d input");
+  const int64_t k = c.attr_int("k", 0);
+  DType dt = m.dtype;
+  if (c.has_attr("dtype")) {
+    std::optional<DType> d = dtype_of(static_cast<int>(c.attr_int("dtype")));
+    if (!d) c.unsupported(fmt::format("dtype {}", elem_type_name(static_cast<int>(c.attr_int("dtype")))));
+    dt = *d;
+  }
+  Var rows = b.reshape(b.arange(m.shape[0]), {m.shape[0], 1}), cols = b.reshape(b.arange(m.shape[1]), {1, m.shape[1]});
+  return one(b.to(b.eq(b.sub(cols, rows), b.scalar(static_cast<double>(k), DType::I64)), dt));
+}
+
+// LRN: x / (bias + alpha / size * (sum of x^2 over the `size` channels around))^beta, the window
+// [c - floor((size-1)/2), c + ceil((size-1)/2)] zero-padded at the ends.
+std::vector<Out> lrn(NodeContext& c) {
+  Builder& b = c.b;
+  Var x = c.in(0);
+  const int64_t size = c.attr_int("size");
+  const double alpha = c.attr_float("alpha", 1e-4), beta = c.attr_float("beta", 0.75), bias = c.attr_float("bias", 1.0);
+  if (size < 1) c.error("size must be at least 1");
+  if (x.rank() < 3) c.error("needs an input [N, C, D1, ...]");
+  const int64_t channels = x.shape()[1];
+  Var padded = b.pad(b.mul(x, x), 1, (size - 1) / 2, size / 2, 0.0);
+  Var sum = b.slice(padded, 1, 0, channels);
+  for (int64_t k = 1; k < size; ++k) sum = b.add(sum, b.slice(padded, 1, k, k + channels));
+  const DType dt = x.dtype();
+  Var denom = b.pow(b.add(b.scalar(bias, dt), b.mul(sum, b.scalar(alpha / static_cast<double>(size), dt))), b.scalar(beta, dt));
+  return one(b.div(x, denom));
+}
+
 }  // namespace
 
 void add_nn_ops(std::vector<OpEntry>& t) {
+  t.push_back({"CumSum", cumsum});
+  t.push_back({"EyeLike", eye_like});
+  t.push_back({"LRN", lrn});
   t.push_back({"NegativeLogLikelihoodLoss", nll_loss});
   t.push_back({"SoftmaxCrossEntropyLoss", softmax_cross_entropy});
   t.push_back({"Hardmax", hardmax});
