@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
 """Exports models that no one here wrote to ONNX, in ONNX's test-data layout, with PyTorch's
 outputs as the expected ones: OUT/<model>/model.onnx and test_data_set_0/{input,output}_N.pb.
-kiln then imports and runs them like ONNX's own test data (pack.py, run_pack.py, or
-`kiln run OUT/<model>/model.onnx --inputs ...`).
+kiln then imports and runs them like ONNX's own test data: `kiln onnx-test OUT --device cpu|cuda`
+(or pack.py and run_pack.py where the kiln that runs them cannot import ONNX).
 
 Models: PyTorch's nn.TransformerEncoderLayer (post- and pre-norm) and nn.TransformerDecoderLayer,
 nn.MultiheadAttention with a padding mask, torchvision.ops.MLP, torchvision's ResNet-18,
-MobileNetV3-small and SqueezeNet 1.1 (random weights), a stack of PyTorch's activation
-modules, an embedding-and-LayerNorm LM head, PixelShuffle, and reflect/replicate padding; where
-`transformers` is installed (the GPU machine), a 2-layer GPT-2 and a 2-layer BERT from their
-configs (random weights). Where onnxruntime is installed, its outputs are compared with
+MobileNetV3-small, SqueezeNet 1.1 and a small VisionTransformer (random weights), a stack of
+PyTorch's activation modules, an embedding-and-LayerNorm LM head, PixelShuffle, reflect/replicate
+padding and F.interpolate's modes; where `transformers` is installed (the GPU machine), a 2-layer
+GPT-2, BERT and Llama (grouped-query attention) from their configs (random weights). Where onnxruntime is installed, its outputs are compared with
 PyTorch's and the difference printed.
 
 Usage: python3 tools/onnx_check/torch_models.py OUT [--opset 17]
@@ -54,6 +54,9 @@ def models():
         out["torchvision_resnet18"] = (torchvision.models.resnet18(num_classes=10), (torch.randn(2, 3, 64, 64),))
         out["torchvision_mobilenet_v3_small"] = (torchvision.models.mobilenet_v3_small(num_classes=10), (torch.randn(1, 3, 96, 96),))
         out["torchvision_squeezenet"] = (torchvision.models.squeezenet1_1(num_classes=10), (torch.randn(1, 3, 64, 64),))
+        out["torchvision_vit_small"] = (torchvision.models.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=4,
+                                                                             hidden_dim=64, mlp_dim=128, num_classes=10),
+                                        (torch.randn(2, 3, 32, 32),))
     except ImportError:
         pass
     out["activations"] = (nn.Sequential(nn.Linear(16, 32), nn.SiLU(), nn.Linear(32, 32), nn.Hardswish(), nn.Linear(32, 32), nn.Mish(),
@@ -100,6 +103,10 @@ def models():
                                     max_position_embeddings=64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
         bert = transformers.BertModel(b).eval()
         out["hf_bert_2layer"] = (GraphOnly(bert, "last_hidden_state"), (torch.randint(0, 500, (2, 16)),))
+        l = transformers.LlamaConfig(num_hidden_layers=2, hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                                     num_key_value_heads=2, vocab_size=500, max_position_embeddings=64, use_cache=False)
+        llama = transformers.LlamaForCausalLM(l).eval()
+        out["hf_llama_2layer"] = (GraphOnly(llama, "logits"), (torch.randint(0, 500, (2, 16)),))
     except ImportError:
         pass
     return out
