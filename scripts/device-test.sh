@@ -123,6 +123,11 @@ for step in "${steps[@]}"; do
         ./build-gpu/bin/kiln onnx-test "$KILN_ONNX_TEST_DATA/$suite" --device cuda --jobs 8 > "$OUT/onnx_test_$suite.log" 2>&1
         summary+=("kiln onnx-test $suite on cuda: rc=$? $(tail -3 "$OUT/onnx_test_$suite.log" | grep -E 'passed,' )")
       done
+      # models no one here wrote, exported by the machine's PyTorch (and transformers), run the same way
+      rm -rf /tmp/kiln-torch-models
+      python3 tools/onnx_check/torch_models.py /tmp/kiln-torch-models > "$OUT/torch_models.log" 2>&1
+      ./build-gpu/bin/kiln onnx-test /tmp/kiln-torch-models --device cuda --jobs 8 --verbose > "$OUT/onnx_test_torch_models.log" 2>&1
+      summary+=("kiln onnx-test on PyTorch-exported models, cuda: rc=$? $(tail -3 "$OUT/onnx_test_torch_models.log" | grep -E 'passed,')")
       if [[ -x ./build-gpu/tests/kiln_tests_onnx ]]; then
         ./build-gpu/tests/kiln_tests_onnx --gtest_brief=1 > "$OUT/tests_onnx.log" 2>&1
         summary+=("kiln_tests_onnx: rc=$? $(grep -E 'compiled for cuda|^\[  (PASSED|FAILED)' "$OUT/tests_onnx.log" | tr '\n' ' ')")
