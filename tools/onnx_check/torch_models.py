@@ -129,6 +129,13 @@ def export(model, args, path, opset):
         torch.onnx.export(model, args, path, dynamo=False, **kw)  # torch 2.x: the TorchScript exporter
     except TypeError:
         torch.onnx.export(model, args, path, **kw)  # torch 1.13
+    except Exception as first:
+        # What the TorchScript exporter cannot write (transformers' masks use aten::diff), torch
+        # 2.x's dynamo exporter may, at the same opset; its external data is inlined.
+        try:
+            torch.onnx.export(model, args, path, dynamo=True, external_data=False, **kw)
+        except Exception:
+            raise first
 
 
 def save_pb(array, path):
