@@ -17,6 +17,7 @@ const std::unordered_map<std::string, OpEntry>& table() {
     add_nn_ops(rows);
     add_conv_ops(rows);
     add_resize_ops(rows);
+    add_scatter_ops(rows);
     auto* m = new std::unordered_map<std::string, OpEntry>;
     for (OpEntry& e : rows) m->emplace(e.op_type, std::move(e));
     return m;

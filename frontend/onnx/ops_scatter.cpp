@@ -1,0 +1,132 @@
+// ONNX's element-indexed operators, written with kiln's gather and scatter_add: Scatter (opset
+// 9) and ScatterElements (reduction none or add), ScatterND (none or add) and GatherND (any
+// batch_dims). The N-d forms flatten the indexed leading dims into one, so that each index
+// tuple becomes one position along it (a dot product with the dims' strides), and go through
+// the element forms along that dim.
+#include <fmt/format.h>
+
+#include "frontend/onnx/op_table.h"
+
+namespace kiln::onnx {
+
+namespace {
+
+// Indices made non-negative for an axis of `size` (ONNX counts negative ones from the end).
+Var wrap_negative(Builder& b, Var idx, int64_t size) {
+  Var i64 = b.to(idx, DType::I64);
+  return b.where(b.lt(i64, b.scalar(0, DType::I64)), b.add(i64, b.scalar(static_cast<double>(size), DType::I64)), i64);
+}
+
+// data with updates written at idx along axis (reduction "none": replaced; "add": added).
+// scatter_add sums every update into zeros; a second one counts the hits, which pick the
+// updated positions.
+Var scatter_along(NodeContext& c, Var data, Var idx, Var updates, int64_t axis, const std::string& reduction) {
+  Builder& b = c.b;
+  if (reduction == "add") return b.scatter_add(data, idx, updates, axis);
+  if (reduction != "none") c.unsupported(fmt::format("reduction '{}'", reduction));
+  const DType count_dt = is_floating(data.dtype()) ? data.dtype() : DType::F32;
+  Var zeros = b.full(data.shape(), 0.0, data.dtype());
+  Var written = b.scatter_add(zeros, idx, updates, axis);
+  Var hits = b.scatter_add(b.full(data.shape(), 0.0, count_dt), idx, b.full(idx.shape(), 1.0, count_dt), axis);
+  return b.where(b.gt(hits, b.scalar(0, count_dt)), written, data);
+}
+
+std::vector<Out> scatter_elements(NodeContext& c) {
+  Var data = c.in(0);
+  const int64_t axis = normalize_axis(c, c.attr_int("axis", 0), data.rank());
+  const std::string reduction = c.attr_string("reduction", "none");
+  Var idx = wrap_negative(c.b, c.in(1), data.shape()[static_cast<size_t>(axis)]);
+  return one(scatter_along(c, data, idx, c.in(2), axis, reduction));
+}
+
+// Positions of the index tuples idx[..., k] in data's first k dims flattened (row-major).
+Var flat_positions(Builder& b, Var idx, const Shape& dims) {
+  const int64_t k = static_cast<int64_t>(dims.size());
+  std::vector<double> strides(static_cast<size_t>(k));
+  int64_t stride = 1;
+  for (int64_t d = k - 1; d >= 0; --d) {
+    strides[static_cast<size_t>(d)] = static_cast<double>(stride);
+    stride *= dims[static_cast<size_t>(d)];
+  }
+  Var pos;
+  for (int64_t d = 0; d < k; ++d) {
+    Var part = b.reshape(b.slice(idx, idx.rank() - 1, d, d + 1), Shape(idx.shape().begin(), idx.shape().end() - 1));
+    part = b.mul(wrap_negative(b, part, dims[static_cast<size_t>(d)]), b.scalar(strides[static_cast<size_t>(d)], DType::I64));
+    pos = pos ? Var(b.add(pos, part)) : part;
+  }
+  return pos;
+}
+
+std::vector<Out> scatter_nd(NodeContext& c) {
+  Builder& b = c.b;
+  Var data = c.in(0), idx = c.in(1), updates = c.in(2);
+  const std::string reduction = c.attr_string("reduction", "none");
+  const Shape ds = data.shape(), is = idx.shape();
+  if (is.empty()) c.error("indices must have rank at least 1");
+  const int64_t k = is.back();
+  if (k < 1 || k > data.rank()) c.error(fmt::format("index tuples of {} values for data of rank {}", k, data.rank()));
+  Shape lead(ds.begin(), ds.begin() + k), rest(ds.begin() + k, ds.end());
+  int64_t flat = 1, m = 1;
+  for (int64_t d : lead) flat *= d;
+  for (size_t d = 0; d + 1 < is.size(); ++d) m *= is[d];
+  Shape data2{flat}, upd2{m};
+  data2.insert(data2.end(), rest.begin(), rest.end());
+  upd2.insert(upd2.end(), rest.begin(), rest.end());
+  Shape along(upd2.size(), 1);
+  along[0] = m;
+  Var pos = b.expand(b.reshape(flat_positions(b, idx, lead), along), upd2);
+  Var y = scatter_along(c, b.reshape(data, data2), pos, b.reshape(updates, upd2), 0, reduction);
+  return one(b.reshape(y, ds));
+}
+
+std::vector<Out> gather_nd(NodeContext& c) {
+  Builder& b = c.b;
+  Var data = c.in(0), idx = c.in(1);
+  const int64_t batch = c.attr_int("batch_dims", 0);
+  const Shape ds = data.shape(), is = idx.shape();
+  if (is.empty()) c.error("indices must have rank at least 1");
+  const int64_t k = is.back();
+  if (batch < 0 || batch + k > data.rank() || batch >= static_cast<int64_t>(is.size()))
+    c.error(fmt::format("batch_dims {} and index tuples of {} values for data of rank {}", batch, k, data.rank()));
+  // batch_dims: the first `batch` dims of data and indices go together; they become part of
+  // each tuple (the batch position itself), so one flattened gather serves every batch.
+  Shape lead(ds.begin(), ds.begin() + batch + k), rest(ds.begin() + batch + k, ds.end());
+  int64_t flat = 1, m = 1;
+  for (int64_t d : lead) flat *= d;
+  for (size_t d = 0; d + 1 < is.size(); ++d) m *= is[d];
+  Var tuples = b.to(idx, DType::I64);
+  if (batch > 0) {
+    // prepend each index tuple with its batch coordinates
+    std::vector<Value> parts;
+    Shape tuple_shape(is.begin(), is.end() - 1);
+    tuple_shape.push_back(1);
+    for (int64_t d = 0; d < batch; ++d) {
+      Shape ar(static_cast<size_t>(is.size()), 1);
+      ar[static_cast<size_t>(d)] = is[static_cast<size_t>(d)];
+      parts.push_back(b.expand(b.reshape(b.arange(is[static_cast<size_t>(d)]), ar), tuple_shape).v);
+    }
+    parts.push_back(tuples.v);
+    tuples = b.cat(parts, static_cast<int64_t>(is.size()) - 1);
+  }
+  Shape data2{flat}, out2{m};
+  data2.insert(data2.end(), rest.begin(), rest.end());
+  out2.insert(out2.end(), rest.begin(), rest.end());
+  Shape along(out2.size(), 1);
+  along[0] = m;
+  Var pos = b.expand(b.reshape(flat_positions(b, tuples, lead), along), out2);
+  Var y = b.gather(b.reshape(data, data2), pos, 0);
+  Shape out(is.begin(), is.end() - 1);
+  out.insert(out.end(), rest.begin(), rest.end());
+  return one(b.reshape(y, out));
+}
+
+}  // namespace
+
+void add_scatter_ops(std::vector<OpEntry>& t) {
+  t.push_back({"Scatter", scatter_elements});
+  t.push_back({"ScatterElements", scatter_elements});
+  t.push_back({"ScatterND", scatter_nd});
+  t.push_back({"GatherND", gather_nd});
+}
+
+}  // namespace kiln::onnx
