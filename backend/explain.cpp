@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 
 #include "backend/backend.h"
@@ -31,8 +32,52 @@ std::string op_counts(const Graph& g) {
   return out.empty() ? "(none)" : out;
 }
 
-// What training through `g` would keep: its joint graph split by the min-cut partitioner.
+// A training step's graph (frontend/optim.h's make_train_step, as a debug dump or a saved .kir
+// holds it): a 0-d `step` input, and optimizer state inputs named after a parameter input of the
+// same shape ("fc_weight_exp_avg", "_exp_avg_sq", "_momentum_buffer"). Fills its parameters and
+// state (the tensors kept between steps); false when `g` is not one.
+bool is_train_step(const Graph& g, std::vector<const Node*>& params, std::vector<const Node*>& state) {
+  std::map<std::string, const Node*> by_name;
+  bool has_step = false;
+  for (const Node* in : g.inputs()) {
+    by_name[in->name()] = in;
+    has_step = has_step || (in->name() == "step" && in->meta().rank() == 0);
+  }
+  if (!has_step) return false;
+  for (const Node* in : g.inputs()) {
+    for (const char* suffix : {"_exp_avg_sq", "_exp_avg", "_momentum_buffer"}) {
+      const std::string& n = in->name();
+      const std::string sfx(suffix);
+      if (n.size() <= sfx.size() || n.compare(n.size() - sfx.size(), sfx.size(), sfx) != 0) continue;
+      auto p = by_name.find(n.substr(0, n.size() - sfx.size()));
+      if (p == by_name.end() || p->second->meta().shape != in->meta().shape) continue;
+      state.push_back(in);
+      if (std::find(params.begin(), params.end(), p->second) == params.end()) params.push_back(p->second);
+      break;
+    }
+  }
+  return !state.empty();
+}
+
+// What training through `g` would keep: its joint graph split by the min-cut partitioner; for a
+// training step, which differentiates itself already, what it keeps between steps instead.
 std::string training_section(const Graph& g) {
+  std::vector<const Node*> params, state;
+  if (is_train_step(g, params, state)) {
+    auto bytes_of = [](const std::vector<const Node*>& ns) {
+      int64_t b = 0;
+      for (const Node* n : ns) b += n->meta().nbytes();
+      return b;
+    };
+    std::string out = fmt::format(
+        "training: this graph is a training step (forward, loss, backward and the optimizer's update in one graph), "
+        "not differentiated again. It updates {} parameter{} ({}) with {} optimizer state tensor{} ({}), returning the loss, "
+        "the new parameters and the new state: {} kept between steps.\n",
+        params.size(), params.size() == 1 ? "" : "s", format_bytes(bytes_of(params)), state.size(), state.size() == 1 ? "" : "s",
+        format_bytes(bytes_of(state)), format_bytes(bytes_of(params) + bytes_of(state)));
+    for (const Node* p : params) out += fmt::format("  parameter %{}: {}\n", p->name(), p->meta().str());
+    return out;
+  }
   try {
     autograd::JointGraph joint = autograd::build_joint(g);
     autograd::Partition p = autograd::partition(joint, autograd::PartitionKind::MinCut);

@@ -2,6 +2,9 @@
 // against the update formulas of torch.optim.SGD and torch.optim.AdamW worked out in double.
 #include <gtest/gtest.h>
 
+#include "backend/explain.h"
+#include "ir/bytes.h"
+
 #include <cmath>
 #include <set>
 
@@ -182,6 +185,24 @@ TEST(Optim, TrainingAnMlpLowersTheLoss) {
     // The first loss is the model's own, before any update.
     EXPECT_NEAR(losses.front(), mean(square(mlp(x) - y)).item(), 1e-6);
   }
+}
+
+// kiln explain on a training step's graph explains it as one (it differentiates itself already):
+// its parameters and optimizer state, not a joint graph of the step.
+TEST(Optim, ExplainRecognisesATrainingStep) {
+  nn::MLP mlp(8, 16, 3);
+  Tensor x = randn({4, 8}, 1), y = randn({4, 8}, 2) * 0.5;
+  TracedGraph loss = trace([&](const std::vector<Tensor>& b) { return std::vector<Tensor>{mean(square(mlp(b[0]) - b[1]))}; },
+                           {x, y}, "mlp_loss");
+  for (const OptimizerConfig& opt : {OptimizerConfig{AdamWConfig{}}, OptimizerConfig{SGDConfig{.lr = 0.1, .momentum = 0.9}}}) {
+    TrainStep ts = make_train_step(loss, opt);
+    std::string text = backend::explain(ts.graph).text;
+    EXPECT_NE(text.find("this graph is a training step"), std::string::npos) << text;
+    EXPECT_NE(text.find(fmt::format("It updates 4 parameters ({})", format_bytes((8 * 16 + 16 + 16 * 8 + 8) * 4))), std::string::npos) << text;
+    EXPECT_EQ(text.find("saved %"), std::string::npos) << text;
+  }
+  // the loss graph itself is explained as a graph to differentiate
+  EXPECT_NE(backend::explain(loss.graph).text.find("training (joint graph, min-cut partition)"), std::string::npos);
 }
 
 TEST(Optim, Errors) {
