@@ -48,7 +48,7 @@ namespace {
 std::array<KernelEntry, kNumDispatchKeys>& kernel_table() {
   static std::array<KernelEntry, kNumDispatchKeys> table = [] {
     std::array<KernelEntry, kNumDispatchKeys> t;
-    t[static_cast<int>(DispatchKey::CPU)] = {cpu_kernel, "cpu reference kernel"};
+    t[static_cast<int>(DispatchKey::CPU)] = {cpu_kernel, "cpu kernel (reference, or compiled when large)"};
     t[static_cast<int>(DispatchKey::Device)] = {device_kernel, "device kernel (the op compiled for the tensors' device)"};
     t[static_cast<int>(DispatchKey::Tracing)] = {TraceContext::tracing_kernel, "tracing kernel"};
     t[static_cast<int>(DispatchKey::Autocast)] = {autocast_kernel, "autocast kernel"};

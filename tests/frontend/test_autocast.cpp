@@ -85,7 +85,7 @@ TEST(Autocast, TheDispatchTraceShowsEachDecision) {
   matmul(a, b);
   ASSERT_GE(t.lines.size(), 4u);
   EXPECT_EQ(t.lines[0], "[autocast] matmul: lower precision (bf16): input 0 f32 -> bf16, input 1 f32 -> bf16");
-  EXPECT_EQ(t.lines[1], "[dispatch] to keys={CPU} -> cpu reference kernel");
+  EXPECT_EQ(t.lines[1], "[dispatch] to keys={CPU} -> cpu kernel (reference, or compiled when large)");
   EXPECT_EQ(t.lines.back(), "[dispatch] matmul keys={Autocast,CPU} -> autocast kernel");
   t.lines.clear();
   relu(a);

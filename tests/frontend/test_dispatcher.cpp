@@ -43,13 +43,13 @@ TEST(Dispatcher, TraceLinesForEagerAndTracedCalls) {
   TraceLines t;
   Tensor e = exp(ones({2}));
   ASSERT_EQ(t.lines.size(), 2u);
-  EXPECT_EQ(t.lines[0], "[dispatch] ones keys={CPU} -> cpu reference kernel");
-  EXPECT_EQ(t.lines[1], "[dispatch] exp keys={CPU} -> cpu reference kernel");
+  EXPECT_EQ(t.lines[0], "[dispatch] ones keys={CPU} -> cpu kernel (reference, or compiled when large)");
+  EXPECT_EQ(t.lines[1], "[dispatch] exp keys={CPU} -> cpu kernel (reference, or compiled when large)");
   t.lines.clear();
   trace([](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0] + in[1]}; },
         {zeros({8, 64}), zeros({8, 64})});
-  std::vector<std::string> expected{"[dispatch] zeros keys={CPU} -> cpu reference kernel",
-                                    "[dispatch] zeros keys={CPU} -> cpu reference kernel",
+  std::vector<std::string> expected{"[dispatch] zeros keys={CPU} -> cpu kernel (reference, or compiled when large)",
+                                    "[dispatch] zeros keys={CPU} -> cpu kernel (reference, or compiled when large)",
                                     "[dispatch] add keys={Tracing,CPU} -> tracing kernel (%add : f32[8,64])"};
   EXPECT_EQ(t.lines, expected);
 }
@@ -68,7 +68,7 @@ TEST(Dispatcher, TraceGoesToStderrWithoutASink) {
   Tensor r = neg(ones({1}));
   std::string err = ::testing::internal::GetCapturedStderr();
   set_dispatch_trace(false);
-  EXPECT_NE(err.find("[dispatch] neg keys={CPU} -> cpu reference kernel\n"), std::string::npos) << err;
+  EXPECT_NE(err.find("[dispatch] neg keys={CPU} -> cpu kernel (reference, or compiled when large)\n"), std::string::npos) << err;
 }
 
 TEST(Dispatcher, NoTraceLinesWhenOff) {
@@ -88,7 +88,7 @@ TEST(Dispatcher, RegisteredKernelReplacesTheKeysKernel) {
       },
       "counting kernel");
   Tensor r = ones({2}) + 1.0;
-  register_kernel(DispatchKey::CPU, cpu_kernel, "cpu reference kernel");
+  register_kernel(DispatchKey::CPU, cpu_kernel, "cpu kernel (reference, or compiled when large)");
   EXPECT_EQ(calls, 3);  // ones, full, add
   EXPECT_EQ(r.to_doubles(), (std::vector<double>{2, 2}));
 }

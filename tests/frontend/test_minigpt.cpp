@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "frontend/cpu_kernel.h"
 #include "frontend/kiln.h"
 #include "ir/error.h"
 #include "ir/reference/interpreter.h"
@@ -58,6 +59,7 @@ TEST(MiniGPT, ContextLimitIsAnError) {
 }
 
 TEST(MiniGPT, TracedForwardMatchesEagerBitForBit) {
+  EagerCpuReference reference;  // eager on the reference kernels, as the interpreter runs them
   nn::MiniGPT model({}, 1);
   Tensor tokens = token_batch(2, 16, 600, 3);
   TracedGraph g = trace([&](const Tensor& t) { return model.forward(t); }, tokens, "forward");

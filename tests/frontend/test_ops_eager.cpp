@@ -3,7 +3,10 @@
 
 #include <cmath>
 
+#include "frontend/cpu_kernel.h"
 #include "frontend/kiln.h"
+#include "ir/reference/reference.h"
+#include "runtime/cpu/jit.h"
 #include "ir/error.h"
 #include "tests/support/support.h"
 
@@ -167,3 +170,33 @@ TEST(EagerOps, ShapeErrorsNameTheOpAndShapes) {
   EXPECT_THROW(a.reshape({5}), Error);
   EXPECT_THROW(add(1.0, 2.0), Error);  // two numbers: no tensor to type the result
 }
+
+namespace kiln {
+namespace {
+
+// An eager op with enough work is compiled once per signature by the CPU backend (not run on
+// its reference kernel): a second call of the same signature does not compile again, a new
+// shape does, and the results agree with the reference kernel within f32's tolerance.
+TEST(EagerCpuCompiled, LargeOpsCompileOncePerSignatureAndMatchTheReference) {
+  if (!runtime::cpu::jit_available() || eager_cpu_uses_reference()) GTEST_SKIP() << "no CPU JIT, or KILN_EAGER_CPU=reference";
+  Tensor x = randn({4, 32, 64}, 1), w = randn({176, 64}, 2), b = randn({176}, 3);
+  const int before = cpu_kernel_compiles();
+  Tensor y = linear(x, w, b);
+  EXPECT_EQ(cpu_kernel_compiles(), before + 1);
+  Tensor y2 = linear(x, w, b);
+  EXPECT_EQ(cpu_kernel_compiles(), before + 1) << "the same signature compiled twice";
+  EXPECT_EQ(y.to_doubles(), y2.to_doubles());
+  std::vector<HostTensor> args{x.data(), w.data(), b.data()};
+  std::vector<HostTensor> want = run_reference(Op::Linear, args, {});
+  std::vector<double> got = y.to_doubles(), ref = want[0].to_doubles();
+  ASSERT_EQ(got.size(), ref.size());
+  for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(got[i], ref[i], 1e-5 + 1e-5 * std::abs(ref[i])) << i;
+  (void)linear(randn({2, 32, 64}, 4), w, b);
+  EXPECT_EQ(cpu_kernel_compiles(), before + 2) << "a new shape is a new signature";
+  // small ops stay on the reference kernels
+  (void)(randn({4, 4}, 5) + 1.0);
+  EXPECT_EQ(cpu_kernel_compiles(), before + 2);
+}
+
+}  // namespace
+}  // namespace kiln
