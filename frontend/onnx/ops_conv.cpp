@@ -131,12 +131,85 @@ std::vector<Out> conv_transpose(NodeContext& c) {
   return one(y);
 }
 
+// MaxPool's Indices output: for each window, the position of its first maximum (in the
+// window's row-major order) in the input flattened whole (N, C, then the spatial dims row-major,
+// or column-major with storage_order 1).
+// Each kernel offset's strided view of the -inf-padded input is stacked on a last dim; the
+// first argmax over it picks the offset, from which the spatial coordinates follow.
+Var max_pool_indices(NodeContext& c, Var input, const Window& w, const Shape& out, bool column_major) {
+  Builder& b = c.b;
+  const int64_t n = static_cast<int64_t>(w.kernel.size()), r = n + 2;
+  const Shape xs = input.shape();
+  Var xp = input;
+  for (int64_t d = 0; d < n; ++d) {
+    // padded enough for every window of the output (ceil_mode's last one may run past the pads)
+    const int64_t need = (out[2 + d] - 1) * w.stride[d] + (w.kernel[d] - 1) * w.dilation[d] + 1;
+    const int64_t end = std::max(w.end[d], need - xs[2 + d] - w.begin[d]);
+    xp = b.pad(xp, 2 + d, w.begin[d], end, -std::numeric_limits<double>::infinity());
+  }
+  int64_t offsets = 1;
+  for (int64_t k : w.kernel) offsets *= k;
+  std::vector<Value> views;
+  std::vector<std::vector<int64_t>> coords;  // each offset's kernel coordinates
+  for (int64_t o = 0; o < offsets; ++o) {
+    std::vector<int64_t> k(static_cast<size_t>(n));
+    for (int64_t d = n - 1, rest = o; d >= 0; --d) {
+      k[static_cast<size_t>(d)] = rest % w.kernel[d];
+      rest /= w.kernel[d];
+    }
+    Var v = xp;
+    for (int64_t d = 0; d < n; ++d) {
+      const int64_t start = k[static_cast<size_t>(d)] * w.dilation[d];
+      v = b.slice(v, 2 + d, start, start + (out[2 + d] - 1) * w.stride[d] + 1, w.stride[d]);
+    }
+    views.push_back(b.unsqueeze(v, r).v);
+    coords.push_back(k);
+  }
+  Var which = b.argmax(b.cat(views, r), r, false);  // [N, C, out...]: the offset of the first maximum
+  Shape along_k(static_cast<size_t>(r + 1), 1);
+  along_k[static_cast<size_t>(r)] = offsets;
+  Var pick = b.to(b.eq(b.unsqueeze(which, r), b.reshape(b.arange(offsets), along_k)), DType::I64);  // one-hot over offsets
+  // flat = ((n * C + c) * L1 + l1) * L2 + l2 ..., with l_d = o_d * stride - begin + k_d * dilation
+  auto coordinate = [&](int64_t dim) {  // the index of output dim `dim` broadcast over [N, C, out...]
+    Shape s(static_cast<size_t>(r), 1);
+    s[static_cast<size_t>(dim)] = out[static_cast<size_t>(dim)];
+    return b.reshape(b.arange(out[static_cast<size_t>(dim)]), s);
+  };
+  Var batch_channel = b.add(b.mul(coordinate(0), b.scalar(static_cast<double>(xs[1]), DType::I64)), coordinate(1));
+  std::vector<Var> spatial;  // l_d per spatial dim
+  for (int64_t d = 0; d < n; ++d) {
+    Attrs kv;
+    std::vector<double> offs;
+    for (const auto& k : coords) offs.push_back(static_cast<double>(k[static_cast<size_t>(d)] * w.dilation[d]));
+    kv.set("size", IntList{offsets});
+    kv.set("dtype", DType::I64);
+    kv.set("values", FloatList(offs.begin(), offs.end()));
+    Var koff = b.sum(b.mul(pick, b.reshape(b.op(Op::Constant, {}, kv), along_k)), {r});
+    Var l = b.add(b.sub(b.mul(coordinate(2 + d), b.scalar(static_cast<double>(w.stride[d]), DType::I64)),
+                        b.scalar(static_cast<double>(w.begin[d]), DType::I64)),
+                  koff);
+    spatial.push_back(l);
+  }
+  // storage_order 0: the spatial dims row-major (the last fastest); 1: column-major (the first
+  // fastest); batch and channel outermost either way.
+  Var flat = batch_channel;
+  int64_t plane = 1;
+  for (int64_t d = 0; d < n; ++d) plane *= xs[2 + d];
+  flat = b.mul(flat, b.scalar(static_cast<double>(plane), DType::I64));
+  int64_t stride = 1;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t d = column_major ? i : n - 1 - i;
+    flat = b.add(flat, b.mul(spatial[static_cast<size_t>(d)], b.scalar(static_cast<double>(stride), DType::I64)));
+    stride *= xs[2 + d];
+  }
+  return flat;
+}
+
 Converter pool(bool max) {
   return [max](NodeContext& c) {
     Shape xs = c.meta(0).shape;
     if (xs.size() < 3 || xs.size() > 5) c.unsupported(fmt::format("a {}-d input (kiln pools 1 to 3 spatial dims)", xs.size()));
-    if (max && c.num_outputs() > 1) c.unsupported("the Indices output is not supported");
-    c.require_attr_int("storage_order", 0, "row-major indices only");
+    const bool column_major = c.attr_int("storage_order", 0) != 0;
     bool ceil_mode = c.attr_int("ceil_mode", 0) != 0;
     Window w = window(c, xs, c.attr_ints("kernel_shape"));
     bool include_pad = !max && c.attr_int("count_include_pad", 0) != 0;
@@ -159,7 +232,9 @@ Converter pool(bool max) {
     a.set("ceil_mode", ceil_mode);
     if (max) {
       a.set("dilation", w.dilation);
-      return one(c.b.op(Op::MaxPool, {x}, a));
+      Var y = c.b.op(Op::MaxPool, {x}, a);
+      if (c.num_outputs() < 2) return one(y);
+      return std::vector<Out>{Out(y), Out(max_pool_indices(c, c.in(0), w, y.shape(), column_major))};
     }
     for (int64_t d : w.dilation)
       if (d != 1) c.unsupported("dilations in AveragePool");
