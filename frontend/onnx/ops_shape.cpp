@@ -146,6 +146,15 @@ std::vector<Out> split(NodeContext& c) {
     sizes = c.attr_ints("split", IntList{});
   }
   int n = c.num_outputs();
+  if (sizes.empty() && c.has_attr("num_outputs")) {
+    // opset 18's form (which PyTorch 2's dynamo exporter writes): parts of ceil(size / n), the
+    // last one what remains
+    const int64_t parts = c.attr_int("num_outputs");
+    if (parts != n) c.error(fmt::format("num_outputs {} for {} outputs", parts, n));
+    const int64_t chunk = (s[axis] + parts - 1) / parts;
+    for (int64_t left = s[axis]; left > 0; left -= chunk) sizes.push_back(std::min(chunk, left));
+    if (static_cast<int>(sizes.size()) != n) c.error(fmt::format("dim {} of size {} does not make {} parts of {}", axis, s[axis], n, chunk));
+  }
   if (sizes.empty()) {
     if (s[axis] % n) c.error(fmt::format("cannot split dim {} of size {} into {} equal parts", axis, s[axis], n));
     sizes.assign(n, s[axis] / n);

@@ -320,3 +320,27 @@ TEST(OnnxImport, NodesOutOfOrderAreAnError) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// Split's num_outputs attribute (opset 18's form, which PyTorch 2's dynamo exporter writes at
+// lower opsets too): parts of ceil(size / n), the last what remains.
+TEST(OnnxImportSplit, NumOutputsMakesCeilSizedParts) {
+  ModelBuilder b;
+  b.input("x", TensorProto::FLOAT, {int64_t{2}, int64_t{7}});
+  NodeProto* n = b.node("Split", {"x"}, {"a", "b", "c"}, "split");
+  set_int_attr(n, "axis", 1);
+  set_int_attr(n, "num_outputs", 3);
+  b.output("a");
+  b.output("b");
+  b.output("c");
+  onnx::ImportedModel m = b.load();
+  ASSERT_EQ(m.graph.outputs().size(), 3u);
+  EXPECT_EQ(m.graph.outputs()[0].meta().shape, (Shape{2, 3}));
+  EXPECT_EQ(m.graph.outputs()[1].meta().shape, (Shape{2, 3}));
+  EXPECT_EQ(m.graph.outputs()[2].meta().shape, (Shape{2, 1}));
+}
+
+}  // namespace
+}  // namespace kiln
