@@ -10,6 +10,7 @@
 
 #include "backend/cuda_backend.h"
 #include "frontend/compile.h"
+#include "frontend/nn/attention.h"
 #include "frontend/nn/conv.h"
 #include "frontend/nn/llama.h"
 #include "frontend/nn/norms.h"
@@ -106,6 +107,29 @@ TEST(NnModules, InterpolateMatchesPyTorch) {
   EXPECT_THROW(interpolate(x, IntList{6}, "bilinear"), Error);           // one size for two dims
   EXPECT_THROW(interpolate(x, IntList{6, 8}, "area"), Error);
   EXPECT_THROW(interpolate(x, std::vector<double>{0.0, 2.0}), Error);
+}
+
+// torch.nn.MultiheadAttention (batch_first) on the same weights: self-attention with a key
+// padding mask, cross-attention with a boolean attention mask.
+TEST(NnModules, MultiheadAttentionMatchesPyTorch) {
+  nn::MultiheadAttention mha(8, 2);
+  set_parameters(mha);
+  std::vector<std::string> paths;
+  for (auto& [p, t] : mha.named_parameters()) paths.push_back(p);
+  EXPECT_EQ(paths, (std::vector<std::string>{"in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"}));
+  Tensor x = input({2, 5, 8});
+  std::vector<int64_t> pad(10, 0);
+  pad[8] = pad[9] = 1;  // batch 1 ignores its last two keys
+  Tensor pad_mask = to(tensor_of_ints(pad, {2, 5}), DType::Bool);
+  expect_close(mha.forward(x, x, x, pad_mask), {2, 5, 8}, std::vector<double>{-0.690142241, -0.40951024, 0.0613315239, 0.509998502, 0.731541168, 0.622113344, 0.227656115, -0.275229193, -0.585830262, -0.411534528, -0.0461203923, 0.345350711, 0.583602666, 0.557289027, 0.275043561, -0.136900705, -0.702368135, -0.41096758, 0.0712968917, 0.52691344, 0.747813098, 0.630438313, 0.224297309, -0.288764113, -0.574939766, -0.409850577, -0.0543988583, 0.330825768, 0.569351032, 0.549707808, 0.277535725, -0.125453811, -0.707309846, -0.41253141, 0.073812896, 0.532379925, 0.753776331, 0.634221589, 0.224202436, -0.29269455, -0.3931888, -0.31258156, -0.0852727636, 0.185667256, 0.37506496, 0.393503023, 0.229527595, -0.0437159612, -0.443765398, -0.348929951, -0.0910773083, 0.213012033, 0.423284856, 0.440953659, 0.254909886, -0.0517953183, -0.384403102, -0.305044129, -0.0823669126, 0.182637183, 0.367459066, 0.384735352, 0.223533677, -0.0442456473, -0.451604286, -0.355778644, -0.0938616461, 0.215541852, 0.429993276, 0.448829483, 0.260417908, -0.0511274756, -0.379682992, -0.300493797, -0.0800288581, 0.181713481, 0.363688228, 0.379809988, 0.219664625, -0.0453216913}, "self-attention, key padding");
+  std::vector<double> qv(2 * 3 * 8);
+  for (size_t k = 0; k < qv.size(); ++k) qv[k] = 0.5 * std::cos(0.37 * static_cast<double>(k) + 0.5);
+  std::vector<int64_t> am(15, 0);
+  am[4] = am[10] = 1;  // query 0 ignores key 4, query 2 key 0
+  expect_close(mha.forward(tensor(qv, {2, 3, 8}), x, x, std::nullopt, to(tensor_of_ints(am, {3, 5}), DType::Bool)), {2, 3, 8},
+               std::vector<double>{-0.595477272, -0.36666483, 0.0331254314, 0.423401726, 0.625424251, 0.5441088, 0.212777707, -0.220303021, -0.612780522, -0.413826432, -0.0227251767, 0.383931676, 0.620051611, 0.575245178, 0.266446971, -0.168191298, -0.606601838, -0.447063957, -0.0804596424, 0.327615438, 0.590432172, 0.585617763, 0.312155656, -0.10766369, -0.510201512, -0.449885344, -0.181236311, 0.174118934, 0.453115538, 0.526118076, 0.357180436, 0.0216753623, -0.45613366, -0.332032718, -0.0524992114, 0.255954511, 0.451316201, 0.44149149, 0.227712788, -0.0945194319, -0.554186623, -0.407752767, -0.0718980222, 0.301584449, 0.541493058, 0.535737738, 0.28372428, -0.101884477}, "cross-attention, attention mask");
+  EXPECT_THROW(nn::MultiheadAttention(8, 3), Error);
+  EXPECT_THROW(mha.forward(x, x, x, to(tensor_of_ints(std::vector<int64_t>(4, 0), {2, 2}), DType::Bool)), Error);
 }
 
 TEST(NnModules, RepeatInterleaveRepeatsEachSliceInARow) {
