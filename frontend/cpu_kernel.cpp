@@ -1,15 +1,10 @@
 #include "frontend/cpu_kernel.h"
 
-#include <fmt/format.h>
-
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <map>
-#include <mutex>
 
-#include "backend/compile.h"
-#include "ir/printer.h"
+#include "frontend/eager_compile.h"
 #include "ir/reference/reference.h"
 #include "runtime/cpu/jit.h"
 
@@ -17,7 +12,6 @@ namespace kiln {
 
 namespace {
 
-std::atomic<int> g_compiles{0};
 std::atomic<int> g_reference_scopes{0};
 
 // Ops worth a compile: work large enough that the reference kernel's per-element cost shows
@@ -38,22 +32,6 @@ bool worth_compiling(Op op, std::span<const Tensor> inputs) {
   return elements >= threshold && runtime::cpu::jit_available();
 }
 
-// One executable per printed one-op graph (op, attributes, input types and strides), compiled
-// under the lock so that two threads do not compile the same signature twice.
-const backend::Executable& executable_for(const Graph& g) {
-  static std::mutex mu;
-  static std::map<std::string, backend::Executable> cache;
-  std::string key = print_graph(g);
-  std::lock_guard lock(mu);
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
-  backend::CompileOptions options;
-  options.device = Device::cpu();
-  options.origin = "eager cpu op";
-  ++g_compiles;
-  return cache.emplace(key, backend::compile(g, options).executable).first->second;
-}
-
 }  // namespace
 
 bool eager_cpu_uses_reference() {
@@ -67,7 +45,7 @@ bool eager_cpu_uses_reference() {
 EagerCpuReference::EagerCpuReference() { ++g_reference_scopes; }
 EagerCpuReference::~EagerCpuReference() { --g_reference_scopes; }
 
-int cpu_kernel_compiles() { return g_compiles.load(); }
+int cpu_kernel_compiles() { return eager_compiles(Device::Kind::CPU); }
 
 std::vector<Tensor> cpu_kernel(Op op, std::span<const Tensor> inputs, const Attrs& attrs) {
   std::vector<HostTensor> args;
@@ -75,14 +53,10 @@ std::vector<Tensor> cpu_kernel(Op op, std::span<const Tensor> inputs, const Attr
   for (const Tensor& t : inputs) args.push_back(t.data());
   std::vector<Tensor> out;
   if (worth_compiling(op, inputs)) {
-    Graph g(std::string(op_short_name(op)));
-    std::vector<Value> values;
-    for (size_t i = 0; i < args.size(); ++i) values.push_back(g.add_input(fmt::format("x{}", i), args[i].meta()));
-    Node* node = g.add_node(op, values, attrs, std::string(op_short_name(op)));
-    std::vector<Value> results;
-    for (int i = 0; i < node->num_results(); ++i) results.push_back(node->result(i));
-    g.set_outputs(results);
-    for (HostTensor& r : executable_for(g).run(args)) out.emplace_back(std::move(r));
+    std::vector<TensorMeta> metas;
+    for (const HostTensor& a : args) metas.push_back(a.meta());
+    const Graph g = one_op_graph(op, metas, attrs);
+    for (HostTensor& r : eager_executable(g, Device::cpu()).run(args)) out.emplace_back(std::move(r));
     return out;
   }
   for (HostTensor& r : run_reference(op, args, attrs)) out.emplace_back(std::move(r));
