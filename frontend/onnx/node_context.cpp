@@ -40,6 +40,14 @@ void NodeContext::run_time_input(size_t i, const char* what) const {
 
 void NodeContext::error(const std::string& what) const { throw Error(fmt::format("{}: {}", where(), what)); }
 
+Var constant_1d(Builder& b, const std::vector<double>& values, DType dtype) {
+  Attrs a;
+  a.set("size", IntList{static_cast<int64_t>(values.size())});
+  a.set("dtype", dtype);
+  a.set("values", FloatList(values.begin(), values.end()));
+  return b.op(Op::Constant, {}, a);
+}
+
 TensorMeta NodeContext::meta(size_t i) const {
   if (!has(i)) error(fmt::format("input {} is missing", i));
   return inputs_[i]->meta();

@@ -99,6 +99,9 @@ using Converter = std::function<std::vector<Out>(NodeContext&)>;
 // A converter's one result.
 inline std::vector<Out> one(Var v) { return {Out(v)}; }
 
+// A 1-d `constant` node of `values` (index lists and weights a converter computes at import).
+Var constant_1d(Builder& b, const std::vector<double>& values, DType dtype);
+
 // An axis attribute or input (negative counts from the end) made non-negative for a rank;
 // kiln::Error naming the node when it is out of range.
 int64_t normalize_axis(const NodeContext& c, int64_t axis, int64_t rank);

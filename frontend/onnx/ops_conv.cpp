@@ -178,13 +178,9 @@ Var max_pool_indices(NodeContext& c, Var input, const Window& w, const Shape& ou
   Var batch_channel = b.add(b.mul(coordinate(0), b.scalar(static_cast<double>(xs[1]), DType::I64)), coordinate(1));
   std::vector<Var> spatial;  // l_d per spatial dim
   for (int64_t d = 0; d < n; ++d) {
-    Attrs kv;
     std::vector<double> offs;
     for (const auto& k : coords) offs.push_back(static_cast<double>(k[static_cast<size_t>(d)] * w.dilation[d]));
-    kv.set("size", IntList{offsets});
-    kv.set("dtype", DType::I64);
-    kv.set("values", FloatList(offs.begin(), offs.end()));
-    Var koff = b.sum(b.mul(pick, b.reshape(b.op(Op::Constant, {}, kv), along_k)), {r});
+    Var koff = b.sum(b.mul(pick, b.reshape(constant_1d(b, offs, DType::I64), along_k)), {r});
     Var l = b.add(b.sub(b.mul(coordinate(2 + d), b.scalar(static_cast<double>(w.stride[d]), DType::I64)),
                         b.scalar(static_cast<double>(w.begin[d]), DType::I64)),
                   koff);

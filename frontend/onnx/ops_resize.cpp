@@ -16,15 +16,6 @@ namespace kiln::onnx {
 
 namespace {
 
-// A 1-d constant node of `values`.
-Var constant_1d(NodeContext& c, const std::vector<double>& values, DType dtype) {
-  Attrs a;
-  a.set("size", IntList{static_cast<int64_t>(values.size())});
-  a.set("dtype", dtype);
-  a.set("values", FloatList(values.begin(), values.end()));
-  return c.b.op(Op::Constant, {}, a);
-}
-
 // x resized along `axis` to `out` elements.
 Var resize_axis(NodeContext& c, Var x, int64_t axis, int64_t out, double scale, const ResizeMode& m, double extrapolation,
               double roi_start, double roi_end) {
@@ -54,16 +45,16 @@ Var resize_axis(NodeContext& c, Var x, int64_t axis, int64_t out, double scale, 
     bool unused = true;
     for (double v : w) unused = unused && v == 0;
     if (unused) continue;  // nearest: one of the two taps is chosen at every position
-    Var index = b.reshape(constant_1d(c, idx, DType::I64), along);
+    Var index = b.reshape(constant_1d(c.b, idx, DType::I64), along);
     Var tap = b.gather(x, b.expand(index, out_shape), axis);
-    if (weighted) tap = b.mul(tap, b.reshape(constant_1d(c, w, x.dtype()), along));
+    if (weighted) tap = b.mul(tap, b.reshape(constant_1d(c.b, w, x.dtype()), along));
     y = y ? Var(b.add(y, tap)) : tap;
   }
   if (!y) y = b.full(out_shape, 0.0, x.dtype());
   if (any_outside) {
     std::vector<double> extra;
     for (const ResizeTaps& t : all) extra.push_back(t.outside ? extrapolation : 0.0);
-    y = b.add(y, b.reshape(constant_1d(c, extra, x.dtype()), along));
+    y = b.add(y, b.reshape(constant_1d(c.b, extra, x.dtype()), along));
   }
   return y;
 }

@@ -57,6 +57,27 @@ Var flat_positions(Builder& b, Var idx, const Shape& dims) {
   return pos;
 }
 
+// Data viewed with its first `k` dims flattened into one ([prod(lead), rest...]), and each of
+// the index tuples' position along that dim, broadcast over the rest ([M, rest...], M the count
+// of tuples).
+struct FlatTuples {
+  Shape data_shape, tuple_shape;
+  Var positions;
+};
+FlatTuples flatten_tuples(Builder& b, Var tuples, const Shape& ds, int64_t k) {
+  const Shape lead(ds.begin(), ds.begin() + k), rest(ds.begin() + k, ds.end());
+  int64_t flat = 1, m = 1;
+  for (int64_t d : lead) flat *= d;
+  for (size_t d = 0; d + 1 < tuples.shape().size(); ++d) m *= tuples.shape()[d];
+  FlatTuples out{{flat}, {m}, Var()};
+  out.data_shape.insert(out.data_shape.end(), rest.begin(), rest.end());
+  out.tuple_shape.insert(out.tuple_shape.end(), rest.begin(), rest.end());
+  Shape along(out.tuple_shape.size(), 1);
+  along[0] = m;
+  out.positions = b.expand(b.reshape(flat_positions(b, tuples, lead), along), out.tuple_shape);
+  return out;
+}
+
 std::vector<Out> scatter_nd(NodeContext& c) {
   Builder& b = c.b;
   Var data = c.in(0), idx = c.in(1), updates = c.in(2);
@@ -65,17 +86,8 @@ std::vector<Out> scatter_nd(NodeContext& c) {
   if (is.empty()) c.error("indices must have rank at least 1");
   const int64_t k = is.back();
   if (k < 1 || k > data.rank()) c.error(fmt::format("index tuples of {} values for data of rank {}", k, data.rank()));
-  Shape lead(ds.begin(), ds.begin() + k), rest(ds.begin() + k, ds.end());
-  int64_t flat = 1, m = 1;
-  for (int64_t d : lead) flat *= d;
-  for (size_t d = 0; d + 1 < is.size(); ++d) m *= is[d];
-  Shape data2{flat}, upd2{m};
-  data2.insert(data2.end(), rest.begin(), rest.end());
-  upd2.insert(upd2.end(), rest.begin(), rest.end());
-  Shape along(upd2.size(), 1);
-  along[0] = m;
-  Var pos = b.expand(b.reshape(flat_positions(b, idx, lead), along), upd2);
-  Var y = scatter_along(c, b.reshape(data, data2), pos, b.reshape(updates, upd2), 0, reduction);
+  FlatTuples f = flatten_tuples(b, idx, ds, k);
+  Var y = scatter_along(c, b.reshape(data, f.data_shape), f.positions, b.reshape(updates, f.tuple_shape), 0, reduction);
   return one(b.reshape(y, ds));
 }
 
@@ -90,10 +102,6 @@ std::vector<Out> gather_nd(NodeContext& c) {
     c.error(fmt::format("batch_dims {} and index tuples of {} values for data of rank {}", batch, k, data.rank()));
   // batch_dims: the first `batch` dims of data and indices go together; they become part of
   // each tuple (the batch position itself), so one flattened gather serves every batch.
-  Shape lead(ds.begin(), ds.begin() + batch + k), rest(ds.begin() + batch + k, ds.end());
-  int64_t flat = 1, m = 1;
-  for (int64_t d : lead) flat *= d;
-  for (size_t d = 0; d + 1 < is.size(); ++d) m *= is[d];
   Var tuples = b.to(idx, DType::I64);
   if (batch > 0) {
     // prepend each index tuple with its batch coordinates
@@ -108,15 +116,10 @@ std::vector<Out> gather_nd(NodeContext& c) {
     parts.push_back(tuples.v);
     tuples = b.cat(parts, static_cast<int64_t>(is.size()) - 1);
   }
-  Shape data2{flat}, out2{m};
-  data2.insert(data2.end(), rest.begin(), rest.end());
-  out2.insert(out2.end(), rest.begin(), rest.end());
-  Shape along(out2.size(), 1);
-  along[0] = m;
-  Var pos = b.expand(b.reshape(flat_positions(b, tuples, lead), along), out2);
-  Var y = b.gather(b.reshape(data, data2), pos, 0);
+  FlatTuples f = flatten_tuples(b, tuples, ds, batch + k);
+  Var y = b.gather(b.reshape(data, f.data_shape), f.positions, 0);
   Shape out(is.begin(), is.end() - 1);
-  out.insert(out.end(), rest.begin(), rest.end());
+  out.insert(out.end(), ds.begin() + batch + k, ds.end());
   return one(b.reshape(y, out));
 }
 

@@ -43,11 +43,7 @@ Var take(NodeContext& c, Var data, Var idx, int64_t axis) {
 }
 
 Var take_known(NodeContext& c, Var data, const IntList& indices, int64_t axis) {
-  Attrs a;
-  a.set("size", IntList{static_cast<int64_t>(indices.size())});
-  a.set("dtype", DType::I64);
-  a.set("values", FloatList(indices.begin(), indices.end()));
-  return take(c, data, c.b.op(Op::Constant, {}, a), axis);
+  return take(c, data, constant_1d(c.b, std::vector<double>(indices.begin(), indices.end()), DType::I64), axis);
 }
 
 std::vector<Out> reshape(NodeContext& c) {
