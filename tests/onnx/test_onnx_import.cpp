@@ -318,12 +318,6 @@ TEST(OnnxImport, NodesOutOfOrderAreAnError) {
   }
 }
 
-}  // namespace
-}  // namespace kiln
-
-namespace kiln {
-namespace {
-
 // Split's num_outputs attribute (opset 18's form, which PyTorch 2's dynamo exporter writes at
 // lower opsets too): parts of ceil(size / n), the last what remains.
 TEST(OnnxImportSplit, NumOutputsMakesCeilSizedParts) {

@@ -46,10 +46,8 @@ TestResult run_one(const onnx::TestCase& c, const OnnxTestOptions& o) {
   onnx::LoadedTestCase loaded;
   TestResult r = onnx::load_test_case(c, loaded);
   if (r.verdict != TestResult::Passed) return r;
-  if (o.device == "reference") {
-    TestResult out = onnx::check_test_case(loaded, [](const Graph& g, const std::vector<HostTensor>& args) { return interpret(g, args); });
-    return out;
-  }
+  if (o.device == "reference")
+    return onnx::check_test_case(loaded, [](const Graph& g, const std::vector<HostTensor>& args) { return interpret(g, args); });
   backend::CompileOptions options;
   options.device = parse_device(o.device);
   options.origin = "kiln onnx-test";
