@@ -81,6 +81,58 @@ __device__ __forceinline__ void kiln_attn_tile(typename kiln_attn_type<DT>::A* t
   }
 }
 
+// The same by cp.async (sm_80 and later) where the storage type is the compute type (f32, f64):
+// every copy of the tile is in flight at once, where the plain loop above keeps a few loads in
+// flight and waits on each batch before its shared stores. 16 bytes a copy where the rows are
+// 16-byte aligned, else one element a copy; zero-filled past n rows or cols columns. The caller
+// commits the copies (kiln_attn_commit) and waits for them (kiln_attn_wait); elsewhere (16-bit
+// storage, older GPUs) this is the plain loop and the commits and waits do nothing.
+template <int DT, int R, int D>
+__device__ __forceinline__ void kiln_attn_tile_async(typename kiln_attn_type<DT>::A* t, const typename kiln_attn_type<DT>::S* m,
+                                                     int64_t r0, int64_t n, int64_t cols) {
+  typedef kiln_attn_type<DT> T;
+  typedef typename T::A A;
+#if __CUDA_ARCH__ >= 800
+  if constexpr (sizeof(typename T::S) == sizeof(A)) {
+    constexpr int W = KILN_ATTN_W(A), DS = D + W;
+    if (cols % W == 0 && ((unsigned long long)m & 15) == 0) {
+      for (int i = threadIdx.x; i < R * D / W; i += KILN_ATTN_THREADS) {
+        const int r = i / (D / W), c = i % (D / W) * W;
+        const bool in = r0 + r < n && c < cols;
+        const uint32_t dst = (uint32_t)__cvta_generic_to_shared(t + r * DS + c);
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(in ? m + (r0 + r) * cols + c : m), "r"(in ? 16 : 0));
+      }
+    } else {
+      for (int i = threadIdx.x; i < R * D; i += KILN_ATTN_THREADS) {
+        const int r = i / D, c = i % D;
+        const bool in = r0 + r < n && c < cols;
+        const uint32_t dst = (uint32_t)__cvta_generic_to_shared(t + r * DS + c);
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(dst), "l"(in ? m + (r0 + r) * cols + c : m), "n"((int)sizeof(A)),
+                     "r"(in ? (int)sizeof(A) : 0));
+      }
+    }
+    return;
+  }
+#endif
+  kiln_attn_tile<DT, R, D>(t, m, r0, n, cols);
+}
+__device__ __forceinline__ void kiln_attn_commit() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;");
+#endif
+}
+// Until at most N committed groups of this thread are still in flight.
+template <int N> __device__ __forceinline__ void kiln_attn_wait() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;" ::"n"(N));
+#endif
+}
+
+// a * b + c rounded once: the kernels compile with -fmad=false (no contraction anywhere else), so
+// the tiles' products say so themselves; a multiply and an add would take two instructions.
+__device__ __forceinline__ float kiln_attn_fma(float a, float b, float c) { return __fmaf_rn(a, b, c); }
+__device__ __forceinline__ double kiln_attn_fma(double a, double b, double c) { return __fma_rn(a, b, c); }
+
 // acc[i][j] = sum_e X[ty * RM + i][e] * Y[tx + 16 j][e] over the tiles' padded rows, e in order.
 template <class A, int RM, int CN, int D>
 __device__ __forceinline__ void kiln_attn_dots(A (&acc)[RM][CN], const A* X, const A* Y) {
@@ -102,7 +154,7 @@ __device__ __forceinline__ void kiln_attn_dots(A (&acc)[RM][CN], const A* X, con
 #pragma unroll
       for (int i = 0; i < RM; ++i)
 #pragma unroll
-        for (int j = 0; j < CN; ++j) acc[i][j] += x[i][w] * y[j][w];
+        for (int j = 0; j < CN; ++j) acc[i][j] = kiln_attn_fma(x[i][w], y[j][w], acc[i][j]);
   }
 }
 
@@ -134,12 +186,50 @@ __device__ __forceinline__ void kiln_attn_rows_times_tile(A (&acc)[RM][DN], cons
 #pragma unroll
       for (int i = 0; i < RM; ++i)
 #pragma unroll
-        for (int d = 0; d < DN; ++d) acc[i][d] += pr[i][w] * t[d];
+        for (int d = 0; d < DN; ++d) acc[i][d] = kiln_attn_fma(pr[i][w], t[d], acc[i][d]);
     }
   }
 }
 
-// Forward: block (b, query tile) of BM rows; D: the head dims E and Ev padded to 16.
+// A query tile's weights for one key tile (the forward): s holds its scores; each row's running
+// max m and sum l and its output o are updated, and the weights go to P. MASK: the tile crosses
+// the causal diagonal or the keys' end (tiles inside both skip the comparisons).
+template <class A, int RM, int CN, int DN, int PS, bool CAUSAL, bool MASK>
+__device__ __forceinline__ void kiln_attn_online_softmax(A (&s)[RM][CN], A (&m)[RM], A (&l)[RM], A (&o)[RM][DN], A* Ps, int64_t q0,
+                                                         int64_t k0, int64_t S, A scale) {
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+#pragma unroll
+  for (int i = 0; i < RM; ++i) {
+    const int64_t qi = q0 + ty * RM + i;
+    A mx = m[i];
+#pragma unroll
+    for (int j = 0; j < CN; ++j) {
+      const int64_t kj = k0 + tx + 16 * j;
+      s[i][j] = MASK && (kj >= S || (CAUSAL && kj > qi)) ? -(A)KILN_INF : s[i][j] * scale;
+      mx = kiln_max_step(mx, s[i][j]);
+    }
+    mx = kiln_attn_row_max(mx);
+    // Nothing attended yet (mx = -inf): weights 0 and no rescale.
+    const A base = mx == -(A)KILN_INF ? (A)0 : mx;
+    const A corr = kiln_exp(m[i] - base);
+    A sum = 0;
+#pragma unroll
+    for (int j = 0; j < CN; ++j) {
+      A p = kiln_exp(s[i][j] - base);
+      sum += p;
+      Ps[(ty * RM + i) * PS + tx + 16 * j] = p;
+    }
+    l[i] = l[i] * corr + kiln_attn_row_sum(sum);
+    m[i] = mx;
+#pragma unroll
+    for (int d = 0; d < DN; ++d) o[i][d] *= corr;
+  }
+}
+
+// Forward: block (b, query tile) of BM rows; D: the head dims E and Ev padded to 16. The k and v
+// tiles share one buffer each and are copied a half-step ahead: the next k tile's copy runs
+// while this tile's weights and weights-times-v are computed, the next v tile's while the next
+// scores are (copy groups in order: q and k0, v0, k1, v1, ...).
 template <int DT, int BM, int BN, int D, bool CAUSAL>
 __device__ __forceinline__ void kiln_attn_fwd(const typename kiln_attn_type<DT>::S* __restrict__ q,
                                               const typename kiln_attn_type<DT>::S* __restrict__ k,
@@ -156,7 +246,8 @@ __device__ __forceinline__ void kiln_attn_fwd(const typename kiln_attn_type<DT>:
   A* Ks = Qs + BM * DS;
   A* Vs = Ks + BN * DS;
   A* Ps = Vs + BN * DS;  // [BM][PS]
-  kiln_attn_tile<DT, BM, D>(Qs, q + b * L * E, q0, L, E);
+  const typename T::S* kb = k + b * S * E;
+  const typename T::S* vb = v + b * S * Ev;
   A o[RM][DN], m[RM], l[RM];
 #pragma unroll
   for (int i = 0; i < RM; ++i) {
@@ -167,42 +258,32 @@ __device__ __forceinline__ void kiln_attn_fwd(const typename kiln_attn_type<DT>:
   }
   // Causal: key tiles past the tile's last query hold only masked keys.
   const int64_t key_end = CAUSAL ? (q0 + BM < S ? q0 + BM : S) : S;
+  kiln_attn_tile_async<DT, BM, D>(Qs, q + b * L * E, q0, L, E);
+  if (key_end > 0) kiln_attn_tile_async<DT, BN, D>(Ks, kb, 0, S, E);
+  kiln_attn_commit();
+  if (key_end > 0) kiln_attn_tile_async<DT, BN, D>(Vs, vb, 0, S, Ev);
+  kiln_attn_commit();
   for (int64_t k0 = 0; k0 < key_end; k0 += BN) {
-    __syncthreads();  // the previous tile's readers are done
-    kiln_attn_tile<DT, BN, D>(Ks, k + b * S * E, k0, S, E);
-    kiln_attn_tile<DT, BN, D>(Vs, v + b * S * Ev, k0, S, Ev);
+    kiln_attn_wait<1>();  // q and this k tile (this v tile may still be in flight)
     __syncthreads();
     A s[RM][CN];
     kiln_attn_dots<A, RM, CN, D>(s, Qs, Ks);
-#pragma unroll
-    for (int i = 0; i < RM; ++i) {
-      const int64_t qi = q0 + ty * RM + i;
-      A mx = m[i];
-#pragma unroll
-      for (int j = 0; j < CN; ++j) {
-        const int64_t kj = k0 + tx + 16 * j;
-        s[i][j] = (kj >= S || (CAUSAL && kj > qi)) ? -(A)KILN_INF : s[i][j] * scale;
-        mx = kiln_max_step(mx, s[i][j]);
-      }
-      mx = kiln_attn_row_max(mx);
-      // Nothing attended yet (mx = -inf): weights 0 and no rescale.
-      const A base = mx == -(A)KILN_INF ? (A)0 : mx;
-      const A corr = kiln_exp(m[i] - base);
-      A sum = 0;
-#pragma unroll
-      for (int j = 0; j < CN; ++j) {
-        A p = kiln_exp(s[i][j] - base);
-        sum += p;
-        Ps[(ty * RM + i) * PS + tx + 16 * j] = p;
-      }
-      l[i] = l[i] * corr + kiln_attn_row_sum(sum);
-      m[i] = mx;
-#pragma unroll
-      for (int d = 0; d < DN; ++d) o[i][d] *= corr;
-    }
+    __syncthreads();  // every reader of this k tile is done
+    if (k0 + BN < key_end) kiln_attn_tile_async<DT, BN, D>(Ks, kb, k0 + BN, S, E);
+    kiln_attn_commit();
+    // Tiles inside the keys and (causal) wholly at or below the tile's first query need no mask.
+    if (k0 + BN > S || (CAUSAL && k0 + BN - 1 > q0))
+      kiln_attn_online_softmax<A, RM, CN, DN, PS, CAUSAL, true>(s, m, l, o, Ps, q0, k0, S, scale);
+    else
+      kiln_attn_online_softmax<A, RM, CN, DN, PS, CAUSAL, false>(s, m, l, o, Ps, q0, k0, S, scale);
+    kiln_attn_wait<1>();  // this v tile (the next k tile may still be in flight)
     __syncthreads();
     kiln_attn_rows_times_tile<A, RM, DN, BN, D>(o, Ps, Vs);
+    __syncthreads();  // every reader of this v tile and of P is done
+    if (k0 + BN < key_end) kiln_attn_tile_async<DT, BN, D>(Vs, vb, k0 + BN, S, Ev);
+    kiln_attn_commit();
   }
+  kiln_attn_wait<0>();
 #pragma unroll
   for (int i = 0; i < RM; ++i) {
     const int64_t qi = q0 + ty * RM + i;
@@ -273,8 +354,8 @@ __device__ __forceinline__ void kiln_attn_bwd_kv(const typename kiln_attn_type<D
   A* Ps = dOs + BM * DS;  // P, then dS: [2][BM][PS]
   A* Ls = Ps + 2 * BM * PS;
   A* Ds = Ls + BM;
-  kiln_attn_tile<DT, BN, D>(Ks, k + b * S * E, k0, S, E);
-  kiln_attn_tile<DT, BN, D>(Vs, v + b * S * Ev, k0, S, Ev);
+  kiln_attn_tile_async<DT, BN, D>(Ks, k + b * S * E, k0, S, E);
+  kiln_attn_tile_async<DT, BN, D>(Vs, v + b * S * Ev, k0, S, Ev);
   A gk[KN][DN], gv[KN][DN];
 #pragma unroll
   for (int i = 0; i < KN; ++i)
@@ -284,9 +365,11 @@ __device__ __forceinline__ void kiln_attn_bwd_kv(const typename kiln_attn_type<D
   const int64_t first = CAUSAL ? k0 / BM * BM : 0;
   for (int64_t q0 = first; q0 < L; q0 += BM) {
     __syncthreads();
-    kiln_attn_tile<DT, BM, D>(Qs, q + b * L * E, q0, L, E);
-    kiln_attn_tile<DT, BM, D>(dOs, dout + b * L * Ev, q0, L, Ev);
+    kiln_attn_tile_async<DT, BM, D>(Qs, q + b * L * E, q0, L, E);
+    kiln_attn_tile_async<DT, BM, D>(dOs, dout + b * L * Ev, q0, L, Ev);
+    kiln_attn_commit();
     kiln_attn_rows<A, BM>(Ls, Ds, lse, delta, b * L, q0, L);
+    kiln_attn_wait<0>();
     __syncthreads();
     kiln_attn_ds<A, BM, BN, D, CAUSAL>(Ps, Qs, Ks, Vs, dOs, Ls, Ds, q0, k0, L, S, scale);
     __syncthreads();
@@ -319,8 +402,8 @@ __device__ __forceinline__ void kiln_attn_bwd_kv(const typename kiln_attn_type<D
         const A p = pr[i], ds = sr[i];
 #pragma unroll
         for (int d = 0; d < DN; ++d) {
-          gv[i][d] += p * go[d];
-          gk[i][d] += ds * qq[d];
+          gv[i][d] = kiln_attn_fma(p, go[d], gv[i][d]);
+          gk[i][d] = kiln_attn_fma(ds, qq[d], gk[i][d]);
         }
       }
     }
@@ -360,8 +443,9 @@ __device__ __forceinline__ void kiln_attn_bwd_q(const typename kiln_attn_type<DT
   A* Ps = Vs + BN * DS;
   A* Ls = Ps + 2 * BM * PS;
   A* Ds = Ls + BM;
-  kiln_attn_tile<DT, BM, D>(Qs, q + b * L * E, q0, L, E);
-  kiln_attn_tile<DT, BM, D>(dOs, dout + b * L * Ev, q0, L, Ev);
+  kiln_attn_tile_async<DT, BM, D>(Qs, q + b * L * E, q0, L, E);
+  kiln_attn_tile_async<DT, BM, D>(dOs, dout + b * L * Ev, q0, L, Ev);
+  kiln_attn_commit();
   kiln_attn_rows<A, BM>(Ls, Ds, lse, delta, b * L, q0, L);
   A g[RM][DN];
 #pragma unroll
@@ -371,8 +455,10 @@ __device__ __forceinline__ void kiln_attn_bwd_q(const typename kiln_attn_type<DT
   const int64_t key_end = CAUSAL ? (q0 + BM < S ? q0 + BM : S) : S;
   for (int64_t k0 = 0; k0 < key_end; k0 += BN) {
     __syncthreads();
-    kiln_attn_tile<DT, BN, D>(Ks, k + b * S * E, k0, S, E);
-    kiln_attn_tile<DT, BN, D>(Vs, v + b * S * Ev, k0, S, Ev);
+    kiln_attn_tile_async<DT, BN, D>(Ks, k + b * S * E, k0, S, E);
+    kiln_attn_tile_async<DT, BN, D>(Vs, v + b * S * Ev, k0, S, Ev);
+    kiln_attn_commit();
+    kiln_attn_wait<0>();
     __syncthreads();
     kiln_attn_ds<A, BM, BN, D, CAUSAL>(Ps, Qs, Ks, Vs, dOs, Ls, Ds, q0, k0, L, S, scale);
     __syncthreads();

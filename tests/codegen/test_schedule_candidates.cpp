@@ -208,6 +208,42 @@ TEST(ScheduleCandidates, EveryCandidateCompilesWithNvrtc) {
   EXPECT_FALSE(has(out.log, "warning")) << out.log;
   EXPECT_GE(n, 15);
 }
+
+constexpr const char* kAttentionPasses = R"(
+graph attention_passes(%q: {0}[2,300,{1}], %k: {0}[2,200,{1}], %v: {0}[2,200,{1}], %dy: {0}[2,300,{1}]) {{
+  %y, %lse = flash_attention(%q, %k, %v, is_causal=true) : {0}[2,300,{1}], {2}[2,300]
+  %dq, %dk, %dv = flash_attention_backward(%dy, %q, %k, %v, %lse, %lse, is_causal=true) : {0}[2,300,{1}], {0}[2,200,{1}], {0}[2,200,{1}]
+  return (%y, %dq, %dk, %dv)
+}})";
+
+// The FFMA attention passes (f32 and f64, and 16-bit storage where tensor cores are not
+// taken: head 256, or a GPU before sm_80) compile for every architecture the backend meets:
+// their tiles come by cp.async on sm_80 and later, by plain loads before.
+TEST(ScheduleCandidates, FfmaAttentionCompilesWithNvrtcOnEveryArchitecture) {
+  for (const char* arch : {"sm_75", "sm_80", "sm_90"}) {
+    Target t = cuda_target(arch, 80);
+    std::string module(cuda_prelude());
+    int n = 0;
+    for (const std::string& kir : {fmt::format(kAttentionPasses, "f32", 64, "f32"), fmt::format(kAttentionPasses, "f32", 40, "f32"),
+                                   fmt::format(kAttentionPasses, "f64", 64, "f64"), fmt::format(kAttentionPasses, "bf16", 256, "f32")})
+      for (const Kernel& lowered : lowered_kernels(kir, t)) {
+        if (!lowered.attention) continue;
+        Kernel k = schedule_candidates(lowered, t).at(0).kernel;
+        EXPECT_FALSE(k.attention->tensor_cores) << arch << " " << kir;
+        k.name = fmt::format("a{}", n++);
+        module += "\n" + emit_cuda_kernel(k);
+      }
+    EXPECT_EQ(n, 12) << arch;
+    runtime::cuda::NvrtcOptions o;
+    o.use_cache = false;
+    o.arch = arch;
+    runtime::cuda::NvrtcOutput out;
+    ASSERT_NO_THROW(out = runtime::cuda::compile_cuda(module, "ffma_attention", o)) << arch;
+    EXPECT_FALSE(has(out.log, "warning")) << arch << ":\n" << out.log;
+    if (out.ptx.empty()) continue;  // this NVRTC gives no PTX for a real architecture
+    EXPECT_EQ(has(out.ptx, "cp.async"), std::string(arch) != "sm_75") << arch;
+  }
+}
 #endif
 
 }  // namespace
