@@ -107,17 +107,19 @@ void schedule_attention(Kernel& k, const Target& t) {
   } else {
     const int64_t elem = a.dtype == DType::F64 ? 8 : 4;
     // Wide heads take smaller tiles: a thread's accumulators grow with the head (rows/8 x head/16).
-    int64_t bm = a.head > 128 ? 32 : 64, bn = 64;
+    int64_t bm = a.head > 128 ? std::min(32, t.attention_ffma_rows) : t.attention_ffma_rows, bn = t.attention_ffma_keys;
     while (bm > 16 && cuda_shared_bytes(a.pass, bm, bn, a.head, elem) > t.shared_memory_optin) {
       bm /= 2;
-      bn = std::max<int64_t>(bm, 16);
+      bn = std::min<int64_t>(bn, std::max<int64_t>(bm, 16));
     }
     a.block_m = bm;
     a.block_n = bn;
     bytes = cuda_shared_bytes(a.pass, bm, bn, a.head, elem);
     rec.threads_per_row = 16;
-    rec.why = fmt::format("{} FFMA tiles, 128 threads as 8 row groups x 16 columns; the largest tiles whose shared memory fits {} KB",
-                          a.dtype == DType::F64 ? "f64" : "f32", t.shared_memory_optin / 1024);
+    rec.why = fmt::format("{} FFMA tiles, 128 threads as 8 row groups x 16 columns; tiles by cp.async{}; the attention_ffma_rows x "
+                          "attention_ffma_keys tiles, halved until their shared memory fits {} KB",
+                          a.dtype == DType::F64 ? "f64" : "f32", fwd ? ", the next k and v tiles copied a half-step ahead" : "",
+                          t.shared_memory_optin / 1024);
   }
   if (bytes > t.shared_memory_optin)
     fail("attention {} of head {} in {} needs {} bytes of shared memory at its smallest tiles; this GPU gives {}", attention_pass_name(a.pass),

@@ -30,6 +30,8 @@ const std::map<std::string, std::function<void(Target&, int64_t)>>& knob_setters
       {"held_min_bytes_per_thread", [](Target& t, int64_t v) { t.held_min_bytes_per_thread = v; }},
       {"attention_rows_per_warp", [](Target& t, int64_t v) { t.attention_rows_per_warp = static_cast<int>(v); }},
       {"attention_key_tile", [](Target& t, int64_t v) { t.attention_key_tile = static_cast<int>(v); }},
+      {"attention_ffma_rows", [](Target& t, int64_t v) { t.attention_ffma_rows = static_cast<int>(v); }},
+      {"attention_ffma_keys", [](Target& t, int64_t v) { t.attention_ffma_keys = static_cast<int>(v); }},
   };
   return setters;
 }
@@ -42,10 +44,16 @@ std::string knobs_name(const Knobs& knobs) {
   return out.empty() ? "default" : out;
 }
 
+// Which attention tiles a kernel has, for its variants: the tensor-core forward's, FFMA tiles
+// (every pass), or none that vary (the tensor-core backward, or not attention).
+enum class AttentionTiles { None, TensorCoreForward, Ffma };
+
 // The variants worth timing for a kernel the default mapped as `mapping`. Each list is short:
 // a tuned compile times every candidate of every kernel (bench/NOTES.md says which won).
-std::vector<Knobs> variants_of(const std::string& m, bool tiled, bool attention_forward, const Target& t) {
-  if (attention_forward) return {{{"attention_rows_per_warp", 16}}, {{"attention_key_tile", 32}}};
+std::vector<Knobs> variants_of(const std::string& m, bool tiled, AttentionTiles attention, const Target& t) {
+  if (attention == AttentionTiles::TensorCoreForward) return {{{"attention_rows_per_warp", 16}}, {{"attention_key_tile", 32}}};
+  if (attention == AttentionTiles::Ffma)
+    return {{{"attention_ffma_rows", 32}}, {{"attention_ffma_keys", 32}}, {{"attention_ffma_rows", 32}, {"attention_ffma_keys", 32}}};
   if (m == "grid-stride")
     return {{{"pointwise_block", 128}},
             {{"pointwise_block", 512}, {"blocks_per_sm", 4}},
@@ -76,7 +84,7 @@ std::vector<Knobs> variants_of(const std::string& m, bool tiled, bool attention_
     return {{{"chunk_held_bytes_per_thread", 64}},
             {{"reduction_block", 256}, {"chunk_held_bytes_per_thread", 512}},
             {{"reduction_block", 1024}}};
-  return {};  // attention's backward, cluster rows, one thread: one schedule
+  return {};  // the tensor-core backward, cluster rows, one thread: one schedule
 }
 
 Kernel scheduled_under(const Kernel& unscheduled, const Target& t) {
@@ -97,8 +105,9 @@ std::string fingerprint(const Kernel& k) {
 std::vector<std::string> every_candidate_knobs(const Target& target) {
   std::vector<std::string> out;
   for (const char* m : {"grid-stride", "thread per row", "block per tile", "warp per row", "block per row", "block per chunk of rows"})
-    for (const Knobs& knobs : variants_of(m, /*tiled=*/true, /*attention_forward=*/false, target)) out.push_back(knobs_name(knobs));
-  for (const Knobs& knobs : variants_of("block per tile", /*tiled=*/false, /*attention_forward=*/true, target)) out.push_back(knobs_name(knobs));
+    for (const Knobs& knobs : variants_of(m, /*tiled=*/true, AttentionTiles::None, target)) out.push_back(knobs_name(knobs));
+  for (AttentionTiles a : {AttentionTiles::TensorCoreForward, AttentionTiles::Ffma})
+    for (const Knobs& knobs : variants_of("block per tile", /*tiled=*/false, a, target)) out.push_back(knobs_name(knobs));
   return out;
 }
 
@@ -130,6 +139,8 @@ Target with_knobs(Target target, const std::string& knobs) {
       fail("schedule knobs '{}': attention_rows_per_warp is 16 or 32 (one or two 16-row blocks of mma.sync), not {}", knobs, value);
     if (it->first == "attention_key_tile" && value != 32 && value != 64)
       fail("schedule knobs '{}': attention_key_tile is 32 or 64, not {}", knobs, value);
+    if ((it->first == "attention_ffma_rows" || it->first == "attention_ffma_keys") && value != 16 && value != 32 && value != 64)
+      fail("schedule knobs '{}': {} is 16, 32 or 64, not {}", knobs, it->first, value);
     it->second(target, value);
     at = end == std::string::npos ? knobs.size() : end + 2;
   }
@@ -141,8 +152,11 @@ std::vector<ScheduleCandidate> schedule_candidates(const Kernel& unscheduled, co
   if (!target.is_gpu()) return out;
   std::set<std::string> seen{fingerprint(out[0].kernel)};
   const Kernel& k0 = out[0].kernel;
-  const bool attention_forward = k0.attention && k0.attention->tensor_cores && k0.attention->pass == AttentionKernel::Pass::Forward;
-  for (const Knobs& knobs : variants_of(k0.schedule.mapping, !k0.attention && !k0.schedule.tiles.empty(), attention_forward, target)) {
+  const AttentionTiles attention = !k0.attention                  ? AttentionTiles::None
+                                   : !k0.attention->tensor_cores ? AttentionTiles::Ffma
+                                   : k0.attention->pass == AttentionKernel::Pass::Forward ? AttentionTiles::TensorCoreForward
+                                                                                            : AttentionTiles::None;
+  for (const Knobs& knobs : variants_of(k0.schedule.mapping, !k0.attention && !k0.schedule.tiles.empty(), attention, target)) {
     std::string name = knobs_name(knobs);
     Kernel k = scheduled_under(unscheduled, with_knobs(target, name));
     if (seen.insert(fingerprint(k)).second) out.push_back({name, std::move(k)});

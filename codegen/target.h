@@ -107,6 +107,12 @@ struct Target {
   // k and v fragment read from shared memory, FlashAttention-2's 128-row tiles) or 16.
   int attention_rows_per_warp = 32;
   int attention_key_tile = 64;  // keys (and values) of each tile the forward walks: 32 or 64
+  // FFMA attention tiles (f32, f64, and 16-bit where tensor cores are not taken): the query rows
+  // and keys of a tile, 16, 32 or 64 (a thread holds rows/8 x keys/16 scores, and the dK/dV pass
+  // keys/8 x head/16 of each gradient). Heads past 128 take at most 32 rows; any tile shrinks
+  // until its shared memory fits.
+  int attention_ffma_rows = 64;
+  int attention_ffma_keys = 64;
 
   bool is_gpu() const { return kind == TargetKind::Cuda; }
   // Thread-block clusters and distributed shared memory: sm_90 and later.

@@ -11,6 +11,7 @@
 
 #include "codegen/schedule_candidates.h"
 #include "ir/builder.h"
+#include "ir/parser.h"
 #include "passes/autograd/joint.h"
 #include "passes/autograd/partition.h"
 #include "tests/backend/backend_check.h"
@@ -23,7 +24,7 @@ Var input(Builder& b, const std::string& name, const TensorMeta& m) { return b.w
 // Graphs whose kernels take every mapping the candidates vary: rows of 1024 (a warp per row)
 // and 4097 (a block per row) reduced every way, a layer norm's backward (chunks of rows), a
 // pointwise chain over a flat tensor and over a transposed view (tiles), short rows (a thread
-// per row).
+// per row), attention on FFMA tiles.
 std::vector<Graph> graphs_of_every_mapping() {
   std::vector<Graph> out;
   for (int64_t len : {1024, 4097}) {
@@ -56,6 +57,13 @@ std::vector<Graph> graphs_of_every_mapping() {
     g.set_outputs({b.op(Op::Gelu, {x * 2.0 + 1.0}), b.op(Op::Sigmoid, {xt}) * x, b.sum(s, {1})});
     out.push_back(std::move(g));
   }
+  // f32 attention on FFMA tiles, every pass, at sizes that leave tails of every tile size.
+  out.push_back(parse_graph(R"(
+graph attention_f32(%q: f32[2,77,40], %k: f32[2,90,40], %v: f32[2,90,40], %dy: f32[2,77,40]) {
+  %y, %lse = flash_attention(%q, %k, %v, is_causal=true, scale=0.3) : f32[2,77,40], f32[2,77]
+  %dq, %dk, %dv = flash_attention_backward(%dy, %q, %k, %v, %lse, %lse, is_causal=true, scale=0.3) : f32[2,77,40], f32[2,90,40], f32[2,90,40]
+  return (%y, %dq, %dk, %dv)
+})"));
   return out;
 }
 
