@@ -22,6 +22,7 @@ struct JointRun {
 JointRun run_joint(const TracedGraph& tg, const std::vector<HostTensor>& example_values,
                    const std::vector<std::string>& wrt, const Executor& executor) {
   const Graph& g = tg.graph;
+  tg.reject_writes("kiln::grad", "call eval() on the module, or train it with make_train_step or kiln::compile(module, loss_fn, optimizer)");
   if (g.outputs().size() != 1) fail("kiln::grad: the function of '{}' must return one tensor", g.name());
   const TensorMeta& out = g.outputs()[0].meta();
   if (out.rank() != 0 || !is_floating(out.dtype))

@@ -138,6 +138,20 @@ class BreakingTrace {
 
   TraceContext& current() { return *graphs_.back(); }
   int breaks() const { return breaks_; }
+  // A compiled function's graphs do not write tensors back yet (a compiled training step does).
+  void reject_writes(const TraceContext& ctx) const {
+    if (ctx.writes().empty()) return;
+    std::string names;
+    for (const auto& [index, value] : ctx.writes()) {
+      const Tensor& t = ctx.parameter_tensors().at(index);
+      names += (names.empty() ? "'" : ", '") + (t.name().empty() ? value.name() : t.name()) + "'";
+    }
+    fail("{}: the function writes {} in place (Tensor::copy_; a BatchNorm in training mode updates its running "
+         "statistics), and a function compiled by kiln::compile(fn) does not write tensors back yet: call eval() on the "
+         "module to use its running statistics, or train it with kiln::compile(module, loss_fn, optimizer), whose step "
+         "writes them",
+         s_.options.name, names);
+  }
   // The graph inputs' values for the current graph: the function's inputs (first graph only),
   // then the tensors lifted into it.
   std::vector<Tensor> graph_input_values() {
@@ -168,6 +182,7 @@ class BreakingTrace {
   }
 
   std::vector<Tensor> run_current_graph() {
+    reject_writes(current());
     Graph& g = current().graph();
     std::string key = fmt::format("{}\n{}", device_.str(), print_graph(g));
     auto it = s_.segments.find(key);
@@ -273,6 +288,7 @@ std::vector<Tensor> CompiledFunctionState::traced_call(const std::vector<Tensor>
       return results;
     }
     // One graph: finished below, outside the trace.
+    bt.reject_writes(bt.current());
     std::vector<Value> outs;
     for (const Tensor& t : traced_results) outs.push_back(bt.current().value_of(t));
     bt.current().graph().set_outputs(outs);

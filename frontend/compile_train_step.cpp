@@ -111,11 +111,13 @@ double CompiledTrainStepState::run(TrainEntry& e, const std::vector<Tensor>& bat
   for (const Tensor& b : e.buffers) inputs.push_back(b.device() == device ? b : b.to(device));
   if (!e.compiled && !host_graphs) ++stats.eager_calls;
   std::vector<Tensor> outs = run_graph(e, ts.graph, inputs);
-  KILN_INTERNAL_ASSERT(outs.size() == 1 + ts.state_names.size() + e.params.size(),
-                       "a train step returns the loss, the new parameters and the new state");
+  const size_t state_end = 1 + ts.state_names.size() + e.params.size();
+  KILN_INTERNAL_ASSERT(outs.size() == state_end + ts.written_buffers.size(),
+                       "a train step returns the loss, the new parameters, the new state and the buffers it wrote");
   // The new values replace the old in the module's own tensors: no copy.
   for (size_t i = 0; i < e.params.size(); ++i) e.params[i].impl()->set_storage_from(*outs[1 + i].impl());
   for (size_t i = 0; i < ts.state_names.size(); ++i) opt_state[ts.state_names[i]] = outs[1 + e.params.size() + i];
+  for (size_t w = 0; w < ts.written_buffers.size(); ++w) e.buffers[ts.written_buffers[w]].impl()->set_storage_from(*outs[state_end + w].impl());
   ++steps;
   return outs[0].item();
 }

@@ -21,7 +21,7 @@ int64_t shard_numel(int64_t numel, int64_t world) { return (numel + world - 1) /
 TracedGraph shard_loss(const TracedGraph& loss, const std::vector<bool>& trained, int64_t world) {
   const Graph& g = loss.graph;
   const size_t num_lifted = loss.parameters.size(), num_batch = g.inputs().size() - num_lifted;
-  TracedGraph out{Graph(g.name()), loss.parameters, loss.parameter_names, loss.parameter_paths, loss.parameter_tensors};
+  TracedGraph out{Graph(g.name()), loss.parameters, loss.parameter_names, loss.parameter_paths, loss.parameter_tensors, loss.written};
   Graph& s = out.graph;
   ValueMap map;
   for (size_t i = 0; i < g.inputs().size(); ++i) {

@@ -153,6 +153,15 @@ Tensor rms_norm(const Tensor& input, const IntList& normalized_shape, const std:
 Tensor group_norm(const Tensor& input, int64_t num_groups, const std::optional<Tensor>& weight = std::nullopt,
                   const std::optional<Tensor>& bias = std::nullopt, double eps = 1e-5);
 
+// torch.nn.functional.batch_norm: input [N, C, ...] normalized per channel. Training: by the
+// batch's statistics over N and the spatial dims (the variance biased), and the running
+// statistics given are written in place (Tensor::copy_): running = (1 - momentum) running +
+// momentum statistic, the variance unbiased (n / (n - 1)), as PyTorch's. Not training: by the
+// running statistics (both needed).
+Tensor batch_norm(const Tensor& input, const std::optional<Tensor>& running_mean, const std::optional<Tensor>& running_var,
+                  const std::optional<Tensor>& weight = std::nullopt, const std::optional<Tensor>& bias = std::nullopt,
+                  bool training = false, double momentum = 0.1, double eps = 1e-5);
+
 // ---- convolution and pooling (1 to 3 spatial dims: the weight's rank - 2, kernel_size's length)
 // torch.nn.functional.conv{1,2,3}d: input [N, C, L...], weight [OC, C/groups, K...]; stride,
 // padding and dilation of one value or one per spatial dim.

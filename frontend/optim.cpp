@@ -38,6 +38,7 @@ TrainState TrainStep::init(const std::vector<HostTensor>& params) const {
   TrainState s;
   for (int i = 0; i < num_params; ++i) s.params.push_back(params[static_cast<size_t>(i)].clone());
   for (int i = 0; i < num_state; ++i) s.state.push_back(initial_state(static_cast<size_t>(i)));
+  for (const HostTensor& b : buffer_values) s.buffers.push_back(b.clone());
   return s;
 }
 
@@ -55,8 +56,12 @@ TrainStep make_train_step(const TracedGraph& loss, const OptimizerConfig& optimi
   const bool sharded = data_parallel && data_parallel->shard_parameters;
   TracedGraph sharded_loss;  // FSDP: the loss reading gathered shards (frontend/fsdp.h)
   const Graph& g = loss.graph;
-  if (g.outputs().size() != 1 || g.outputs()[0].meta().rank() != 0 || !is_floating(g.outputs()[0].meta().dtype))
+  if (loss.num_function_outputs() != 1 || g.outputs()[0].meta().rank() != 0 || !is_floating(g.outputs()[0].meta().dtype))
     fail("make_train_step: the loss graph '{}' must return one 0-d floating-point tensor", g.name());
+  if (!loss.written.empty() && data_parallel && data_parallel->world_size > 1)
+    fail("make_train_step: the loss '{}' writes buffers in place (BatchNorm's running statistics), and a data-parallel step "
+         "would let each rank's buffers drift apart; call eval() on those modules, or train on one process",
+         g.name());
   const size_t num_lifted = loss.parameters.size();
   const size_t num_batch = g.inputs().size() - num_lifted;
 
@@ -64,6 +69,7 @@ TrainStep make_train_step(const TracedGraph& loss, const OptimizerConfig& optimi
   std::vector<bool> trained(num_lifted);
   TrainStep ts;
   autograd::JointOptions options;
+  options.seeded_outputs = 1;  // the loss; the buffers it writes are returned, not differentiated
   for (size_t i = 0; i < num_lifted; ++i) {
     const Node* in = g.inputs()[num_batch + i];
     // Parameters are the named tensors kiln::trace lifted, but a module's buffers (inputs of the
@@ -72,6 +78,11 @@ TrainStep make_train_step(const TracedGraph& loss, const OptimizerConfig& optimi
     const bool buffer = i < loss.parameter_tensors.size() && loss.parameter_tensors[i].defined() &&
                         loss.parameter_tensors[i].impl()->is_buffer;
     trained[i] = is_floating(in->meta().dtype) && !path.empty() && !buffer;
+    if (std::find(loss.written.begin(), loss.written.end(), i) != loss.written.end() && (trained[i] || path.empty()))
+      fail("make_train_step: the loss '{}' writes {} '{}' in place; a step writes back only a module's buffers "
+           "(register_buffer), not {}",
+           g.name(), trained[i] ? "parameter" : "captured tensor", trained[i] ? path : in->name(),
+           trained[i] ? "the parameters it trains" : "tensors the module does not own");
     if (!trained[i]) continue;
     options.wrt.push_back(in->name());
     ts.param_names.push_back(in->name());
@@ -125,6 +136,7 @@ TrainStep make_train_step(const TracedGraph& loss, const OptimizerConfig& optimi
   ts.num_batch = static_cast<int>(num_batch);
   Var step = b.wrap(out.add_input(out.fresh_name("step"), TensorMeta(DType::F32, {})));
 
+  std::vector<size_t> written_at(loss.written.size());  // each written tensor's index among the buffers
   // Named tensors that are not trained (a module's buffers: RoPE's tables, running statistics)
   // are inputs after `step`, read at every step as kiln::compile(fn) reads them; unnamed ones
   // (captured constants) are constant nodes.
@@ -137,6 +149,8 @@ TrainStep make_train_step(const TracedGraph& loss, const OptimizerConfig& optimi
       continue;
     }
     map[Value{const_cast<Node*>(in), 0}] = out.add_input(in->name(), in->meta());
+    for (size_t w = 0; w < loss.written.size(); ++w)
+      if (loss.written[w] == i) written_at[w] = ts.buffer_names.size();
     ts.buffer_names.push_back(in->name());
     ts.buffer_paths.push_back(path);
     ts.buffer_values.push_back(loss.parameters[i]);
@@ -146,6 +160,7 @@ TrainStep make_train_step(const TracedGraph& loss, const OptimizerConfig& optimi
     // d loss / d loss: 1, or the grad scaler's scale (every gradient comes out scaled).
     map[Value{const_cast<Node*>(t), 0}] = scaler ? b.to(b.wrap(scaler_in.scale), t->meta().dtype).v : b.full(t->meta().shape, 1.0, t->meta().dtype).v;
   }
+  KILN_INTERNAL_ASSERT(joint.num_tangents == 1, "a training step seeds the loss alone");
   for (const Node* n : joint.graph.nodes()) copy_node(out, *n, map);
   for (size_t k = 0; k < updates.size(); ++k)
     updates[k].grad = map.at(joint.graph.outputs()[static_cast<size_t>(joint.num_forward_outputs) + k]);
@@ -192,6 +207,14 @@ TrainStep make_train_step(const TracedGraph& loss, const OptimizerConfig& optimi
       if (!out.find("new_" + in[i].name())) out.rename(next[i], "new_" + in[i].name());
       outputs.push_back(next[i]);
     }
+  }
+  // The buffers the loss wrote, as its forward computed them.
+  for (size_t w = 0; w < loss.written.size(); ++w) {
+    Value v = map.at(joint.graph.outputs()[1 + w]);
+    const std::string want = "new_" + ts.buffer_names[written_at[w]];
+    if (!out.find(want) && v.node->op() != Op::Input) out.rename(v, want);
+    outputs.push_back(v);
+    ts.written_buffers.push_back(written_at[w]);
   }
   out.set_outputs(std::move(outputs));
   if (sharded) fsdp::gather_again_for_backward(out, out.outputs()[0]);
@@ -262,12 +285,15 @@ double train_step(const TrainStep& ts, TrainState& state, const std::vector<Host
   inputs.insert(inputs.end(), state.state.begin(), state.state.end());
   inputs.insert(inputs.end(), batch.begin(), batch.end());
   inputs.push_back(HostTensor::scalar(DType::F32, static_cast<double>(state.step + 1)));
-  inputs.insert(inputs.end(), ts.buffer_values.begin(), ts.buffer_values.end());
+  if (state.buffers.size() != ts.buffer_values.size()) state.buffers = ts.buffer_values;  // a state made without init()
+  inputs.insert(inputs.end(), state.buffers.begin(), state.buffers.end());
   std::vector<HostTensor> outs = (executor ? executor : reference_executor())(ts.graph, inputs);
-  KILN_INTERNAL_ASSERT(outs.size() == static_cast<size_t>(1 + ts.num_params + ts.num_state),
-                       "a train step returns the loss, the new parameters and the new state");
+  const size_t state_end = static_cast<size_t>(1 + ts.num_params + ts.num_state);
+  KILN_INTERNAL_ASSERT(outs.size() == state_end + ts.written_buffers.size(),
+                       "a train step returns the loss, the new parameters, the new state and the buffers it wrote");
   state.params.assign(outs.begin() + 1, outs.begin() + 1 + ts.num_params);
-  state.state.assign(outs.begin() + 1 + ts.num_params, outs.end());
+  state.state.assign(outs.begin() + 1 + ts.num_params, outs.begin() + static_cast<std::ptrdiff_t>(state_end));
+  for (size_t w = 0; w < ts.written_buffers.size(); ++w) state.buffers[ts.written_buffers[w]] = std::move(outs[state_end + w]);
   ++state.step;
   return outs[0].get(0);
 }

@@ -92,6 +92,9 @@ struct TrainState {
   std::vector<HostTensor> params;
   std::vector<HostTensor> state;
   int64_t step = 0;  // steps taken so far
+  // The step's buffers (TrainStep::buffer_values at init), updated by the steps that write
+  // them (BatchNorm's running statistics).
+  std::vector<HostTensor> buffers;
 };
 
 struct TrainStep {
@@ -109,6 +112,10 @@ struct TrainStep {
   // (train_step gives those; a compiled module step reads the module's buffers at each step).
   std::vector<std::string> buffer_names, buffer_paths;
   std::vector<HostTensor> buffer_values;
+  // The buffers the loss writes in place (TracedGraph::written: BatchNorm's running statistics
+  // in training), as indices into buffer_names: the graph's last outputs are their new values,
+  // in this order, after the loss, the parameters, the state.
+  std::vector<size_t> written_buffers;
   // With a grad scaler: the index in the state of its scale (the good-step count and the
   // skipped-step count follow); -1 without one.
   int scaler_state = -1;
@@ -131,8 +138,9 @@ struct TrainStep {
 // The loss graph as kiln::trace returns it: the batch (its example inputs) first, then the
 // lifted tensors, one 0-d floating output. Every named floating lifted tensor (a parameter) is
 // trained, but a module's buffers (nn::Module::register_buffer), which are inputs of the step;
-// unnamed ones (captured constants) become `constant` nodes of the step. kiln::Error
-// for no parameters, a non-scalar loss or a bad config.
+// unnamed ones (captured constants) become `constant` nodes of the step. Buffers the loss
+// writes (TracedGraph::written) are outputs of the step, after the state. kiln::Error for no
+// parameters, a non-scalar loss, a write to a parameter or a constant, or a bad config.
 TrainStep make_train_step(const TracedGraph& loss, const OptimizerConfig& optimizer,
                           const std::optional<GradScalerConfig>& scaler = std::nullopt,
                           const std::optional<DataParallelConfig>& data_parallel = std::nullopt);

@@ -143,6 +143,13 @@ class Tensor {
   Tensor softmax(int64_t dim) const;
   Tensor masked_fill(const Tensor& mask, Scalar value) const;
 
+  // PyTorch's copy_: writes `src` (broadcast to this shape, cast to this dtype) into this
+  // tensor in place; every holder of the tensor sees the new values. Eager, the storage is
+  // replaced. While tracing, later reads in the trace get the new value, and a concrete tensor
+  // written (a module's buffer) becomes an output of the traced graph that its runner writes
+  // back (TracedGraph::written): a compiled training step writes BatchNorm's running statistics.
+  Tensor& copy_(const Tensor& src);
+
  private:
   std::shared_ptr<TensorImpl> impl_;
 };

@@ -1,5 +1,7 @@
 // Tensor's op methods: each forwards to the free function of the same name (frontend/ops.h).
 #include "frontend/ops.h"
+#include "frontend/trace_context.h"
+#include "ir/error.h"
 
 namespace kiln {
 
@@ -27,5 +29,21 @@ Tensor Tensor::tanh() const { return kiln::tanh(*this); }
 Tensor Tensor::relu() const { return kiln::relu(*this); }
 Tensor Tensor::softmax(int64_t dim) const { return kiln::softmax(*this, dim); }
 Tensor Tensor::masked_fill(const Tensor& mask, Scalar value) const { return kiln::masked_fill(*this, mask, value); }
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  if (!defined() || !src.defined()) fail("copy_: {} tensor", defined() ? "the source is an undefined" : "copy_ into an undefined");
+  Tensor v = src.dtype() == dtype() ? src : kiln::to(src, dtype());
+  if (v.shape() != shape()) v = kiln::expand(v, IntList(shape().begin(), shape().end()));
+  if (TraceContext* ctx = TraceContext::current(); ctx || is_traced() || v.is_traced()) {
+    if (!ctx) fail("copy_: {} was traced by a trace that has ended", (is_traced() ? *this : v).str());
+    ctx->write(*this, ctx->value_of(v));
+    return *this;
+  }
+  v = kiln::contiguous(v);
+  if (v.device() != device()) v = v.to(device());
+  // The tensor's own storage would be shared with `src` (nothing writes storage in place).
+  impl_->set_storage_from(*v.impl());
+  return *this;
+}
 
 }  // namespace kiln

@@ -16,6 +16,18 @@ std::vector<HostTensor> TracedGraph::graph_inputs(const std::vector<HostTensor>&
   return all;
 }
 
+void TracedGraph::reject_writes(const std::string& who, const std::string& instead) const {
+  if (written.empty()) return;
+  std::string names;
+  for (size_t i : written) {
+    const std::string& path = i < parameter_paths.size() && !parameter_paths[i].empty() ? parameter_paths[i] : parameter_names[i];
+    names += (names.empty() ? "'" : ", '") + path + "'";
+  }
+  fail("{}: the function writes {} in place (Tensor::copy_; a BatchNorm in training mode updates its running statistics), "
+       "which {} does not write back: {}",
+       who, names, who, instead);
+}
+
 bool is_tracing() { return TraceContext::current() != nullptr; }
 
 TracedGraph trace(const TraceFn& fn, const std::vector<Tensor>& example_inputs, const std::string& name) {
@@ -38,11 +50,16 @@ TracedGraph trace_one_graph(const TraceFn& fn, const std::vector<Tensor>& exampl
   if (outputs.empty()) fail("the function traced as '{}' returned no tensors", name);
   std::vector<Value> values;
   for (const Tensor& t : outputs) values.push_back(ctx.value_of(t));
+  std::vector<size_t> written;
+  for (const auto& [index, value] : ctx.writes()) {
+    written.push_back(index);
+    values.push_back(value);
+  }
   ctx.graph().set_outputs(std::move(values));
   // Tracing builds the graph through Graph::add_node, so this only guards the frontend itself.
   verify_or_throw(ctx.graph(), "kiln::trace");
   return TracedGraph{std::move(ctx.graph()), ctx.take_parameters(), ctx.take_parameter_names(),
-                     ctx.take_parameter_paths(), ctx.take_parameter_tensors()};
+                     ctx.take_parameter_paths(), ctx.take_parameter_tensors(), std::move(written)};
 }
 
 TracedGraph trace(const TraceFn1& fn, const Tensor& example_input, const std::string& name) {

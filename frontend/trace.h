@@ -29,6 +29,16 @@ struct TracedGraph {
   // Trainer of parameters on a GPU runs on their device memory. (`parameters` holds host values;
   // for a tensor on a GPU, a copy made once, at trace time.)
   std::vector<Tensor> parameter_tensors;
+  // The lifted tensors the function wrote in place (Tensor::copy_ of a module's buffer, as
+  // BatchNorm's running statistics in training), as indices into `parameters`: the graph
+  // returns each one's new value after the function's own outputs, in this order, and whoever
+  // runs the graph writes them back (a compiled training step does).
+  std::vector<size_t> written;
+
+  // The function's own outputs (the graph's, less the written values).
+  size_t num_function_outputs() const { return graph.outputs().size() - written.size(); }
+  // kiln::Error naming the written tensors, for a caller that cannot write them back.
+  void reject_writes(const std::string& who, const std::string& instead) const;
 
   // Every graph input in order: the given values for the example inputs, then the parameters.
   std::vector<HostTensor> graph_inputs(const std::vector<HostTensor>& inputs) const;

@@ -87,6 +87,24 @@ Value TraceContext::value_of(const Tensor& t) {
   return v;
 }
 
+void TraceContext::write(const Tensor& t, Value v) {
+  TensorImpl* impl = t.impl();
+  if (impl->trace_id == id_) {
+    impl->value = v;
+    return;
+  }
+  value_of(t);  // lifted, so that the graph has the tensor's value before the write
+  lifted_[impl] = v;
+  size_t index = 0;
+  while (param_tensors_[index].impl() != impl) ++index;
+  for (auto& [i, last] : writes_)
+    if (i == index) {
+      last = v;
+      return;
+    }
+  writes_.emplace_back(index, v);
+}
+
 std::vector<Tensor> TraceContext::tracing_kernel(Op op, std::span<const Tensor> inputs, const Attrs& attrs) {
   TraceContext* ctx = current();
   if (!ctx) {

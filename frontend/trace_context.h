@@ -37,6 +37,15 @@ class TraceContext {
   // is lifted into a graph input (once; later uses get the same input).
   Value value_of(const Tensor& t);
 
+  // An in-place write (Tensor::copy_) while tracing. A tensor of this trace takes `v` as its
+  // value. A concrete tensor (a module's buffer: BatchNorm's running statistics) is lifted if it
+  // was not yet, later reads in this trace get `v`, and the last value written is recorded for
+  // the caller to return and write back (writes()).
+  void write(const Tensor& t, Value v);
+  // The concrete tensors written, as (index among the lifted tensors, last value written), in
+  // order of first write.
+  const std::vector<std::pair<size_t, Value>>& writes() const { return writes_; }
+
   // The concrete tensors lifted so far, in order of first use, and their input names.
   std::vector<HostTensor> take_parameters() { return std::move(params_); }
   std::vector<std::string> take_parameter_names() { return std::move(param_names_); }
@@ -78,6 +87,7 @@ class TraceContext {
   std::vector<std::string> param_names_;
   std::vector<std::string> param_paths_;
   std::vector<Tensor> param_tensors_;
+  std::vector<std::pair<size_t, Value>> writes_;
   std::vector<std::weak_ptr<TensorImpl>> traced_;  // every traced tensor made, for live_traced_tensors
   BreakHandler break_handler_;
   std::string one_graph_because_;

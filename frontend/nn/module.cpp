@@ -101,6 +101,12 @@ Module& Module::to(Device device) {
   return *this;
 }
 
+Module& Module::train(bool on) {
+  training_ = on;
+  for (auto& [name, m] : children_) m->train(on);
+  return *this;
+}
+
 void Module::zero_grad() {
   for (auto& [path, p] : named_parameters()) p.zero_grad();
 }

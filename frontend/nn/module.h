@@ -44,6 +44,13 @@ class Module {
   int64_t num_parameters() const;
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const { return children_; }
 
+  // Training or evaluation mode, as PyTorch's module.train() / eval(): set on this module and
+  // every submodule; modules that behave differently read is_training() (BatchNorm: the batch's
+  // statistics and an update of the running ones, or the running ones). New modules train.
+  Module& train(bool on = true);
+  Module& eval() { return train(false); }
+  bool is_training() const { return training_; }
+
   // Forgets every parameter's gradient (PyTorch's zero_grad(set_to_none=True)).
   void zero_grad();
 
@@ -72,6 +79,7 @@ class Module {
   void check_new_name(const std::string& name) const;
 
   std::string prefix_;  // "blocks.0." once adopted; "" for a root
+  bool training_ = true;
   std::vector<std::pair<std::string, Tensor>> params_;
   std::vector<std::pair<std::string, Tensor>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;

@@ -10,3 +10,4 @@
 #include "frontend/nn/mlp.h"
 #include "frontend/nn/module.h"
 #include "frontend/nn/norms.h"
+#include "frontend/nn/resnet.h"

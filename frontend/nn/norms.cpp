@@ -1,5 +1,10 @@
 #include "frontend/nn/norms.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
 #include "frontend/nn/init.h"
 #include "frontend/ops.h"
 #include "ir/error.h"
@@ -24,5 +29,32 @@ GroupNorm::GroupNorm(int64_t num_groups_, int64_t num_channels, double eps_, boo
 }
 
 Tensor GroupNorm::forward(const Tensor& x) const { return group_norm(x, num_groups, weight, bias, eps); }
+
+BatchNorm::BatchNorm(int64_t num_features_, double eps_, double momentum_, bool affine, bool track_running_stats, std::vector<int64_t> ranks,
+                     std::string kind)
+    : num_features(num_features_), eps(eps_), momentum(momentum_), ranks_(std::move(ranks)), kind_(std::move(kind)) {
+  if (num_features <= 0) fail("{}({}): num_features must be positive", kind_, num_features);
+  if (affine) {
+    weight = register_parameter("weight", init::constant({num_features}, 1.0));
+    bias = register_parameter("bias", init::constant({num_features}, 0.0));
+  }
+  if (track_running_stats) {
+    running_mean = register_buffer("running_mean", init::constant({num_features}, 0.0));
+    running_var = register_buffer("running_var", init::constant({num_features}, 1.0));
+    num_batches_tracked = register_buffer("num_batches_tracked", tensor_of_ints({0}, {}));
+  }
+}
+
+Tensor BatchNorm::forward(const Tensor& x) const {
+  if (std::find(ranks_.begin(), ranks_.end(), x.dim()) == ranks_.end() || x.size(1) != num_features)
+    fail("{}({}): expected {}D input [N, {}, ...], got {}", kind_, num_features, fmt::join(ranks_, "D or "), num_features, x.str());
+  // Without running statistics a module normalizes by the batch's, in evaluation too (PyTorch's).
+  const bool batch_statistics = is_training() || !running_mean;
+  if (is_training() && num_batches_tracked) {
+    Tensor n = *num_batches_tracked;
+    n.copy_(n + 1);
+  }
+  return batch_norm(x, running_mean, running_var, weight, bias, batch_statistics, momentum, eps);
+}
 
 }  // namespace kiln::nn

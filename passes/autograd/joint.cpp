@@ -130,8 +130,10 @@ JointGraph build_joint(const Graph& forward, const JointOptions& options) {
   GradMap grads(b);
 
   // One tangent per floating output position, seeding the gradient of that output.
-  for (const Value& out : std::vector<Value>(g.outputs())) {
-    if (!is_floating(out.meta().dtype)) {
+  const std::vector<Value> forward_outputs = g.outputs();
+  for (size_t i = 0; i < forward_outputs.size(); ++i) {
+    const Value& out = forward_outputs[i];
+    if (!is_floating(out.meta().dtype) || (options.seeded_outputs >= 0 && i >= static_cast<size_t>(options.seeded_outputs))) {
       joint.tangent_for_output.push_back(-1);
       continue;
     }

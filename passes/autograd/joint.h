@@ -24,6 +24,9 @@ struct JointOptions {
   // Rewrite attention written out into scaled_dot_product_attention first
   // (passes/fuse_attention.h), so that its derivative is the flash backward.
   bool fuse_attention = true;
+  // How many leading outputs get a tangent (-1: every floating one). The others are values the
+  // forward also returns but nothing differentiates (a training step's new running statistics).
+  int seeded_outputs = -1;
 };
 
 struct JointGraph {

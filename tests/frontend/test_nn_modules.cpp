@@ -17,34 +17,18 @@
 #include "frontend/ops.h"
 #include "frontend/trace.h"
 #include "runtime/cpu/jit.h"
+#include "tests/support/formula_tensors.h"
 #include "tests/support/gradcheck_util.h"
 
 namespace kiln {
 namespace {
 
-// Parameter j of a module (named_parameters order), element k: 0.3 sin(0.7 k + 1.3 j).
-std::vector<double> param_values(int64_t j, int64_t n) {
-  std::vector<double> v(static_cast<size_t>(n));
-  for (int64_t k = 0; k < n; ++k) v[static_cast<size_t>(k)] = 0.3 * std::sin(0.7 * static_cast<double>(k) + 1.3 * static_cast<double>(j));
-  return v;
-}
-// Input element k: 0.5 cos(0.37 k).
-Tensor input(const Shape& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  std::vector<double> v(static_cast<size_t>(n));
-  for (int64_t k = 0; k < n; ++k) v[static_cast<size_t>(k)] = 0.5 * std::cos(0.37 * static_cast<double>(k));
-  return tensor(v, shape);
-}
-void set_parameters(nn::Module& m) {
-  int64_t j = 0;
-  for (auto& [path, p] : m.named_parameters()) p.impl()->set_storage_from(*tensor(param_values(j++, p.numel()), p.shape()).impl());
-}
+// The formulas of tests/support/formula_tensors.h.
+Tensor input(const Shape& shape) { return testing::formula_input(shape); }
+void set_parameters(nn::Module& m) { testing::set_formula_parameters(m); }
 void expect_close(const Tensor& got, const Shape& shape, const std::vector<double>& want, const char* what, double tol = 2e-5) {
   ASSERT_EQ(got.shape(), shape) << what;
-  std::vector<double> g = got.to_doubles();
-  ASSERT_EQ(g.size(), want.size()) << what;
-  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(g[i], want[i], tol * (1 + std::abs(want[i]))) << what << "[" << i << "]";
+  testing::expect_values_near(got, want, what, tol);
 }
 
 TEST(NnModules, LlamaBlockMatchesPyTorch) {

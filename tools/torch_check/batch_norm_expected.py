@@ -1,0 +1,109 @@
+#!/usr/bin/python3
+"""Expected values of tests/frontend/test_batch_norm.cpp, from PyTorch (1.13 on the CPU, float64):
+BatchNorm2d's training forward, its running statistics after two calls and its eval forward;
+BatchNorm1d on [N, C] and [N, C, L]; and a small ResNet-style network (conv, BatchNorm2d, ReLU,
+a residual block, adaptive average pool, linear, cross-entropy) trained three AdamW steps: the
+losses, the running statistics and some parameters after them.
+Parameters follow the test's formula: parameter j (named_parameters order), element k:
+0.3 sin(0.7 k + 1.3 j); input element k: 0.5 cos(0.37 k).
+Run: /usr/bin/python3 tools/torch_check/batch_norm_expected.py (prints C++ initializers)."""
+import math
+
+import torch
+import torch.nn.functional as F
+
+torch.set_default_dtype(torch.float64)
+
+
+def set_parameters(m):
+    for j, (_, p) in enumerate(m.named_parameters()):
+        n = p.numel()
+        p.data = torch.tensor([0.3 * math.sin(0.7 * k + 1.3 * j) for k in range(n)]).reshape(p.shape)
+
+
+def inp(*shape):
+    n = math.prod(shape)
+    return torch.tensor([0.5 * math.cos(0.37 * k) for k in range(n)]).reshape(shape)
+
+
+def show(name, t):
+    vals = ", ".join(f"{v:.10g}" for v in t.detach().reshape(-1).tolist())
+    print(f"// {name}: {list(t.shape)}\n{{{vals}}}")
+
+
+bn = torch.nn.BatchNorm2d(3, momentum=0.2)
+set_parameters(bn)
+x = inp(2, 3, 4, 5)
+show("bn2d train y", bn(x))
+bn(x * 2.0 + 0.25)
+show("bn2d running_mean", bn.running_mean)
+show("bn2d running_var", bn.running_var)
+bn.eval()
+show("bn2d eval y", bn(x))
+
+b1 = torch.nn.BatchNorm1d(4)
+set_parameters(b1)
+show("bn1d [N,C] y", b1(inp(5, 4)))
+show("bn1d [N,C,L] y", b1(inp(3, 4, 2)))
+show("bn1d running_var", b1.running_var)
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(3, 4, 3, padding=1, bias=False)
+        self.bn1 = torch.nn.BatchNorm2d(4)
+        self.conv2 = torch.nn.Conv2d(4, 4, 3, padding=1, bias=False)
+        self.bn2 = torch.nn.BatchNorm2d(4)
+        self.fc = torch.nn.Linear(4, 5)
+
+    def forward(self, x):
+        h = F.relu(self.bn1(self.conv1(x)))
+        h = F.relu(self.bn2(self.conv2(h)) + h)
+        return self.fc(F.adaptive_avg_pool2d(h, 1).flatten(1))
+
+
+net = Net()
+set_parameters(net)
+opt = torch.optim.AdamW(net.parameters(), lr=1e-2)
+x = inp(4, 3, 6, 6)
+t = torch.tensor([0, 3, 1, 4])
+losses = []
+for step in range(3):
+    opt.zero_grad()
+    loss = F.cross_entropy(net(x * (1.0 + 0.5 * step)), t)
+    loss.backward()
+    opt.step()
+    losses.append(loss)
+show("net losses", torch.stack(losses))
+show("net bn1.running_mean", net.bn1.running_mean)
+show("net bn2.running_var", net.bn2.running_var)
+show("net conv1.weight", net.conv1.weight)
+show("net bn2.bias", net.bn2.bias)
+show("net fc.weight", net.fc.weight)
+print(f"// num_batches_tracked {int(net.bn1.num_batches_tracked)}")
+net.eval()
+show("net eval logits", net(x))
+
+# torchvision's ResNet-18 (full width, 10 classes) on [2, 3, 32, 32], two AdamW steps.
+import torchvision  # noqa: E402
+
+r = torchvision.models.resnet18(num_classes=10)
+set_parameters(r)
+opt = torch.optim.AdamW(r.parameters(), lr=1e-3)
+x = inp(2, 3, 32, 32)
+t = torch.tensor([3, 7])
+losses = []
+for step in range(2):
+    opt.zero_grad()
+    loss = F.cross_entropy(r(x * (1.0 + 0.5 * step)), t)
+    loss.backward()
+    opt.step()
+    losses.append(loss)
+show("resnet18 losses", torch.stack(losses))
+show("resnet18 layer4.1.bn2.running_mean[:8]", r.layer4[1].bn2.running_mean[:8])
+show("resnet18 layer2.0.downsample.1.running_var[:8]", r.layer2[0].downsample[1].running_var[:8])
+show("resnet18 fc.bias", r.fc.bias)
+show("resnet18 layer1.0.conv1.weight[0,0]", r.layer1[0].conv1.weight[0, 0])
+r.eval()
+show("resnet18 eval logits", r(x))
