@@ -6,11 +6,11 @@
 
 namespace kiln::testing {
 
-void set_formula_parameters(nn::Module& m) {
+void set_formula_parameters(nn::Module& m, double scale) {
   int64_t j = 0;
   for (auto& [path, p] : m.named_parameters()) {
     std::vector<double> v(static_cast<size_t>(p.numel()));
-    for (size_t k = 0; k < v.size(); ++k) v[k] = 0.3 * std::sin(0.7 * static_cast<double>(k) + 1.3 * static_cast<double>(j));
+    for (size_t k = 0; k < v.size(); ++k) v[k] = scale * 0.3 * std::sin(0.7 * static_cast<double>(k) + 1.3 * static_cast<double>(j));
     Tensor t = tensor(v, p.shape(), p.dtype());
     p.impl()->set_storage_from(*(p.device() == t.device() ? t : t.to(p.device())).impl());
     ++j;

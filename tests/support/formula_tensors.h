@@ -11,7 +11,7 @@
 
 namespace kiln::testing {
 
-void set_formula_parameters(nn::Module& m);
+void set_formula_parameters(nn::Module& m, double scale = 1.0);  // the formula times scale
 Tensor formula_input(const Shape& shape, DType dtype = DType::F32);
 // `got` (on any device) element by element against `want`, within tol (1 + |want|).
 void expect_values_near(const Tensor& got, const std::vector<double>& want, const std::string& what, double tol = 2e-5);
