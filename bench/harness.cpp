@@ -102,16 +102,21 @@ Case train_step_case(std::shared_ptr<TrainStepWorkload> ts, int64_t int_bound, n
     std::vector<HostTensor> outs = run(st.graph, ins);
     const auto& gin = st.graph.inputs();
     const size_t P = static_cast<size_t>(st.num_params), S = static_cast<size_t>(st.num_state);
+    const size_t B = static_cast<size_t>(st.num_batch);
+    // Inputs: the parameters, the state, the batch, the step count, the buffers.
     for (size_t i = 0; i < ins.size(); ++i) {
       NpyTensor t{gin[i]->name(), "step", "", ins[i]};
       if (i < P) t.role = "param", t.path = st.param_paths[i];
       else if (i < P + S) std::tie(t.role, t.path) = state_role(i - P);
-      else if (i + 1 < ins.size()) t.role = "batch";
+      else if (i < P + S + B) t.role = "batch";
+      else if (i > P + S + B) t.role = "buffer", t.path = st.buffer_paths[i - P - S - B - 1];
       x.inputs.push_back(std::move(t));
     }
+    // Outputs: the loss, the parameters, the state, the buffers the step wrote.
     for (size_t i = 0; i < outs.size(); ++i) {
       NpyTensor t{fmt::format("out{}", i), "loss", "", outs[i]};
       if (i >= 1 && i <= P) t.role = "param", t.path = st.param_paths[i - 1];
+      else if (i > P + S) t.role = "buffer", t.path = st.buffer_paths[st.written_buffers[i - 1 - P - S]];
       else if (i > P) std::tie(t.role, t.path) = state_role(i - 1 - P);
       x.outputs.push_back(std::move(t));
     }
@@ -206,6 +211,34 @@ std::vector<Workload> comparison_workloads(int64_t divisor) {
                  auto ts = std::make_shared<TrainStepWorkload>(s ? gpt2_block_train_step(64, 4, 2, 32, DType::BF16)
                                                                  : gpt2_block_train_step(768, 12, block_batch, 1024, DType::BF16));
                  return train_step_case(ts, 8, {{"model", "block"}, {"heads", s ? 4 : 12}, {"autocast", "bf16"}});
+               }});
+  // torchvision's ResNet-50 at 224x224 (issue 29's model rows). Checks at batch 4, 64x64 (the
+  // interpreter is slow; smaller images leave layer4 at 1x1, where each BatchNorm of a training
+  // step normalizes a handful of values and float32 rounding decides the result).
+  const int64_t rn_batch = std::max<int64_t>(32 / d, 1);
+  w.push_back({"resnet50", fmt::format("ResNet-50 inference, batch {}, 224x224", rn_batch), false, 100, [=](bool s) {
+                 auto tg = std::make_shared<TracedGraph>(resnet50_inference(s ? 4 : rn_batch, s ? 64 : 224));
+                 auto inputs = [tg] { return tg->graph_inputs({random_tensor(tg->graph.inputs()[0]->meta(), 1)}); };
+                 Case c{tg->graph.clone(), inputs, {0}, {}};
+                 c.exchange = [tg, inputs](const RunCompiled& run) {
+                   NpyExchange x;
+                   x.config = {{"model", "resnet50"}};
+                   std::vector<HostTensor> ins = inputs();
+                   const size_t lifted0 = ins.size() - tg->parameters.size();
+                   for (size_t i = 0; i < ins.size(); ++i) {
+                     const bool buffer = i >= lifted0 && tg->parameter_tensors[i - lifted0].impl()->is_buffer;
+                     x.inputs.push_back({tg->graph.inputs()[i]->name(), i < lifted0 ? "input" : buffer ? "buffer" : "param",
+                                         i >= lifted0 ? tg->parameter_paths[i - lifted0] : "", ins[i]});
+                   }
+                   x.outputs.push_back({"out0", "output", "", run(tg->graph, ins).at(0)});
+                   return x;
+                 };
+                 return c;
+               }});
+  w.push_back({"resnet50_train_step", fmt::format("ResNet-50 train step AdamW, batch {}, 224x224", rn_batch), false, 100,
+               [=](bool s) {
+                 auto ts = std::make_shared<TrainStepWorkload>(resnet50_train_step(s ? 4 : rn_batch, s ? 64 : 224));
+                 return train_step_case(ts, 1000, {{"model", "resnet50"}});
                }});
   const int64_t mg_batch = std::max<int64_t>(64 / d, 1);
   w.push_back({"minigpt_train_step", fmt::format("MiniGPT train step AdamW, batch {}", mg_batch), false, 100, [=](bool s) {

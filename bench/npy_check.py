@@ -6,7 +6,8 @@ ID: manifest.json (a config, then every input and output with its role and modul
 .npy per tensor. Each workload is computed here in PyTorch eager from kiln's inputs: the
 pointwise, softmax and layer-norm rows by their functions; layer-norm backward and
 cross-entropy through autograd with kiln's tangents; the GPT-2 block and the training steps
-with the models of tools/torch_check/kiln_models.py, kiln's parameters loaded by path, AdamW's
+with the models of tools/torch_check/kiln_models.py (ResNet-50: torchvision's), kiln's
+parameters and buffers (BatchNorm's running statistics) loaded by path, AdamW's
 state (exp_avg, exp_avg_sq, step) set from kiln's inputs, then zero_grad, forward, backward and
 torch.optim.AdamW's step. Every kiln output is compared with PyTorch's:
   max rel   max |kiln - torch| over max |torch|, the worst output
@@ -71,6 +72,9 @@ def model_of(cfg, params):
         return Block(params["ln1.weight"].shape[0], cfg["heads"])
     if kind == "minigpt":
         return MiniGPT(cfg["vocab"], cfg["d_model"], cfg["heads"], cfg["layers"], cfg["context"])
+    if kind == "resnet50":
+        import torchvision
+        return torchvision.models.resnet50(num_classes=params["fc.weight"].shape[0])
     raise ValueError(f"unknown model {kind!r}")
 
 
@@ -88,8 +92,20 @@ def load_params(model, params):
     return named
 
 
+def load_buffers(model, entries, tensors):
+    """kiln's buffer inputs (BatchNorm's running statistics) into the model's buffers, by path."""
+    named = dict(model.named_buffers())
+    with torch.no_grad():
+        for e, t in zip(entries, tensors):
+            if e["role"] == "buffer":
+                if e["path"] not in named:
+                    raise ValueError(f"kiln's buffer {e['path']} is not one of PyTorch's model")
+                named[e["path"]].copy_(t)
+    return named
+
+
 def loss_of(cfg, model, batch):
-    if cfg["model"] == "relu_mlp":
+    if cfg["model"] in ("relu_mlp", "resnet50"):
         return F.cross_entropy(model(batch[0]), batch[1])
     if cfg["model"] == "block":
         return model(batch[0]).pow(2).mean()
@@ -103,6 +119,7 @@ def train_step(m, ins, dev):
     params = {e["path"]: t for e, t in zip(entries, ins) if e["role"] == "param"}
     model = model_of(cfg, params).to(dev)
     named = load_params(model, params)
+    buffers = load_buffers(model, entries, ins)
     step = float(by_role(entries, ins, "step")[0].item())
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2)
     for e, t in zip(entries, ins):
@@ -124,6 +141,8 @@ def train_step(m, ins, dev):
             out.append(loss.detach())
         elif e["role"] == "param":
             out.append(named[e["path"]].detach())
+        elif e["role"] == "buffer":  # written by the step (running statistics)
+            out.append(buffers[e["path"]].detach())
         else:
             out.append(opt.state[named[e["path"]]][e["role"]])
     return out
@@ -175,6 +194,13 @@ def compute(wid, m, ins, dev):
         load_params(block, params)
         with torch.no_grad():
             return [block(by_role(m["inputs"], ins, "input")[0])]
+    if wid == "resnet50":
+        params = {e["path"]: t for e, t in zip(m["inputs"], ins) if e["role"] == "param"}
+        model = model_of(m["config"], params).to(dev).eval()
+        load_params(model, params)
+        load_buffers(model, m["inputs"], ins)
+        with torch.no_grad():
+            return [model(by_role(m["inputs"], ins, "input")[0])]
     if m.get("config", {}).get("model"):
         return train_step(m, ins, dev)
     raise ValueError(f"no PyTorch computation for workload {wid!r}")

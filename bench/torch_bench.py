@@ -369,6 +369,31 @@ def wl_gpt2_block(mode):
     return with_copies(run, nxt)
 
 
+def wl_resnet50(mode):
+    """torchvision's ResNet-50 in eval mode (cuDNN's convolutions in eager)."""
+    import torchvision
+    torch.manual_seed(0)
+    model = torchvision.models.resnet50().to(DEV).eval()
+    x = uniform(max(32 // DIV, 1), 3, 224, 224)
+    g = compile_fn(model) if mode == "compile" else model
+    nxt = rotated(x)
+
+    def run():
+        with torch.no_grad():
+            return g(*nxt())
+
+    return with_copies(run, nxt)
+
+
+def wl_resnet50_train_step(mode):
+    import torchvision
+    torch.manual_seed(0)
+    model = torchvision.models.resnet50().to(DEV).train()
+    x = uniform(max(32 // DIV, 1), 3, 224, 224)
+    t = torch.randint(0, 1000, (max(32 // DIV, 1),), device=DEV)
+    return train_step_runner(model, lambda x, t: F.cross_entropy(model(x), t), (x, t), mode)
+
+
 def wl_gpt2_block_train_step(mode):
     torch.manual_seed(0)
     block = Block(768, 12).to(DEV)
@@ -427,6 +452,8 @@ WORKLOADS = [
     ("gpt2_block_train_step_bf16", f"GPT-2 block train step AdamW, bf16 autocast, batch {BB}, seq 1024",
      wl_gpt2_block_train_step_bf16, None),
     ("minigpt_train_step", f"MiniGPT train step AdamW, batch {max(64 // DIV, 1)}", wl_minigpt_train_step, None),
+    ("resnet50", f"ResNet-50 inference, batch {max(32 // DIV, 1)}, 224x224", wl_resnet50, None),
+    ("resnet50_train_step", f"ResNet-50 train step AdamW, batch {max(32 // DIV, 1)}, 224x224", wl_resnet50_train_step, None),
 ]
 
 

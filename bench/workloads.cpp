@@ -10,6 +10,7 @@
 #include "frontend/nn/layers.h"
 #include "frontend/nn/minigpt.h"
 #include "frontend/nn/mlp.h"
+#include "frontend/nn/resnet.h"
 #include "frontend/ops.h"
 #include "ir/parser.h"
 #include "passes/autograd/joint.h"
@@ -154,10 +155,13 @@ TrainStepWorkload minigpt_train_step(int64_t batch) {
 
 std::vector<HostTensor> train_step_inputs(const TrainStepWorkload& w, int64_t int_bound, uint64_t seed) {
   const TrainStep& ts = w.step;
-  std::vector<HostTensor> params;
-  for (size_t i = 0; i < w.loss.parameters.size(); ++i)
-    if (i < w.loss.parameter_paths.size() && !w.loss.parameter_paths[i].empty() && is_floating(w.loss.parameters[i].dtype()))
-      params.push_back(w.loss.parameters[i]);
+  std::vector<HostTensor> params;  // the trained ones, by path (not a module's buffers)
+  for (const std::string& path : ts.param_paths)
+    for (size_t i = 0; i < w.loss.parameter_paths.size(); ++i)
+      if (w.loss.parameter_paths[i] == path) {
+        params.push_back(w.loss.parameters[i]);
+        break;
+      }
   TrainState st = ts.init(params);
   std::vector<HostTensor> ins = st.params;
   for (int i = 0; i < ts.num_state; ++i) {
@@ -172,7 +176,24 @@ std::vector<HostTensor> train_step_inputs(const TrainStepWorkload& w, int64_t in
     ins.push_back(random_tensor(in->meta(), seed + 100 + static_cast<uint64_t>(i), int_bound));
   }
   ins.push_back(HostTensor::scalar(DType::F32, 3.0));
+  ins.insert(ins.end(), st.buffers.begin(), st.buffers.end());  // a module's buffers (BatchNorm's running statistics)
   return ins;
+}
+
+TracedGraph resnet50_inference(int64_t batch, int64_t image) {
+  auto net = nn::resnet50(1000, 64, 0);
+  net->eval();
+  Tensor x = randn({batch, 3, image, image}, 1);
+  return trace([&](const Tensor& t) { return (*net)(t); }, x, "resnet50");
+}
+
+TrainStepWorkload resnet50_train_step(int64_t batch, int64_t image) {
+  auto net = nn::resnet50(1000, 64, 0);
+  Tensor x = randn({batch, 3, image, image}, 1), t = randint(0, 1000, {batch}, 2);
+  TracedGraph loss = trace([&](const std::vector<Tensor>& b) { return std::vector<Tensor>{cross_entropy((*net)(b[0]), b[1])}; },
+                           {x, t}, "resnet50_loss");
+  TrainStep step = make_train_step(loss, AdamWConfig{});
+  return {std::move(loss), std::move(step)};
 }
 
 TracedGraph gpt2_block(int64_t d_model, int64_t heads, int64_t batch, int64_t seq) {

@@ -55,12 +55,18 @@ TrainStepWorkload gpt2_block_train_step(int64_t d_model, int64_t heads, int64_t 
 TrainStepWorkload minigpt_train_step(int64_t batch);
 // The inputs of a train step: its parameters' initial values, AdamW state as after a few steps
 // (exp_avg ~ U(-0.01, 0.01), exp_avg_sq ~ U(0, 1e-4)), a random batch (integer targets below
-// `int_bound`) and step = 3.
+// `int_bound`), step = 3, then the step's buffers (their traced values).
 std::vector<HostTensor> train_step_inputs(const TrainStepWorkload& w, int64_t int_bound, uint64_t seed = 1);
 
 // A GPT-2 transformer block (nn::Block: pre-LN attention + MLP, causal) on x f32[batch,seq,d]:
 // inference, the block's output. Inputs: x, then the block's parameters (and the causal mask).
 TracedGraph gpt2_block(int64_t d_model, int64_t heads, int64_t batch, int64_t seq);
+
+// torchvision's ResNet-50 (nn::resnet50, 1000 classes) on x f32[batch,3,image,image]: inference
+// in eval mode (the running statistics are inputs), and a training step (AdamW; BatchNorm's
+// batch statistics, its running statistics written back by the step) under cross_entropy.
+TracedGraph resnet50_inference(int64_t batch, int64_t image);
+TrainStepWorkload resnet50_train_step(int64_t batch, int64_t image);
 
 // The least memory traffic of one run: every graph input read once, every output written once.
 int64_t traffic_bytes(const Graph& g);

@@ -543,5 +543,22 @@ TEST_F(CliExplain, ExportsTheForwardAloneWithNoLoss) {
   }
 }
 
+// `kiln export resnet18`: torchvision's ResNet-18; its forward in eval mode reads the running
+// statistics, its loss in training mode also returns the ones it updates (after the loss).
+TEST_F(CliExplain, ExportsAResNetForwardAndItsTrainingLoss) {
+  CliResult fwd = kiln("export resnet18 --no-loss --batch 2 --image 32 --classes 10 --out r18.kir");
+  ASSERT_EQ(fwd.rc, 0) << fwd.err;
+  Graph f = parse_graph(read_text(path("r18.kir")));
+  ASSERT_EQ(f.outputs().size(), 1u);
+  EXPECT_EQ(f.outputs()[0].meta().shape, (Shape{2, 10}));
+  EXPECT_TRUE(f.find("layer2_0_downsample_1_running_var")) << "the running statistics are inputs";
+  CliResult loss = kiln("export resnet18 --batch 2 --image 32 --classes 10 --out r18_loss.kir");
+  ASSERT_EQ(loss.rc, 0) << loss.err;
+  Graph l = parse_graph(read_text(path("r18_loss.kir")));
+  EXPECT_EQ(l.outputs().size(), 1u + 20 * 3) << "the loss, then 20 BatchNorms' running mean, variance and count";
+  EXPECT_EQ(l.outputs()[0].meta().rank(), 0);
+  EXPECT_TRUE(has(kiln("export resnet18 --image 0").err, "--image and --classes must be positive"));
+}
+
 }  // namespace
 }  // namespace kiln::testing

@@ -1,4 +1,4 @@
-// kiln export mlp|block|minigpt [--out FILE.kir] [--save-inputs DIR] [--dtype f32|f64] ...:
+// kiln export mlp|block|minigpt|resnet18|resnet50 [--out FILE.kir] [--save-inputs DIR] [--dtype f32|f64] ...:
 // traces one of kiln's built-in models (frontend/nn) with a cross-entropy loss and writes
 // the graph as .kir, with its example inputs and its initial parameters as .npy files, so
 // the same model and the same numbers can be fed to `kiln grad`, `kiln run` or PyTorch
@@ -7,13 +7,12 @@
 
 #include <filesystem>
 #include <optional>
-#include <optional>
 
-#include "frontend/autocast.h"
 #include "frontend/autocast.h"
 #include "frontend/nn/block.h"
 #include "frontend/nn/minigpt.h"
 #include "frontend/nn/mlp.h"
+#include "frontend/nn/resnet.h"
 #include "frontend/ops.h"
 #include "frontend/trace.h"
 #include "ir/error.h"
@@ -29,7 +28,7 @@ namespace {
 
 struct ExportOpts {
   std::string model, out, save_inputs, dtype = "f32", autocast;
-  int64_t batch = 2, seq = 8, d_model = 32, heads = 4, vocab = 50, layers = 2;
+  int64_t batch = 2, seq = 8, d_model = 32, heads = 4, vocab = 50, layers = 2, image = 224, classes = 1000;
   uint64_t seed = 0;
   bool no_loss = false;
 };
@@ -71,15 +70,29 @@ TracedGraph trace_model(const ExportOpts& o, std::vector<HostTensor>& example) {
     return trace([gpt](const std::vector<Tensor>& in) { return std::vector<Tensor>{gpt->loss(in[0], in[1])}; },
                  {tokens, t}, "minigpt_loss");
   }
-  fail("unknown model '{}' (expected mlp, block or minigpt)", o.model);
+  if (o.model == "resnet18" || o.model == "resnet50") {
+    // torchvision's ResNet at --image pixels square and --classes classes; the forward in eval
+    // mode (running statistics), the loss in training mode (its graph also returns the running
+    // statistics it updates: TracedGraph::written).
+    if (o.image <= 0 || o.classes <= 0) fail("--image and --classes must be positive");
+    auto net = o.model == "resnet18" ? nn::resnet18(o.classes, 64, o.seed) : nn::resnet50(o.classes, 64, o.seed);
+    net->train(!o.no_loss);
+    Tensor x = randn({B, 3, o.image, o.image}, o.seed + 1), t = randint(0, o.classes, {B}, o.seed + 2);
+    x.set_name("x"), t.set_name("targets");
+    example = o.no_loss ? std::vector<HostTensor>{x.data()} : std::vector<HostTensor>{x.data(), t.data()};
+    if (o.no_loss) return trace([net](const Tensor& in) { return net->forward(in); }, x, o.model);
+    return trace([net](const std::vector<Tensor>& in) { return std::vector<Tensor>{cross_entropy(net->forward(in[0]), in[1])}; },
+                 {x, t}, o.model + "_loss");
+  }
+  fail("unknown model '{}' (expected mlp, block, minigpt, resnet18 or resnet50)", o.model);
 }
 
 }  // namespace
 
 void add_export_command(CLI::App& app) {
   auto o = std::make_shared<ExportOpts>();
-  auto* cmd = app.add_subcommand("export", "Trace a built-in model (mlp, block, minigpt) with its loss and write it as .kir");
-  cmd->add_option("model", o->model, "mlp, block or minigpt")->required();
+  auto* cmd = app.add_subcommand("export", "Trace a built-in model (mlp, block, minigpt, resnet18, resnet50) with its loss and write it as .kir");
+  cmd->add_option("model", o->model, "mlp, block, minigpt, resnet18 or resnet50")->required();
   cmd->add_option("--out", o->out, "write the graph here (default: print it)");
   cmd->add_option("--save-inputs", o->save_inputs, "write every graph input (examples, then parameters) as DIR/NAME.npy");
   cmd->add_option("--dtype", o->dtype, "f32, or f64 for a float64 copy of the graph and its parameters")->capture_default_str();
@@ -89,6 +102,8 @@ void add_export_command(CLI::App& app) {
   cmd->add_option("--heads", o->heads, "attention heads")->capture_default_str();
   cmd->add_option("--vocab", o->vocab, "vocabulary size (minigpt)")->capture_default_str();
   cmd->add_option("--layers", o->layers, "blocks (minigpt)")->capture_default_str();
+  cmd->add_option("--image", o->image, "image height and width (resnet18, resnet50)")->capture_default_str();
+  cmd->add_option("--classes", o->classes, "classes (resnet18, resnet50)")->capture_default_str();
   cmd->add_option("--seed", o->seed, "seed of the parameters and example inputs")->capture_default_str();
   cmd->add_flag("--no-loss", o->no_loss, "export the forward pass only");
   cmd->add_option("--autocast", o->autocast, "bf16 or f16: trace under kiln::Autocast (the casts it inserts are in the graph)");
