@@ -212,12 +212,13 @@ std::vector<Workload> comparison_workloads(int64_t divisor) {
                                                                  : gpt2_block_train_step(768, 12, block_batch, 1024, DType::BF16));
                  return train_step_case(ts, 8, {{"model", "block"}, {"heads", s ? 4 : 12}, {"autocast", "bf16"}});
                }});
-  // torchvision's ResNet-50 at 224x224 (issue 29's model rows). Checks at batch 4, 64x64 (the
-  // interpreter is slow; smaller images leave layer4 at 1x1, where each BatchNorm of a training
-  // step normalizes a handful of values and float32 rounding decides the result).
+  // torchvision's ResNet-50 at 224x224 (issue 29's model rows), judged against torchvision by
+  // PyTorch's .npy check: the interpreter's error bounds take minutes on its graphs even at
+  // batch 2, 32x32 (tests/frontend/test_resnet.cpp checks ResNet-18 training against PyTorch).
   const int64_t rn_batch = std::max<int64_t>(32 / d, 1);
+  const std::string too_large = "its graph is too large for the interpreter's error bounds";
   w.push_back({"resnet50", fmt::format("ResNet-50 inference, batch {}, 224x224", rn_batch), false, 100, [=](bool s) {
-                 auto tg = std::make_shared<TracedGraph>(resnet50_inference(s ? 4 : rn_batch, s ? 64 : 224));
+                 auto tg = std::make_shared<TracedGraph>(resnet50_inference(s ? 2 : rn_batch, s ? 32 : 224));
                  auto inputs = [tg] { return tg->graph_inputs({random_tensor(tg->graph.inputs()[0]->meta(), 1)}); };
                  Case c{tg->graph.clone(), inputs, {0}, {}};
                  c.exchange = [tg, inputs](const RunCompiled& run) {
@@ -234,12 +235,14 @@ std::vector<Workload> comparison_workloads(int64_t divisor) {
                    return x;
                  };
                  return c;
-               }});
+               },
+               too_large});
   w.push_back({"resnet50_train_step", fmt::format("ResNet-50 train step AdamW, batch {}, 224x224", rn_batch), false, 100,
                [=](bool s) {
-                 auto ts = std::make_shared<TrainStepWorkload>(resnet50_train_step(s ? 4 : rn_batch, s ? 64 : 224));
+                 auto ts = std::make_shared<TrainStepWorkload>(resnet50_train_step(s ? 2 : rn_batch, s ? 32 : 224));
                  return train_step_case(ts, 1000, {{"model", "resnet50"}});
-               }});
+               },
+               too_large});
   const int64_t mg_batch = std::max<int64_t>(64 / d, 1);
   w.push_back({"minigpt_train_step", fmt::format("MiniGPT train step AdamW, batch {}", mg_batch), false, 100, [=](bool s) {
                  auto ts = std::make_shared<TrainStepWorkload>(minigpt_train_step(s ? 4 : mg_batch));
@@ -272,6 +275,11 @@ std::vector<HostTensor> run_on_cpu_backend(const Graph& g, const std::vector<Hos
 }
 
 void check_row(Row& r, const Workload& w, const std::string& where, const RunCompiled& run_compiled) {
+  if (!w.no_interpreter_check.empty()) {
+    r.check = "torch";
+    fmt::print("{}: no interpreter check ({}); PyTorch's .npy check judges it\n", w.id, w.no_interpreter_check);
+    return;
+  }
   Case small = w.build(true);
   std::vector<HostTensor> inputs = small.inputs();
   auto t0 = Clock::now();

@@ -50,6 +50,10 @@ struct Workload {
   bool bandwidth = true;  // false: matmul-bound, no GB/s
   double slack = 10;      // the check's tolerance: slack * (atol + rtol*|ref|) of the dtype
   std::function<Case(bool small)> build;  // small: a smaller shape of it, for the interpreter check
+  // Why the interpreter does not check this workload ("" : it does): a model whose graph is too
+  // large for the interpreter's error bounds (minutes even at a small shape); PyTorch's .npy
+  // check (bench/npy_check.py) judges it.
+  std::string no_interpreter_check;
 };
 
 // The comparison's workloads with their first dimension divided by `divisor` (the GPU: 1, the
