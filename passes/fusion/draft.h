@@ -36,6 +36,11 @@ class Drafts {
   explicit Drafts(const Graph& g);
 
   void set_position(const Node* n, int pos) { pos_[n] = pos; }
+  // n's place in program order (producers first); -1 for a node no draft holds (an input).
+  int position(const Node* n) const {
+    auto it = pos_.find(n);
+    return it == pos_.end() ? -1 : it->second;
+  }
   int create(Node* n);                           // a new draft holding n
   void add_to(int d, Node* n);                   // n joins draft d
   void add_copy(int d, Node* copy, const Node* original);  // a copy ordered as its original
