@@ -11,3 +11,4 @@
 #include "frontend/nn/module.h"
 #include "frontend/nn/norms.h"
 #include "frontend/nn/resnet.h"
+#include "frontend/nn/vit.h"
