@@ -125,6 +125,29 @@ Case train_step_case(std::shared_ptr<TrainStepWorkload> ts, int64_t int_bound, n
   return c;
 }
 
+// A traced forward whose lifted tensors are a module's parameters and buffers (the GPT-2 block,
+// the model rows): the example input (random), then each lifted tensor by its path for
+// bench/npy_check.py.
+Case lifted_case(std::shared_ptr<TracedGraph> tg, nlohmann::json config) {
+  auto inputs = [tg] { return tg->graph_inputs({random_tensor(tg->graph.inputs()[0]->meta(), 1)}); };
+  Case c{tg->graph.clone(), inputs, {0}, {}};
+  c.exchange = [tg, inputs, config](const RunCompiled& run) {
+    NpyExchange x;
+    x.config = config;
+    std::vector<HostTensor> ins = inputs();
+    const size_t lifted0 = ins.size() - tg->parameters.size();
+    for (size_t i = 0; i < ins.size(); ++i) {
+      const std::string path = i >= lifted0 ? tg->parameter_paths[i - lifted0] : "";
+      const bool buffer = i >= lifted0 && tg->parameter_tensors[i - lifted0].impl()->is_buffer;
+      // an unnamed lifted tensor is a captured constant (the GPT-2 block's causal mask)
+      x.inputs.push_back({tg->graph.inputs()[i]->name(), i < lifted0 ? "input" : buffer ? "buffer" : path.empty() ? "const" : "param", path, ins[i]});
+    }
+    x.outputs.push_back({"out0", "output", "", run(tg->graph, ins).at(0)});
+    return x;
+  };
+  return c;
+}
+
 }  // namespace
 
 std::vector<Workload> comparison_workloads(int64_t divisor) {
@@ -175,24 +198,7 @@ std::vector<Workload> comparison_workloads(int64_t divisor) {
                }});
   w.push_back({"gpt2_block", fmt::format("GPT-2 block inference, batch {}, seq 1024", block_batch), false, 100, [=](bool s) {
                  const int64_t b = s ? 1 : block_batch, seq = s ? 128 : 1024;
-                 auto tg = std::make_shared<TracedGraph>(gpt2_block(768, 12, b, seq));
-                 auto inputs = [tg] { return tg->graph_inputs({random_tensor(tg->graph.inputs()[0]->meta(), 1)}); };
-                 Case c{tg->graph.clone(), inputs, {0}, {}};
-                 // x, the parameters by path, the causal mask (a lifted constant) as const.
-                 c.exchange = [tg, inputs](const RunCompiled& run) {
-                   NpyExchange x;
-                   x.config = {{"model", "block"}, {"heads", 12}};
-                   std::vector<HostTensor> ins = inputs();
-                   const size_t lifted0 = ins.size() - tg->parameters.size();
-                   for (size_t i = 0; i < ins.size(); ++i) {
-                     const std::string path = i >= lifted0 ? tg->parameter_paths[i - lifted0] : "";
-                     x.inputs.push_back({tg->graph.inputs()[i]->name(), i < lifted0 ? "input" : path.empty() ? "const" : "param",
-                                         path, ins[i]});
-                   }
-                   x.outputs.push_back({"out0", "output", "", run(tg->graph, ins).at(0)});
-                   return x;
-                 };
-                 return c;
+                 return lifted_case(std::make_shared<TracedGraph>(gpt2_block(768, 12, b, seq)), {{"model", "block"}, {"heads", 12}});
                }});
   // The training steps (forward, backward, AdamW in one graph). Their checks run a smaller
   // model (the interpreter is slow): the GPT-2 block at d_model 64, 4 heads, seq 32.
@@ -217,24 +223,10 @@ std::vector<Workload> comparison_workloads(int64_t divisor) {
   // batch 2, 32x32 (tests/frontend/test_resnet.cpp checks ResNet-18 training against PyTorch).
   const int64_t rn_batch = std::max<int64_t>(32 / d, 1);
   const std::string too_large = "its graph is too large for the interpreter's error bounds";
-  w.push_back({"resnet50", fmt::format("ResNet-50 inference, batch {}, 224x224", rn_batch), false, 100, [=](bool s) {
-                 auto tg = std::make_shared<TracedGraph>(resnet50_inference(s ? 2 : rn_batch, s ? 32 : 224));
-                 auto inputs = [tg] { return tg->graph_inputs({random_tensor(tg->graph.inputs()[0]->meta(), 1)}); };
-                 Case c{tg->graph.clone(), inputs, {0}, {}};
-                 c.exchange = [tg, inputs](const RunCompiled& run) {
-                   NpyExchange x;
-                   x.config = {{"model", "resnet50"}};
-                   std::vector<HostTensor> ins = inputs();
-                   const size_t lifted0 = ins.size() - tg->parameters.size();
-                   for (size_t i = 0; i < ins.size(); ++i) {
-                     const bool buffer = i >= lifted0 && tg->parameter_tensors[i - lifted0].impl()->is_buffer;
-                     x.inputs.push_back({tg->graph.inputs()[i]->name(), i < lifted0 ? "input" : buffer ? "buffer" : "param",
-                                         i >= lifted0 ? tg->parameter_paths[i - lifted0] : "", ins[i]});
-                   }
-                   x.outputs.push_back({"out0", "output", "", run(tg->graph, ins).at(0)});
-                   return x;
-                 };
-                 return c;
+  w.push_back({"resnet50", fmt::format("ResNet-50 inference, batch {}, 224x224", rn_batch), false, 100,
+               [=](bool s) {
+                 return lifted_case(std::make_shared<TracedGraph>(resnet50_inference(s ? 2 : rn_batch, s ? 32 : 224)),
+                                    {{"model", "resnet50"}});
                },
                too_large});
   w.push_back({"resnet50_train_step", fmt::format("ResNet-50 train step AdamW, batch {}, 224x224", rn_batch), false, 100,
@@ -243,6 +235,29 @@ std::vector<Workload> comparison_workloads(int64_t divisor) {
                  return train_step_case(ts, 1000, {{"model", "resnet50"}});
                },
                too_large});
+  // torchvision's ViT-B/16 at batch 32 (issue 29's model rows); checked by the interpreter on a
+  // small ViT (32x32 images, 8x8 patches, 2 layers of 4 heads, width 32) and against torchvision
+  // through .npy at full size.
+  const ViTShape vit_small{32, 8, 2, 4, 32, 64};
+  w.push_back({"vit_b16", fmt::format("ViT-B/16 inference, batch {}", rn_batch), false, 100, [=](bool s) {
+                 auto tg = std::make_shared<TracedGraph>(vit_inference(s ? 2 : rn_batch, s ? vit_small : ViTShape{}));
+                 return lifted_case(tg, {{"model", "vit"}, {"image", s ? 32 : 224}, {"patch", s ? 8 : 16}, {"layers", s ? 2 : 12},
+                                         {"heads", s ? 4 : 12}, {"hidden", s ? 32 : 768}, {"mlp", s ? 64 : 3072}});
+               }});
+  w.push_back({"vit_b16_train_step", fmt::format("ViT-B/16 train step AdamW, batch {}", rn_batch), false, 100, [=](bool s) {
+                 auto ts = std::make_shared<TrainStepWorkload>(vit_train_step(s ? 2 : rn_batch, s ? vit_small : ViTShape{}));
+                 return train_step_case(ts, 1000, {{"model", "vit"}, {"image", s ? 32 : 224}, {"patch", s ? 8 : 16}, {"layers", s ? 2 : 12},
+                                                   {"heads", s ? 4 : 12}, {"hidden", s ? 32 : 768}, {"mlp", s ? 64 : 3072}});
+               }});
+  // GPT-2 small (12 layers of 12 heads, width 768, vocabulary 50257) as kiln's MiniGPT, batch 8
+  // x 1024; the interpreter checks MiniGPT's small configuration.
+  w.push_back({"gpt2_small_train_step", fmt::format("GPT-2 small train step AdamW, batch {}, seq 1024", block_batch), false, 100,
+               [=](bool s) {
+                 const nn::MiniGPTConfig cfg = s ? nn::MiniGPTConfig{} : nn::MiniGPTConfig{50257, 768, 12, 12, 1024};
+                 auto ts = std::make_shared<TrainStepWorkload>(minigpt_train_step(s ? 4 : block_batch, cfg));
+                 return train_step_case(ts, cfg.vocab_size, {{"model", "minigpt"}, {"vocab", cfg.vocab_size}, {"d_model", cfg.d_model},
+                                                             {"heads", cfg.n_heads}, {"layers", cfg.n_layers}, {"context", cfg.context}});
+               }});
   const int64_t mg_batch = std::max<int64_t>(64 / d, 1);
   w.push_back({"minigpt_train_step", fmt::format("MiniGPT train step AdamW, batch {}", mg_batch), false, 100, [=](bool s) {
                  auto ts = std::make_shared<TrainStepWorkload>(minigpt_train_step(s ? 4 : mg_batch));

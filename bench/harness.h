@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <utility>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,6 +47,14 @@ struct Case {
 };
 
 struct Workload {
+  Workload(std::string id_, std::string name_, bool bandwidth_, double slack_, std::function<Case(bool small)> build_,
+           std::string no_interpreter_check_ = "")
+      : id(std::move(id_)),
+        name(std::move(name_)),
+        bandwidth(bandwidth_),
+        slack(slack_),
+        build(std::move(build_)),
+        no_interpreter_check(std::move(no_interpreter_check_)) {}
   std::string id, name;   // id: as bench/torch_bench.py names it; name: with the shapes
   bool bandwidth = true;  // false: matmul-bound, no GB/s
   double slack = 10;      // the check's tolerance: slack * (atol + rtol*|ref|) of the dtype

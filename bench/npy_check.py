@@ -6,7 +6,7 @@ ID: manifest.json (a config, then every input and output with its role and modul
 .npy per tensor. Each workload is computed here in PyTorch eager from kiln's inputs: the
 pointwise, softmax and layer-norm rows by their functions; layer-norm backward and
 cross-entropy through autograd with kiln's tangents; the GPT-2 block and the training steps
-with the models of tools/torch_check/kiln_models.py (ResNet-50: torchvision's), kiln's
+with the models of tools/torch_check/kiln_models.py (ResNet-50 and ViT: torchvision's), kiln's
 parameters and buffers (BatchNorm's running statistics) loaded by path, AdamW's
 state (exp_avg, exp_avg_sq, step) set from kiln's inputs, then zero_grad, forward, backward and
 torch.optim.AdamW's step. Every kiln output is compared with PyTorch's:
@@ -78,6 +78,11 @@ def model_of(cfg, params):
     if kind == "resnet50":
         import torchvision
         return torchvision.models.resnet50(num_classes=params["fc.weight"].shape[0])
+    if kind == "vit":
+        import torchvision
+        return torchvision.models.VisionTransformer(image_size=cfg["image"], patch_size=cfg["patch"], num_layers=cfg["layers"],
+                                                    num_heads=cfg["heads"], hidden_dim=cfg["hidden"], mlp_dim=cfg["mlp"],
+                                                    num_classes=params["heads.head.weight"].shape[0])
     raise ValueError(f"unknown model {kind!r}")
 
 
@@ -108,7 +113,7 @@ def load_buffers(model, entries, tensors):
 
 
 def loss_of(cfg, model, batch):
-    if cfg["model"] in ("relu_mlp", "resnet50"):
+    if cfg["model"] in ("relu_mlp", "resnet50", "vit"):
         return F.cross_entropy(model(batch[0]), batch[1])
     if cfg["model"] == "block":
         return model(batch[0]).pow(2).mean()
@@ -197,7 +202,7 @@ def compute(wid, m, ins, dev):
         load_params(block, params)
         with torch.no_grad():
             return [block(by_role(m["inputs"], ins, "input")[0])]
-    if wid == "resnet50":
+    if wid in ("resnet50", "vit_b16"):
         params = {e["path"]: t for e, t in zip(m["inputs"], ins) if e["role"] == "param"}
         model = model_of(m["config"], params).to(dev).eval()
         load_params(model, params)

@@ -394,6 +394,41 @@ def wl_resnet50_train_step(mode):
     return train_step_runner(model, lambda x, t: F.cross_entropy(model(x), t), (x, t), mode)
 
 
+def wl_vit_b16(mode):
+    """torchvision's ViT-B/16 in eval mode."""
+    import torchvision
+    torch.manual_seed(0)
+    model = torchvision.models.vit_b_16().to(DEV).eval()
+    x = uniform(max(32 // DIV, 1), 3, 224, 224)
+    g = compile_fn(model) if mode == "compile" else model
+    nxt = rotated(x)
+
+    def run():
+        with torch.no_grad():
+            return g(*nxt())
+
+    return with_copies(run, nxt)
+
+
+def wl_vit_b16_train_step(mode):
+    import torchvision
+    torch.manual_seed(0)
+    model = torchvision.models.vit_b_16().to(DEV).train()
+    x = uniform(max(32 // DIV, 1), 3, 224, 224)
+    t = torch.randint(0, 1000, (max(32 // DIV, 1),), device=DEV)
+    return train_step_runner(model, lambda x, t: F.cross_entropy(model(x), t), (x, t), mode)
+
+
+def wl_gpt2_small_train_step(mode):
+    """GPT-2 small (12 layers, width 768, 12 heads, vocabulary 50257) as kiln's MiniGPT mirror."""
+    torch.manual_seed(0)
+    model = MiniGPT(50257, 768, 12, 12, 1024).to(DEV)
+    B = max(8 // DIV, 1)
+    tokens = torch.randint(0, 50257, (B, 1024), device=DEV)
+    targets = torch.randint(0, 50257, (B, 1024), device=DEV)
+    return train_step_runner(model, model.loss, (tokens, targets), mode)
+
+
 def wl_gpt2_block_train_step(mode):
     torch.manual_seed(0)
     block = Block(768, 12).to(DEV)
@@ -454,6 +489,9 @@ WORKLOADS = [
     ("minigpt_train_step", f"MiniGPT train step AdamW, batch {max(64 // DIV, 1)}", wl_minigpt_train_step, None),
     ("resnet50", f"ResNet-50 inference, batch {max(32 // DIV, 1)}, 224x224", wl_resnet50, None),
     ("resnet50_train_step", f"ResNet-50 train step AdamW, batch {max(32 // DIV, 1)}, 224x224", wl_resnet50_train_step, None),
+    ("vit_b16", f"ViT-B/16 inference, batch {max(32 // DIV, 1)}", wl_vit_b16, None),
+    ("vit_b16_train_step", f"ViT-B/16 train step AdamW, batch {max(32 // DIV, 1)}", wl_vit_b16_train_step, None),
+    ("gpt2_small_train_step", f"GPT-2 small train step AdamW, batch {BB}, seq 1024", wl_gpt2_small_train_step, None),
 ]
 
 

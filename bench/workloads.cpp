@@ -11,6 +11,7 @@
 #include "frontend/nn/minigpt.h"
 #include "frontend/nn/mlp.h"
 #include "frontend/nn/resnet.h"
+#include "frontend/nn/vit.h"
 #include "frontend/ops.h"
 #include "ir/parser.h"
 #include "passes/autograd/joint.h"
@@ -143,8 +144,8 @@ TrainStepWorkload gpt2_block_train_step(int64_t d_model, int64_t heads, int64_t 
   return {std::move(loss), std::move(step)};
 }
 
-TrainStepWorkload minigpt_train_step(int64_t batch) {
-  nn::MiniGPT model(nn::MiniGPTConfig{}, 0);
+TrainStepWorkload minigpt_train_step(int64_t batch, const nn::MiniGPTConfig& config) {
+  nn::MiniGPT model(config, 0);
   const int64_t T = model.config().context, V = model.config().vocab_size;
   Tensor tokens = randint(0, V, {batch, T}, 1), targets = randint(0, V, {batch, T}, 2);
   TracedGraph loss = trace([&](const std::vector<Tensor>& b) { return std::vector<Tensor>{model.loss(b[0], b[1])}; },
@@ -185,6 +186,22 @@ TracedGraph resnet50_inference(int64_t batch, int64_t image) {
   net->eval();
   Tensor x = randn({batch, 3, image, image}, 1);
   return trace([&](const Tensor& t) { return (*net)(t); }, x, "resnet50");
+}
+
+TracedGraph vit_inference(int64_t batch, const ViTShape& v) {
+  nn::VisionTransformer vit(v.image, v.patch, v.layers, v.heads, v.hidden, v.mlp, 1000, 0);
+  vit.eval();
+  Tensor x = randn({batch, 3, v.image, v.image}, 1);
+  return trace([&](const Tensor& t) { return vit(t); }, x, "vit");
+}
+
+TrainStepWorkload vit_train_step(int64_t batch, const ViTShape& v) {
+  nn::VisionTransformer vit(v.image, v.patch, v.layers, v.heads, v.hidden, v.mlp, 1000, 0);
+  Tensor x = randn({batch, 3, v.image, v.image}, 1), t = randint(0, 1000, {batch}, 2);
+  TracedGraph loss = trace([&](const std::vector<Tensor>& b) { return std::vector<Tensor>{cross_entropy(vit(b[0]), b[1])}; }, {x, t},
+                           "vit_loss");
+  TrainStep step = make_train_step(loss, AdamWConfig{});
+  return {std::move(loss), std::move(step)};
 }
 
 TrainStepWorkload resnet50_train_step(int64_t batch, int64_t image) {

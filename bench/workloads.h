@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "frontend/nn/minigpt.h"
 #include "frontend/optim.h"
 #include "frontend/trace.h"
 #include "ir/graph.h"
@@ -50,9 +51,9 @@ TrainStepWorkload relu_mlp_train_step(int64_t in, int64_t hidden, int64_t classe
 // the casts in the graph), as torch.autocast around the loss.
 TrainStepWorkload gpt2_block_train_step(int64_t d_model, int64_t heads, int64_t batch, int64_t seq,
                                         std::optional<DType> autocast = std::nullopt);
-// nn::MiniGPT (vocab 600, d_model 64, 4 heads, 2 layers, context 32) and its loss on a batch of
-// [batch, 32] tokens and targets.
-TrainStepWorkload minigpt_train_step(int64_t batch);
+// nn::MiniGPT (by default vocab 600, d_model 64, 4 heads, 2 layers, context 32; GPT-2 small is
+// {50257, 768, 12, 12, 1024}) and its loss on a batch of [batch, context] tokens and targets.
+TrainStepWorkload minigpt_train_step(int64_t batch, const nn::MiniGPTConfig& config = {});
 // The inputs of a train step: its parameters' initial values, AdamW state as after a few steps
 // (exp_avg ~ U(-0.01, 0.01), exp_avg_sq ~ U(0, 1e-4)), a random batch (integer targets below
 // `int_bound`), step = 3, then the step's buffers (their traced values).
@@ -66,6 +67,13 @@ TracedGraph gpt2_block(int64_t d_model, int64_t heads, int64_t batch, int64_t se
 // in eval mode (the running statistics are inputs), and a training step (AdamW; BatchNorm's
 // batch statistics, its running statistics written back by the step) under cross_entropy.
 TracedGraph resnet50_inference(int64_t batch, int64_t image);
+// torchvision's VisionTransformer (nn::VisionTransformer, 1000 classes) on x
+// f32[batch,3,image,image]: inference, and an AdamW training step under cross_entropy.
+struct ViTShape {
+  int64_t image = 224, patch = 16, layers = 12, heads = 12, hidden = 768, mlp = 3072;  // ViT-B/16
+};
+TracedGraph vit_inference(int64_t batch, const ViTShape& shape);
+TrainStepWorkload vit_train_step(int64_t batch, const ViTShape& shape);
 TrainStepWorkload resnet50_train_step(int64_t batch, int64_t image);
 
 // The least memory traffic of one run: every graph input read once, every output written once.
