@@ -31,7 +31,7 @@ Tensor Tensor::softmax(int64_t dim) const { return kiln::softmax(*this, dim); }
 Tensor Tensor::masked_fill(const Tensor& mask, Scalar value) const { return kiln::masked_fill(*this, mask, value); }
 
 Tensor& Tensor::copy_(const Tensor& src) {
-  if (!defined() || !src.defined()) fail("copy_: {} tensor", defined() ? "the source is an undefined" : "copy_ into an undefined");
+  if (!defined() || !src.defined()) fail("copy_: the {} is an undefined tensor", defined() ? "source" : "destination");
   Tensor v = src.dtype() == dtype() ? src : kiln::to(src, dtype());
   if (v.shape() != shape()) v = kiln::expand(v, IntList(shape().begin(), shape().end()));
   if (TraceContext* ctx = TraceContext::current(); ctx || is_traced() || v.is_traced()) {

@@ -96,7 +96,10 @@ void TraceContext::write(const Tensor& t, Value v) {
   value_of(t);  // lifted, so that the graph has the tensor's value before the write
   lifted_[impl] = v;
   size_t index = 0;
-  while (param_tensors_[index].impl() != impl) ++index;
+  while (index < param_tensors_.size() && param_tensors_[index].impl() != impl) ++index;
+  // An example input the function captured itself (add_input mapped it): later reads see the
+  // new value; the caller's tensor is not written (a traced input is a value, not a buffer).
+  if (index == param_tensors_.size()) return;
   for (auto& [i, last] : writes_)
     if (i == index) {
       last = v;

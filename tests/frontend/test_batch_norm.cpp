@@ -120,6 +120,18 @@ TEST(CopyInPlace, TracedWritesAreGraphOutputs) {
   EXPECT_EQ(out[0].to_doubles(), (std::vector<double>{31, 62}));  // 2x + (buf + x)
   EXPECT_EQ(out[1].to_doubles(), (std::vector<double>{33, 66}));  // 3 (buf + x)
   EXPECT_EQ(buf.to_doubles(), (std::vector<double>{1, 2})) << "a trace does not write the tensor itself";
+
+  // The example input captured by the function itself: a write rebinds it, returns nothing.
+  Tensor x = tensor({1, 2}, {2});
+  TracedGraph in_place = trace(
+      [&](const Tensor&) {
+        x.copy_(x * 2.0);
+        return x + 1.0;
+      },
+      x, "writes_its_input");
+  EXPECT_TRUE(in_place.written.empty());
+  EXPECT_EQ(interpret(in_place.graph, in_place.graph_inputs({x.data()}))[0].to_doubles(), (std::vector<double>{3, 5}));
+  EXPECT_TRUE(has(testing::error_of([] { Tensor().copy_(tensor({1}, {1})); }), "copy_: the destination is an undefined tensor"));
 }
 
 // ResNet-style: conv, BatchNorm2d, ReLU, a residual block, adaptive average pool, linear.
