@@ -355,11 +355,9 @@ def wl_mlp_train_step(mode):
     return train_step_runner(model, lambda x, t: F.cross_entropy(model(x), t), (x, t), mode)
 
 
-def wl_gpt2_block(mode):
-    torch.manual_seed(0)
-    block = Block(768, 12).to(DEV).eval()
-    x = uniform(max(8 // DIV, 1), 1024, 768)
-    g = compile_fn(block) if mode == "compile" else block
+def inference_runner(model, x, mode):
+    """One no-grad forward per call of an eval-mode model (compiled under "compile")."""
+    g = compile_fn(model) if mode == "compile" else model
     nxt = rotated(x)
 
     def run():
@@ -367,56 +365,41 @@ def wl_gpt2_block(mode):
             return g(*nxt())
 
     return with_copies(run, nxt)
+
+
+def wl_gpt2_block(mode):
+    torch.manual_seed(0)
+    return inference_runner(Block(768, 12).to(DEV).eval(), uniform(max(8 // DIV, 1), 1024, 768), mode)
+
+
+def torchvision_classifier(name, mode, train):
+    """torchvision's `name` (1000 classes) on a batch of 32 224x224 images (divided by DIV):
+    inference in eval mode, or an AdamW training step under cross_entropy."""
+    import torchvision
+    torch.manual_seed(0)
+    model = getattr(torchvision.models, name)().to(DEV).train(train)
+    B = max(32 // DIV, 1)
+    x = uniform(B, 3, 224, 224)
+    if not train:
+        return inference_runner(model, x, mode)
+    t = torch.randint(0, 1000, (B,), device=DEV)
+    return train_step_runner(model, lambda x, t: F.cross_entropy(model(x), t), (x, t), mode)
 
 
 def wl_resnet50(mode):
-    """torchvision's ResNet-50 in eval mode (cuDNN's convolutions in eager)."""
-    import torchvision
-    torch.manual_seed(0)
-    model = torchvision.models.resnet50().to(DEV).eval()
-    x = uniform(max(32 // DIV, 1), 3, 224, 224)
-    g = compile_fn(model) if mode == "compile" else model
-    nxt = rotated(x)
-
-    def run():
-        with torch.no_grad():
-            return g(*nxt())
-
-    return with_copies(run, nxt)
+    return torchvision_classifier("resnet50", mode, train=False)  # cuDNN's convolutions in eager
 
 
 def wl_resnet50_train_step(mode):
-    import torchvision
-    torch.manual_seed(0)
-    model = torchvision.models.resnet50().to(DEV).train()
-    x = uniform(max(32 // DIV, 1), 3, 224, 224)
-    t = torch.randint(0, 1000, (max(32 // DIV, 1),), device=DEV)
-    return train_step_runner(model, lambda x, t: F.cross_entropy(model(x), t), (x, t), mode)
+    return torchvision_classifier("resnet50", mode, train=True)
 
 
 def wl_vit_b16(mode):
-    """torchvision's ViT-B/16 in eval mode."""
-    import torchvision
-    torch.manual_seed(0)
-    model = torchvision.models.vit_b_16().to(DEV).eval()
-    x = uniform(max(32 // DIV, 1), 3, 224, 224)
-    g = compile_fn(model) if mode == "compile" else model
-    nxt = rotated(x)
-
-    def run():
-        with torch.no_grad():
-            return g(*nxt())
-
-    return with_copies(run, nxt)
+    return torchvision_classifier("vit_b_16", mode, train=False)
 
 
 def wl_vit_b16_train_step(mode):
-    import torchvision
-    torch.manual_seed(0)
-    model = torchvision.models.vit_b_16().to(DEV).train()
-    x = uniform(max(32 // DIV, 1), 3, 224, 224)
-    t = torch.randint(0, 1000, (max(32 // DIV, 1),), device=DEV)
-    return train_step_runner(model, lambda x, t: F.cross_entropy(model(x), t), (x, t), mode)
+    return torchvision_classifier("vit_b_16", mode, train=True)
 
 
 def wl_gpt2_small_train_step(mode):

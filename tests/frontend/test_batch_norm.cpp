@@ -58,17 +58,9 @@ TEST(BatchNorm, TrainingEvalAndRunningStatisticsMatchPyTorch) {
 
 TEST(BatchNorm, ErrorsNameWhatIsWrong) {
   nn::BatchNorm2d bn(3);
-  auto error_of = [](const std::function<void()>& f) -> std::string {
-    try {
-      f();
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "no error";
-  };
-  EXPECT_TRUE(has(error_of([&] { bn(input({2, 3, 4})); }), "BatchNorm2d(3): expected 4D input [N, 3, ...], got f32[2,3,4]"));
-  EXPECT_TRUE(has(error_of([&] { bn(input({2, 5, 4, 4})); }), "expected 4D input [N, 3, ...]"));
-  EXPECT_TRUE(has(error_of([&] { bn(input({1, 3, 1, 1})); }), "training needs more than 1 value per channel"));
+  EXPECT_TRUE(has(testing::error_of([&] { bn(input({2, 3, 4})); }), "BatchNorm2d(3): expected 4D input [N, 3, ...], got f32[2,3,4]"));
+  EXPECT_TRUE(has(testing::error_of([&] { bn(input({2, 5, 4, 4})); }), "expected 4D input [N, 3, ...]"));
+  EXPECT_TRUE(has(testing::error_of([&] { bn(input({1, 3, 1, 1})); }), "training needs more than 1 value per channel"));
   bn.eval();
   EXPECT_EQ(bn(input({1, 3, 1, 1})).shape(), (Shape{1, 3, 1, 1})) << "one value per channel is fine in eval";
   nn::BatchNorm3d b3(2, 1e-5, 0.1, /*affine=*/false, /*track_running_stats=*/false);
@@ -77,7 +69,7 @@ TEST(BatchNorm, ErrorsNameWhatIsWrong) {
   b3.eval();  // no running statistics: the batch's, in eval too
   Tensor y = b3(input({2, 2, 2, 2, 3}));
   EXPECT_NEAR(y.mean().item(), 0.0, 1e-6);
-  EXPECT_TRUE(has(error_of([&] { batch_norm(input({4, 3}), std::nullopt, std::nullopt); }), "the running statistics are needed"));
+  EXPECT_TRUE(has(testing::error_of([&] { batch_norm(input({4, 3}), std::nullopt, std::nullopt); }), "the running statistics are needed"));
 }
 
 // batch_norm's derivative (of its ops) against central differences in float64, training.

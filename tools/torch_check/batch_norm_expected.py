@@ -27,6 +27,18 @@ def inp(*shape):
     return torch.tensor([0.5 * math.cos(0.37 * k) for k in range(n)]).reshape(shape)
 
 
+def train(model, opt, x, t):
+    """Three steps on x scaled by 1, 1.5 and 2 (the running statistics see three batches): the losses."""
+    losses = []
+    for step in range(3):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x * (1.0 + 0.5 * step)), t)
+        loss.backward()
+        opt.step()
+        losses.append(loss)
+    return torch.stack(losses)
+
+
 def show(name, t):
     vals = ", ".join(f"{v:.10g}" for v in t.detach().reshape(-1).tolist())
     print(f"// {name}: {list(t.shape)}\n{{{vals}}}")
@@ -69,14 +81,7 @@ set_parameters(net)
 opt = torch.optim.AdamW(net.parameters(), lr=1e-2)
 x = inp(4, 3, 6, 6)
 t = torch.tensor([0, 3, 1, 4])
-losses = []
-for step in range(3):
-    opt.zero_grad()
-    loss = F.cross_entropy(net(x * (1.0 + 0.5 * step)), t)
-    loss.backward()
-    opt.step()
-    losses.append(loss)
-show("net losses", torch.stack(losses))
+show("net losses", train(net, opt, x, t))
 show("net bn1.running_mean", net.bn1.running_mean)
 show("net bn2.running_var", net.bn2.running_var)
 show("net conv1.weight", net.conv1.weight)
@@ -100,14 +105,7 @@ opt = torch.optim.SGD(r.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-4)
 # values, and float32 PyTorch itself drifts from float64 by 1% in the third loss.
 x = inp(4, 3, 64, 64)
 t = torch.tensor([3, 7, 1, 0])
-losses = []
-for step in range(3):
-    opt.zero_grad()
-    loss = F.cross_entropy(r(x * (1.0 + 0.5 * step)), t)
-    loss.backward()
-    opt.step()
-    losses.append(loss)
-show("resnet18 losses", torch.stack(losses))
+show("resnet18 losses", train(r, opt, x, t))
 show("resnet18 layer4.1.bn2.running_mean[:8]", r.layer4[1].bn2.running_mean[:8])
 show("resnet18 layer2.0.downsample.1.running_var[:8]", r.layer2[0].downsample[1].running_var[:8])
 show("resnet18 fc.bias", r.fc.bias)
