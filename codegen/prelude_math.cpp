@@ -219,6 +219,14 @@ template <class T> KILN_FN void kiln_sumexp_step(T& s, T& m, T x) {
     s += kiln_exp(x - m);  // +inf after +inf: NaN, as the two-pass form
   }
 }
+// a / b as (a * kiln_rcp_scaled(b)) * kiln_rcp_scale(b), for a divisor the same across a loop
+// (codegen/invariant_division.h): the scale brings b where its reciprocal is a normal number,
+// so a subnormal or huge b still gives the quotient; 0, inf and NaN give what a / b gives.
+KILN_FN float kiln_rcp_scale(float b) {
+  const float m = kiln_fabs(b);
+  return m < 0x1p-126f ? 0x1p24f : (m > 0x1p126f ? 0x1p-24f : 1.0f);
+}
+KILN_FN float kiln_rcp_scaled(float b) { return kiln_rcp(b * kiln_rcp_scale(b)); }
 // Welford's running statistics of the values seen: n of them, their mean, and m2 the sum of
 // their squared deviations from it.
 template <class T> KILN_FN void kiln_welford_step(T& m2, T& mean, T& n, T x) {

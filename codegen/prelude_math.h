@@ -32,7 +32,7 @@ namespace kiln::codegen {
 // codegen/pointwise_exprs.def and those the emitters print (conversions, accumulator steps,
 // index checks). Both preludes define each (tests/codegen/test_prelude_math.cpp checks it);
 // the first four are the targets' own (see above), the rest are prelude_math()'s.
-inline constexpr std::array<std::string_view, 52> kPreludeMathFunctions = {
+inline constexpr std::array<std::string_view, 54> kPreludeMathFunctions = {
     "kiln_h2f",        "kiln_f2h",         "kiln_report_index_error_at", "kiln_rcp",
     "kiln_bf2f",       "kiln_f2bf",        "kiln_round_f16",   "kiln_round_bf16",  "kiln_bf16_bits",
     "kiln_f2i64",      "kiln_f2i32",
@@ -45,6 +45,7 @@ inline constexpr std::array<std::string_view, 52> kPreludeMathFunctions = {
     "kiln_log2",       "kiln_exp2",        "kiln_fmod",        "kiln_atan2",       "kiln_remainder",
     "kiln_clamp_min",  "kiln_clamp_max",
     "kiln_gelu",       "kiln_gelu_tanh",
+    "kiln_rcp_scale",  "kiln_rcp_scaled",
     "kiln_max_step",   "kiln_min_step",    "kiln_argmax_wins", "kiln_sumexp_step", "kiln_sumexp_merge",
     "kiln_welford_step", "kiln_welford_merge",
     "kiln_check_index", "kiln_rand_uniform",

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "codegen/cuda_emitter.h"
+#include "codegen/invariant_division.h"
 #include "codegen/tiling.h"
 #include "codegen/vectorize.h"
 #include "ir/error.h"
@@ -610,6 +611,8 @@ void schedule(Kernel& k, const Target& target) {
   if (k.attention) schedule_attention(k, target);
   else if (target.is_gpu()) schedule_cuda(k, target);
   else schedule_cpu(k, target);
+  // After the mapping, so that each reciprocal lands before the loop as it finally runs.
+  if (!k.attention) k.body = hoist_invariant_reciprocals(k.body);
   verify(k);
 }
 

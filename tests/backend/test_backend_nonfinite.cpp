@@ -264,5 +264,41 @@ TEST_P(BackendNonfinite, JointGraphsOfEveryRuleAtNaNAndInfinityMatchTheReference
   }
 }
 
+// A division by a row's sum runs as a multiplication by the sum's reciprocal, taken once a row
+// (codegen/invariant_division.h). Rows whose sum is subnormal (its plain reciprocal would be
+// infinite), past 2^126 (a subnormal reciprocal), zero, infinite or NaN still give the IEEE
+// quotient within 2 ulp, with NaN and infinities where the reference has them.
+TEST_P(BackendNonfinite, DivisionByARowSumAtTheEdgesOfTheFloatRange) {
+  const int64_t len = 1000;
+  Graph g("divide_by_row_sum");
+  Builder b(g);
+  Var x = input(b, "x", F({8, len}));
+  g.set_outputs({b.div(x, b.sum(x, {1}, true))});
+  HostTensor in = random_tensor(F({8, len}), 5);
+  auto fill = [&](int64_t r, auto value) {
+    for (int64_t c = 0; c < len; ++c) in.set(r * len + c, value(c));
+  };
+  fill(0, [](int64_t c) { return 1.0 + c % 7; });                      // ordinary
+  fill(1, [](int64_t c) { return std::ldexp(1.0 + c % 5, -149 + 6); });  // subnormal values and sum
+  fill(2, [](int64_t c) { return std::ldexp(1.0 + c % 3, -137); });      // normal values, subnormal-adjacent sum
+  fill(3, [](int64_t c) { return std::ldexp(1.0 + c % 3, 116); });       // a sum past 2^126
+  fill(4, [](int64_t) { return 0.0; });                                 // 0 / 0
+  fill(5, [](int64_t c) { return c == 17 ? kInf : 1.0; });               // x / inf, inf / inf
+  fill(6, [](int64_t c) { return c == 3 ? kNan : 1.0; });                // a NaN sum
+  fill(7, [](int64_t c) { return c % 2 ? -3.0 : 1.0; });                 // a negative sum
+  backend::CompiledGraph cg = compile_for_test(g);
+  std::string why;
+  if (!device_can_run(&why)) GTEST_SKIP() << why;
+  std::vector<HostTensor> inputs{in};
+  HostTensor want = interpret(g, inputs)[0], got = cg.run(inputs)[0];
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    const double w = want.get(i), v = got.get(i);
+    SCOPED_TRACE(fmt::format("row {} column {}: got {} want {}", i / len, i % len, v, w));
+    if (std::isnan(w)) EXPECT_TRUE(std::isnan(v));
+    else if (std::isinf(w) || w == 0) EXPECT_EQ(v, w);
+    else EXPECT_LE(std::abs(v - w), 2 * std::ldexp(std::abs(w), -23));
+  }
+}
+
 }  // namespace
 }  // namespace kiln::testing

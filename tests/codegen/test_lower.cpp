@@ -457,7 +457,8 @@ graph softmax(%x: {0}[64,1024]) {{
   %s = sum(%e, dim=[1], keepdim=true) : {0}[64,1]
   %y = div(%e, %s) : {0}[64,1024]
   %z = sigmoid(%y) : {0}[64,1024]
-  return (%z)
+  %q = div(%z, %e) : {0}[64,1024]
+  return (%q)
 }})", dt));
     LoweredGraph lg = lower(g, fusion::fuse(g, {}), t);
     schedule(lg, t);
@@ -468,6 +469,9 @@ graph softmax(%x: {0}[64,1024]) {{
   EXPECT_TRUE(has(print_schedule(bf16.schedule, bf16.launch), "approximate f32 exp and division (every result 16-bit)"));
   std::string cu = emit_cuda_kernel(bf16);
   EXPECT_TRUE(has(cu, "kiln_exp_approx(")) << cu;
+  // The division by the row's sum is a reciprocal taken once a row (every dtype), the one by
+  // each element's exp approximate.
+  EXPECT_TRUE(has(cu, "kiln_rcp_scaled(")) << cu;
   EXPECT_TRUE(has(cu, "kiln_div_approx(")) << cu;
   EXPECT_FALSE(has(cu, "kiln_exp(")) << cu;
   Kernel f32 = kernel_of("f32", cuda_target());

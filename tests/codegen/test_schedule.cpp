@@ -312,5 +312,47 @@ TEST(VerifyKernel, RejectsRacesAndUndeclaredNames) {
   EXPECT_TRUE(has(verify_error(uncovered), "a tiled loop whose plan does not cover its extent")) << verify_error(uncovered);
 }
 
+// out[row, r] = in[row, r] / divisor, where the divisor is the row's sum (the same across the
+// row's loop), the running sum itself (it changes in the loop), a load, or a constant.
+Kernel divide_rows(int64_t rows, int64_t len, const std::string& divisor) {
+  Kernel k;
+  k.name = "k0";
+  k.buffers = {buf("b0", rows * len, BufferRole::Output), buf("b1", rows * len, BufferRole::Input),
+               buf("b2", rows, BufferRole::Input)};
+  ExprPtr row = var("row", 0, rows - 1), r = var("r", 0, len - 1), r2 = var("r2", 0, len - 1);
+  ExprPtr at = add(mul(row, imm(len)), r2);
+  ExprPtr d = divisor == "sum"        ? value_var("total", DType::F32)
+              : divisor == "running" ? value_var("acc", DType::F32)
+              : divisor == "load"    ? load("b2", DType::F32, row)
+                                     : imm(DType::F32, 3.0);
+  std::vector<StmtPtr> per_row{decl_acc("acc", DType::F32, CombineOp::Sum),
+                               for_loop("r", len, LoopKind::Reduction,
+                                        {accumulate("acc", CombineOp::Sum, load("b1", DType::F32, add(mul(row, imm(len)), r)))})};
+  if (divisor == "running") per_row.pop_back();  // the divisor changes inside the element loop
+  per_row.push_back(let("total", value_var("acc", DType::F32)));
+  std::vector<StmtPtr> element;
+  if (divisor == "running") element.push_back(accumulate("acc", CombineOp::Sum, load("b1", DType::F32, at)));
+  element.push_back(store("b0", at, call("div", DType::F32, {load("b1", DType::F32, at), d})));
+  per_row.push_back(for_loop("r2", len, divisor == "running" ? LoopKind::Ordered : LoopKind::Parallel, element));
+  k.body = block({for_loop("row", rows, LoopKind::Parallel, per_row)});
+  return k;
+}
+
+TEST(Schedule, ADivisionByARowInvariantBecomesAReciprocalTakenOnceARow) {
+  for (const Target& t : {cpu_target(), cuda_target()}) {
+    SCOPED_TRACE(t.name);
+    std::string k = scheduled(divide_rows(64, 5000, "sum"), t);
+    // The reciprocal and its scale are let-bound before the element loop, which multiplies.
+    size_t rcp = k.find("total_rcp: f32 = rcp_scaled(total)"), loop = k.find("for r2");
+    ASSERT_NE(rcp, std::string::npos) << k;
+    ASSERT_NE(loop, std::string::npos) << k;
+    EXPECT_LT(rcp, loop) << k;
+    EXPECT_FALSE(has(k.substr(loop), "div(")) << k;
+    // Not hoisted: a divisor the loop changes, one read from memory, a constant.
+    for (const char* kept : {"running", "load", "constant"})
+      EXPECT_TRUE(has(scheduled(divide_rows(64, 5000, kept), t), "div(")) << kept;
+  }
+}
+
 }  // namespace
 }  // namespace kiln::codegen
