@@ -251,6 +251,15 @@ void GraphLowering::lower_matmul(const FusionGroup& grp) {
   };
   mm.a = operand(a, sa, ba, mm.m, mm.k, mm.trans_a, mm.a_batch_stride);
   mm.b = operand(b, sb, bbat, mm.k, mm.n, mm.trans_b, mm.b_batch_stride);
+  // Every batch times the same right-hand matrix, over a left-hand batch laid out as
+  // [batch, m, k] (a Linear over [batch, seq, features]): one product of batch * m rows, as
+  // PyTorch's linear flattens it. cuBLASLt tiles one [8192, 768] x [768, 3072] better than 8
+  // of [1024, 768] (bench/NOTES.md, stop 37), and the CPU's GEMM gets one call.
+  if (mm.batch > 1 && mm.b_batch_stride == 0 && !mm.trans_a && mm.a_batch_stride == mm.m * mm.k) {
+    mm.m *= mm.batch;
+    mm.batch = 1;
+    mm.a_batch_stride = 0;
+  }
   // Fusion chose the epilogue (passes/fusion/matmul_epilogue.h); the target must have it.
   mm.epilogue = grp.epilogue;
   if (mm.epilogue != MatmulEpilogue::None) {

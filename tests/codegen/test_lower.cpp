@@ -176,6 +176,37 @@ TEST(Lower, GatherIsACheckedIndirectLoadAndMatmulABlasStep) {
   EXPECT_TRUE(has(print_schedule(lg), "blas f32 B4 = B3 @ B2^T"));
 }
 
+// A batch of products with one shared right-hand matrix over a contiguous [batch, m, k] is one
+// product of batch * m rows (as PyTorch's linear); a transposed left-hand batch, or a batched
+// right-hand side, stays a batched call.
+TEST(Lower, ABatchTimesOneMatrixIsOneProductOfAllItsRows) {
+  auto matmul_of = [](bool transposed_left, bool batched_right) {
+    Graph g("lin3");
+    Builder b(g);
+    Var x = b.wrap(g.add_input("x", F(transposed_left ? Shape{4, 5, 3} : Shape{4, 3, 5})));
+    Var left = transposed_left ? b.transpose(x, 1, 2) : x;
+    Var w = b.wrap(g.add_input("w", F(batched_right ? Shape{4, 5, 7} : Shape{5, 7})));
+    Var mm = b.op(Op::Matmul, {left, w}, {}, "mm");
+    g.set_outputs({mm});
+    std::vector<std::pair<fusion::KernelKind, std::vector<std::string>>> groups{{fusion::KernelKind::Matmul, {"mm"}}};
+    if (transposed_left) groups.push_back({fusion::KernelKind::Alias, {left.v.name()}});
+    LoweredGraph lg = lower(g, plan_of(g, groups));
+    return lg.steps.back().matmul;
+  };
+  MatmulCall flat = matmul_of(false, false);
+  EXPECT_EQ(flat.batch, 1);
+  EXPECT_EQ(flat.m, 12);
+  EXPECT_EQ(flat.a_batch_stride, 0);
+  EXPECT_EQ(flat.b_batch_stride, 0);
+  MatmulCall transposed = matmul_of(true, false);
+  EXPECT_EQ(transposed.batch, 4);
+  EXPECT_TRUE(transposed.trans_a);
+  EXPECT_EQ(transposed.m, 3);
+  MatmulCall batched = matmul_of(false, true);
+  EXPECT_EQ(batched.batch, 4);
+  EXPECT_EQ(batched.m, 3);
+}
+
 // One numbering everywhere: a kernel is named after its fusion group (as fused.kir and the
 // fusion log call it), whatever the kernels before it.
 TEST(Lower, KernelsAreNamedAfterTheirFusionGroup) {
