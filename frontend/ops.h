@@ -199,6 +199,30 @@ Tensor interpolate(const Tensor& input, const std::vector<double>& scale_factor,
 // torch.repeat_interleave with a number: each slice along `dim` repeated `repeats` times in a
 // row ([a, b] -> [a, a, b, b]): a view expanded and reshaped (grouped-query attention's heads).
 Tensor repeat_interleave(const Tensor& self, int64_t repeats, int64_t dim);
+// torch.nn.functional.pad: `pad` holds (before, after) pairs from the last dim backwards;
+// mode "constant" (with `value`), "reflect" (each pad below the size), "replicate" or
+// "circular" (each pad at most the size); negative pads crop.
+Tensor pad(const Tensor& self, const IntList& pad, const std::string& mode = "constant", double value = 0);
+// torch.flip: the order along each of `dims` reversed (a gather of a constant index).
+Tensor flip(const Tensor& self, const IntList& dims);
+// torch.roll: elements shifted along each dim by its shift (negative: toward the start), those
+// past the end coming back at the start; with no dims, over the flattened tensor.
+Tensor roll(const Tensor& self, const IntList& shifts, const IntList& dims = {});
+// Tensor.repeat (at least one repeat per dim; more add leading dims) and torch.tile (fewer
+// reps are padded with leading 1s): the tensor laid out repeats[d] times along each dim.
+Tensor repeat(const Tensor& self, const IntList& repeats);
+Tensor tile(const Tensor& self, const IntList& reps);
+// torch.index_select: the slices along `dim` at a vector of integer indices (negatives count
+// from the end, as kiln's gather does; past the size is an error when run).
+Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index);
+// torch.nn.functional.one_hot (int64 result, a new last dim of num_classes); num_classes must
+// be given (an index outside [0, num_classes) gives a row of zeros, where PyTorch raises).
+Tensor one_hot(const Tensor& self, int64_t num_classes);
+// torch.cumsum / torch.cumprod along `dim` (integers and bool in int64 unless a dtype is given),
+// as ceil(log2 n) rounds of shifted adds or multiplies (Hillis and Steele): exact for integers,
+// within O(log n) ulps of a running sum for floats; differentiable through them.
+Tensor cumsum(const Tensor& self, int64_t dim, std::optional<DType> dtype = std::nullopt);
+Tensor cumprod(const Tensor& self, int64_t dim, std::optional<DType> dtype = std::nullopt);
 Tensor tril(const Tensor& self, int64_t diagonal = 0);
 Tensor triu(const Tensor& self, int64_t diagonal = 0);
 // The size form: a lower/upper triangle of ones (e.g. a causal mask: tril({T, T}, 0, DType::Bool)).

@@ -231,8 +231,9 @@ TEST(ScheduleCandidates, FfmaAttentionCompilesWithNvrtcOnEveryArchitecture) {
         std::vector<ScheduleCandidate> c = schedule_candidates(lowered, t);
         // The tiles' variants: 32 query rows, 32 keys, both (fewer where shrinking the tiles to
         // fit the shared memory, or a head past 128, makes two of them one).
-        if (lowered.attention->dtype == DType::F32 && lowered.attention->E == 64 && std::string(arch) != "sm_75")
+        if (lowered.attention->dtype == DType::F32 && lowered.attention->E == 64 && std::string(arch) != "sm_75") {
           EXPECT_EQ(c.size(), 4u) << arch << " " << kir;
+        }
         for (ScheduleCandidate& one : c) {
           EXPECT_FALSE(one.kernel.attention->tensor_cores) << arch << " " << kir;
           one.kernel.name = fmt::format("a{}", n++);
