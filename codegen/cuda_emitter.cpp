@@ -11,7 +11,6 @@
 #include <set>
 
 #include "codegen/c_family.h"
-#include "codegen/kept_values.h"
 #include "codegen/simplify.h"
 #include "codegen/tiling.h"
 #include "codegen/vectorize.h"
@@ -168,24 +167,6 @@ class CudaEmitter : public CEmitter {
                        I, v, start, int_literal(extent, d_));
   }
 
-  // Element j of a vectorized share loop's iteration: its statements on lane j of each
-  // buffer's vector, a kept let reading its register instead of its expression, and the lets
-  // that only fed it dropped.
-  std::vector<StmtPtr> element(const StmtPtr& s, const std::map<std::string, ExprPtr>& bases, const std::string& v, int j) const {
-    std::vector<StmtPtr> el;
-    bool keeps = false;
-    for (auto& st : s->body) {
-      auto it = st->kind == StmtKind::Let ? kept_from_.find(st->name) : kept_from_.end();
-      if (it == kept_from_.end()) {
-        el.push_back(row_vector_element(st, bases, v, j));
-      } else {
-        el.push_back(let(st->name, load(fmt::format("{}_kept[{}].v", it->second, held_slot(v + "_h")), DType::F32, imm(j))));
-        keeps = true;
-      }
-    }
-    return keeps ? without_dead_lets(el) : el;
-  }
-
   // A thread's or lane's share of a row, W elements per iteration (row_vector_width).
   void row_vectorized(const StmtPtr& s, int w, const std::map<std::string, ExprPtr>& bases, int ind) {
     std::string_view I = d_.index_type;
@@ -204,7 +185,9 @@ class CudaEmitter : public CEmitter {
       line(ind, fmt::format("for (int {0}_h = 0; {0}_h < {1}; ++{0}_h) {{", v, held_vectors_));
       bool reads_memory = std::any_of(bases.begin(), bases.end(), [&](auto& b) { return held_.count(b.first) == 0; });
       bool tail = (s->extent / w) % held_threads_ != 0;
-      if (reads_memory || tail || uses_var(block(element(s, bases, v, 0)), v))
+      std::vector<StmtPtr> first;
+      for (auto& st : s->body) first.push_back(row_vector_element(st, bases, v, 0));
+      if (reads_memory || tail || uses_var(block(std::move(first)), v))
         line(ind + 1, fmt::format("const {0} {1} = ({0})({2}) + {3}_h * {4};", I, q, lanes ? "threadIdx.x % 32" : thread_in_row(), v, held_threads_));
       if (tail) line(ind + 1, fmt::format("if ({} >= {}) break;", q, vectors));
     } else {
@@ -218,15 +201,7 @@ class CudaEmitter : public CEmitter {
     for (auto& st : s->body)
       if (st->kind == StmtKind::Store) stored.insert(st->name);
     auto vec_type = [&](const std::string& b) { return fmt::format("kiln_vec<{}, {}>", c_storage_type(k_.find_buffer(b)->dtype), w); };
-    std::set<std::string> read;  // the buffers the elements still load (kept lets read registers)
-    visit(block(element(s, bases, v, 0)), [&](const Stmt& x) {
-      for (auto& e : x.exprs)
-        visit(e, [&](const Expr& y) {
-          if (y.kind == ExprKind::Load) read.insert(y.name);
-        });
-    });
     for (auto& [b, base] : bases) {
-      if (!stored.count(b) && !read.count(b + "_v.v")) continue;
       std::string at = fmt::format("({}) / {} + {}", expr(base), w, q);
       if (base->kind == ExprKind::IntImm && base->i == 0) at = q;
       if (stored.count(b) && carried_.count(b)) line(ind + 1, fmt::format("{0} {1}_v = {1}_held[{2}];", vec_type(b), b, held_slot(v + "_h")));
@@ -235,13 +210,12 @@ class CudaEmitter : public CEmitter {
       else line(ind + 1, fmt::format("const {0} {1}_v = ((const {0}*){1})[{2}];", vec_type(b), b, at));
     }
     for (int j = 0; j < w; ++j) {
-      StmtPtr blk = block(element(s, bases, v, j));
+      std::vector<StmtPtr> el;
+      for (auto& st : s->body) el.push_back(row_vector_element(st, bases, v, j));
+      StmtPtr blk = block(std::move(el));
       line(ind + 1, "{");
       if (uses_var(blk, v)) line(ind + 2, fmt::format("const {} {} = {} * {} + {};", I, v, q, w, j));
       stmt(blk, ind + 2);
-      for (auto& st : blk->body)
-        if (st->kind == StmtKind::Let && kept_sources_.count(st->name))
-          line(ind + 2, fmt::format("{0}_kept[{1}].v[{2}] = {0};", st->name, held_slot(v + "_h"), j));
       line(ind + 1, "}");
     }
     for (auto& [b, base] : bases)
@@ -316,13 +290,6 @@ class CudaEmitter : public CEmitter {
     }
     auto held_before = held_;
     auto carried_before = carried_;
-    auto kept_from_before = kept_from_;
-    auto kept_sources_before = kept_sources_;
-    if (!s->kept_lets.empty()) {
-      kept_from_.clear();
-      kept_sources_.clear();
-      for (auto& [later, earlier] : s->kept_lets) kept_from_[later] = earlier, kept_sources_.insert(earlier);
-    }
     int64_t vectors_before = held_vectors_, threads_before = held_threads_;
     bool shared_before = held_shared_, lanes_before = held_lanes_;
     std::map<std::string, std::pair<ExprPtr, int64_t>> found;
@@ -349,17 +316,10 @@ class CudaEmitter : public CEmitter {
     line(ind, head);
     runs_.push_back(runs);
     if (holds) emit_held(s, found, ind + 1);
-    if (!s->kept_lets.empty()) {
-      line(ind + 1, fmt::format("// kept for a later pass, in the registers of the held row's walk: {}", fmt::join(kept_sources_, ", ")));
-      const int w = held_.begin()->second;
-      for (auto& x : kept_sources_) line(ind + 1, fmt::format("kiln_vec<float, {}> {}_kept[{}];", w, x, held_vectors_));
-    }
     body(s, ind + 1);
     if (!s->held_written.empty()) emit_write_back(s, ind + 1);
     held_ = std::move(held_before);
     carried_ = std::move(carried_before);
-    kept_from_ = std::move(kept_from_before);
-    kept_sources_ = std::move(kept_sources_before);
     held_vectors_ = vectors_before, held_threads_ = threads_before, held_shared_ = shared_before, held_lanes_ = lanes_before;
     if (s->map == LoopMap::GpuBlocks) cluster_ = 1;
     runs_.pop_back();
@@ -744,10 +704,6 @@ class CudaEmitter : public CEmitter {
   const Kernel& k_;
   std::vector<Runs> runs_{Runs::Launch};
   std::map<std::string, int> held_;  // the rows the current row loop holds: buffer -> vector width
-  // The current row loop's kept values (Stmt::kept_lets): later let -> earlier let, and the
-  // earlier lets, each stored into `<name>_kept`, registers in the held rows' walk.
-  std::map<std::string, std::string> kept_from_;
-  std::set<std::string> kept_sources_;
   std::map<std::string, std::pair<ExprPtr, int64_t>> carried_;  // rows carried (held_written): buffer -> base, row length in vectors
   int64_t held_vectors_ = 0, held_threads_ = 0;
   bool held_lanes_ = false;

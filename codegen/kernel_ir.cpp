@@ -376,7 +376,6 @@ std::string print_stmt(const StmtPtr& s, int indent) {
                            s->prefetch ? ", the next iteration's loaded ahead" : "");
       if (!s->held_written.empty())
         map += fmt::format(" carry({}: {} vectors per thread, stored back at the end)", fmt::join(s->held_written, ", "), s->held_vectors);
-      for (auto& [later, earlier] : s->kept_lets) map += fmt::format(" keep({} = {})", later, earlier);
       if (s->cluster > 1) map += fmt::format(" cluster({} blocks per row)", s->cluster);
       if (s->map == LoopMap::GpuTiles) {
         std::vector<std::string> loads;
@@ -421,8 +420,6 @@ std::string print_schedule(const ScheduleRecord& r, const LaunchConfig& launch) 
                        r.held_elements);
   if (!r.carried.empty())
     out += fmt::format(", {} carried in registers from row to row ({} elements per thread)", fmt::join(r.carried, ", "), r.held_elements);
-  if (!r.kept.empty())
-    out += fmt::format(", {} kept in registers for a later pass (not computed again)", fmt::join(r.kept, ", "));
   if (!r.tiles.empty()) out += ", " + r.tiles;
   if (r.approx_f32_math) out += ", approximate f32 exp and division (every result 16-bit)";
   if (!r.why.empty()) out += " (" + r.why + ")";

@@ -189,11 +189,6 @@ struct Stmt {
   // and written by every row of the chunk (codegen/lower_column_partials.cpp).
   std::vector<std::string> held_written;
   int64_t held_vectors = 0;
-  // Values a later share loop of this (held) row loop reads from registers instead of computing
-  // again: {later let, earlier let}, the earlier in an earlier share loop, equal to it element
-  // for element (codegen/kept_values.h). The later let keeps its expression in the IR, which is
-  // what it means; the emitter prints the register read.
-  std::vector<std::pair<std::string, std::string>> kept_lets;
   bool held_shared = false;
   // A serial loop holding rows in registers loads the next iteration's rows at the top of
   // this one (the first before the loop), so that they arrive while this one computes.
@@ -268,7 +263,6 @@ struct ScheduleRecord {
   std::string tiles;              // tiled kernels (attention): the tile shapes and shared memory
   bool held_shared = false;       // `held` is in shared memory (rows too long for registers)
   std::vector<std::string> carried = {};  // output rows held in registers and stored back once (Stmt::held_written)
-  std::vector<std::string> kept = {};     // values computed once and read again from registers (Stmt::kept_lets)
   int cluster = 0;                // blocks sharing a row (a thread-block cluster), 0: one
   bool approx_f32_math = false;   // f32 exp and division approximate (Target::approx_math_for_16bit_results)
   std::string tuned = {};         // set by the tuner (backend/autotune.h): which candidate won, its time and the default's

@@ -32,7 +32,7 @@ namespace kiln::codegen {
 // codegen/pointwise_exprs.def and those the emitters print (conversions, accumulator steps,
 // index checks). Both preludes define each (tests/codegen/test_prelude_math.cpp checks it);
 // the first four are the targets' own (see above), the rest are prelude_math()'s.
-inline constexpr std::array<std::string_view, 54> kPreludeMathFunctions = {
+inline constexpr std::array<std::string_view, 55> kPreludeMathFunctions = {
     "kiln_h2f",        "kiln_f2h",         "kiln_report_index_error_at", "kiln_rcp",
     "kiln_bf2f",       "kiln_f2bf",        "kiln_round_f16",   "kiln_round_bf16",  "kiln_bf16_bits",
     "kiln_f2i64",      "kiln_f2i32",
@@ -40,7 +40,7 @@ inline constexpr std::array<std::string_view, 54> kPreludeMathFunctions = {
     "kiln_imin",       "kiln_imax",        "kiln_sign",
     "kiln_exp",        "kiln_log",         "kiln_log1p",       "kiln_sqrt",
     "kiln_sin",        "kiln_cos",         "kiln_tanh",        "kiln_erf",
-    "kiln_fabs",       "kiln_pow",         "kiln_maximum",     "kiln_minimum",
+    "kiln_erfinv",     "kiln_fabs",       "kiln_pow",         "kiln_maximum",     "kiln_minimum",
     "kiln_floor",      "kiln_ceil",        "kiln_rint",        "kiln_trunc",
     "kiln_log2",       "kiln_exp2",        "kiln_fmod",        "kiln_atan2",       "kiln_remainder",
     "kiln_clamp_min",  "kiln_clamp_max",

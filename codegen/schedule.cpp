@@ -13,7 +13,6 @@
 
 #include "codegen/cuda_emitter.h"
 #include "codegen/invariant_division.h"
-#include "codegen/kept_values.h"
 #include "codegen/tiling.h"
 #include "codegen/vectorize.h"
 #include "ir/error.h"
@@ -512,7 +511,6 @@ void schedule_cuda(Kernel& k, const Target& t) {
   k.launch = launch;
   k.launch.shared_bytes = cuda_shared_bytes(k);  // the scratch the emitter declares for block combines
   choose_vectors(k, row_max_threads, t);
-  keep_recomputed_values(k);
   if (k.schedule.mapping == "grid-stride" && k.schedule.vector > 1) {
     // A vectorized flat loop has extent / vector iterations of work, not extent: sized by the
     // extent, a grid of 64K elements in 4-element vectors gave 64 busy blocks out of 256 (half

@@ -61,7 +61,7 @@ Tensor wrap_scalar(const Scalar& s, const Tensor& other) {
   X(neg, Neg) X(abs, Abs) X(exp, Exp) X(log, Log) X(log1p, Log1p) X(sqrt, Sqrt) X(rsqrt, Rsqrt)                   \
   X(reciprocal, Reciprocal) X(sin, Sin) X(cos, Cos) X(tanh, Tanh) X(sigmoid, Sigmoid) X(relu, Relu) X(silu, Silu) \
   X(square, Square) X(erf, Erf) X(sign, Sign) X(logical_not, LogicalNot) X(floor, Floor) X(ceil, Ceil)           \
-  X(round, Round) X(trunc, Trunc) X(log2, Log2) X(exp2, Exp2)
+  X(round, Round) X(trunc, Trunc) X(log2, Log2) X(exp2, Exp2) X(erfinv, Erfinv) X(bitwise_not, BitwiseNot)
 #define KILN_DEFINE_UNARY(fn, E) \
   Tensor fn(const Tensor& self) { return call1(Op::E, {self}); }
 KILN_UNARY_OPS(KILN_DEFINE_UNARY)
@@ -97,7 +97,8 @@ Tensor to(const Tensor& self, DType dtype) { return call1(Op::To, {self}, attrs(
 #define KILN_BINARY_OPS(X)                                                                                    \
   X(add, Add) X(sub, Sub) X(mul, Mul) X(div, Div) X(pow, Pow) X(maximum, Maximum) X(minimum, Minimum) X(eq, Eq) \
   X(ne, Ne) X(lt, Lt) X(le, Le) X(gt, Gt) X(ge, Ge) X(logical_and, LogicalAnd) X(logical_or, LogicalOr)     \
-  X(fmod, Fmod) X(remainder, Remainder) X(atan2, Atan2)
+  X(fmod, Fmod) X(remainder, Remainder) X(atan2, Atan2) X(bitwise_and, BitwiseAnd) X(bitwise_or, BitwiseOr)  \
+  X(bitwise_xor, BitwiseXor)
 #define KILN_DEFINE_BINARY(fn, E) \
   Tensor fn(const Operand& a, const Operand& b) { return binary(Op::E, a, b); }
 KILN_BINARY_OPS(KILN_DEFINE_BINARY)

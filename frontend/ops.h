@@ -72,6 +72,7 @@ Tensor nan_to_num(const Tensor& self, std::optional<double> nan = std::nullopt, 
                   std::optional<double> neginf = std::nullopt);
 Tensor square(const Tensor& self);
 Tensor erf(const Tensor& self);
+Tensor erfinv(const Tensor& self);  // torch.erfinv: +-inf at +-1, NaN past them
 Tensor sign(const Tensor& self);
 Tensor floor(const Tensor& self);
 Tensor ceil(const Tensor& self);
@@ -80,6 +81,8 @@ Tensor trunc(const Tensor& self);
 Tensor log2(const Tensor& self);
 Tensor exp2(const Tensor& self);
 Tensor logical_not(const Tensor& self);
+// torch.bitwise_*: integer and bool tensors (on bools, the logical ops).
+Tensor bitwise_not(const Tensor& self);
 Tensor to(const Tensor& self, DType dtype);
 
 // ---- pointwise binary / ternary (broadcasting, PyTorch type promotion)
@@ -101,6 +104,9 @@ Tensor gt(const Operand& self, const Operand& other);
 Tensor ge(const Operand& self, const Operand& other);
 Tensor logical_and(const Operand& self, const Operand& other);
 Tensor logical_or(const Operand& self, const Operand& other);
+Tensor bitwise_and(const Operand& self, const Operand& other);
+Tensor bitwise_or(const Operand& self, const Operand& other);
+Tensor bitwise_xor(const Operand& self, const Operand& other);
 Tensor where(const Tensor& condition, const Operand& self, const Operand& other);
 Tensor clamp(const Tensor& self, std::optional<Scalar> min = std::nullopt, std::optional<Scalar> max = std::nullopt);
 Tensor masked_fill(const Tensor& self, const Tensor& mask, Scalar value);

@@ -79,6 +79,8 @@ class Builder {
   Var exp2(Value x) { return op(Op::Exp2, {x}); }
   Var square(Value x) { return op(Op::Square, {x}); }
   Var logical_not(Value x) { return op(Op::LogicalNot, {x}); }
+  Var bitwise_not(Value x) { return op(Op::BitwiseNot, {x}); }
+  Var erfinv(Value x) { return op(Op::Erfinv, {x}); }
   Var to(Value x, DType dt);  // no node when x already has dtype dt
   Var add(Value a, Value b) { return op(Op::Add, {a, b}); }
   Var sub(Value a, Value b) { return op(Op::Sub, {a, b}); }
@@ -97,6 +99,9 @@ class Builder {
   Var gt(Value a, Value b) { return op(Op::Gt, {a, b}); }
   Var ge(Value a, Value b) { return op(Op::Ge, {a, b}); }
   Var logical_and(Value a, Value b) { return op(Op::LogicalAnd, {a, b}); }
+  Var bitwise_and(Value a, Value b) { return op(Op::BitwiseAnd, {a, b}); }
+  Var bitwise_or(Value a, Value b) { return op(Op::BitwiseOr, {a, b}); }
+  Var bitwise_xor(Value a, Value b) { return op(Op::BitwiseXor, {a, b}); }
   Var logical_or(Value a, Value b) { return op(Op::LogicalOr, {a, b}); }
   Var where(Value cond, Value a, Value b) { return op(Op::Where, {cond, a, b}); }
   // Bounds and fill values are stored as ints for integer tensors when they are whole numbers

@@ -38,6 +38,7 @@ std::unordered_map<Op, DecompositionFn>& installed_table() {
     decompositions::install_attention();
     decompositions::install_conv();
     decompositions::install_norms();
+    decompositions::install_bitwise();
     installing = false;
   });
   return table();

@@ -87,6 +87,17 @@ Metas meta_binary_compare(In in, const Attrs&) {
   check_same_device(in);
   return one(DType::Bool, broadcast_all(in), in[0]);
 }
+// Bitwise ops: integer and bool tensors only, as PyTorch (a float has no bits to combine).
+Metas meta_unary_bitwise(In in, const Attrs&) {
+  if (is_floating(in[0].dtype)) fail("takes integer or bool tensors, got {}", dtype_name(in[0].dtype));
+  return one(in[0].dtype, in[0].shape, in[0]);
+}
+Metas meta_binary_bitwise(In in, const Attrs&) {
+  check_same_device(in);
+  DType dt = result_type(in);
+  if (is_floating(dt)) fail("takes integer or bool tensors, got {} and {}", dtype_name(in[0].dtype), dtype_name(in[1].dtype));
+  return one(dt, broadcast_all(in), in[0]);
+}
 Metas meta_binary_logical(In in, const Attrs&) {
   check_same_device(in);
   return one(DType::Bool, broadcast_all(in), in[0]);

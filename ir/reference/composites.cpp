@@ -234,9 +234,21 @@ std::vector<HostTensor> nan_to_num(Ins in, const Attrs& a, Outs outs) {
   return {out};
 }
 
+// ~x of an integer (two's complement), not x of a bool.
+std::vector<HostTensor> bitwise_not(Ins in, const Attrs&, Outs outs) {
+  HostTensor out = HostTensor::empty(outs[0]);
+  const bool boolean = in[0].dtype() == DType::Bool;
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    const int64_t v = in[0].get_int(i);
+    out.set_int(i, boolean ? (v == 0 ? 1 : 0) : ~v);
+  }
+  return {out};
+}
+
 }  // namespace
 
 void install_composites(const Setter& set) {
+  set(Op::BitwiseNot, bitwise_not);
   set(Op::Isnan, finite_test([](double v) { return std::isnan(v); }));
   set(Op::Isinf, finite_test([](double v) { return std::isinf(v); }));
   set(Op::NanToNum, nan_to_num);

@@ -112,6 +112,37 @@ double gelu_tanh(double x) {
   return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
 }
 // NaN-propagating max/min (std::max would drop a NaN in the second operand).
+// erf's inverse in double: Giles' single-precision approximation ("Approximating the erfinv
+// function", GPU Computing Gems, 2011) refined by Newton steps on erf(x) = y, on erfc(x) = 1 - y
+// past |y| = 0.5 (1 - y is exact there, and erfc keeps its relative precision in the tail where
+// erf's rounds to 1).
+double erfinv_of(double y) {
+  if (std::isnan(y) || y < -1 || y > 1) return NAN;
+  if (y == 1 || y == -1) return y * INFINITY;
+  const double a = std::fabs(y);
+  double w = -std::log((1.0 - a) * (1.0 + a)), p;
+  if (w < 5.0) {
+    w -= 2.5;
+    p = 2.81022636e-08;
+    for (double c : {3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503, -0.00417768164, 0.246640727,
+                     1.50140941})
+      p = c + p * w;
+  } else {
+    w = std::sqrt(w) - 3.0;
+    p = -0.000200214257;
+    for (double c : {0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613, 0.00943887047, 1.00167406,
+                     2.83297682})
+      p = c + p * w;
+  }
+  double x = p * a;
+  const double slope = 2 / std::sqrt(std::numbers::pi);
+  for (int step = 0; step < 3; ++step) {
+    const double residual = a <= 0.5 ? std::erf(x) - a : (1.0 - a) - std::erfc(x);
+    x -= residual / (slope * std::exp(-x * x));
+  }
+  return y < 0 ? -x : x;
+}
+
 double nan_max(double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b); }
 double nan_min(double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b); }
 // PyTorch's sign is (0 < x) - (x < 0), which makes sign(NaN) = 0.
@@ -211,6 +242,7 @@ void install_pointwise(const Setter& set) {
   set(Op::Sigmoid, unary_float(sigmoid));
   set(Op::Silu, unary_float([](double x) { return x / (1.0 + std::exp(-x)); }));  // torch's formula
   set(Op::Erf, unary_float([](double x) { return std::erf(x); }));
+  set(Op::Erfinv, unary_float(erfinv_of));
   auto same_int = [](int64_t x) { return x; };
   set(Op::Floor, unary([](double x) { return std::floor(x); }, same_int));
   set(Op::Ceil, unary([](double x) { return std::ceil(x); }, same_int));
@@ -242,6 +274,10 @@ void install_pointwise(const Setter& set) {
   set(Op::Ge, predicate([](auto a, auto b) { return a >= b; }));
   set(Op::LogicalAnd, predicate([](auto a, auto b) { return a != 0 && b != 0; }));
   set(Op::LogicalOr, predicate([](auto a, auto b) { return a != 0 || b != 0; }));
+  auto no_float = [](double, double) { return 0.0; };  // the shape rule takes integers and bools only
+  set(Op::BitwiseAnd, binary(no_float, [](int64_t a, int64_t b) { return a & b; }));
+  set(Op::BitwiseOr, binary(no_float, [](int64_t a, int64_t b) { return a | b; }));
+  set(Op::BitwiseXor, binary(no_float, [](int64_t a, int64_t b) { return a ^ b; }));
   set(Op::Where, where_kernel);
   set(Op::Clamp, clamp_kernel);
   set(Op::MaskedFill, masked_fill_kernel);

@@ -138,6 +138,11 @@ void install_pointwise_vjps() {
          Var x = c.input(0);
          return (2 / std::sqrt(std::numbers::pi)) * c.b.exp(-(x * x)) * g;
        }});
+  // d erfinv(x) = sqrt(pi) / 2 * exp(erfinv(x)^2): from its result, no second erfinv.
+  rule(Op::Erfinv, {[](VjpContext& c, Var g) {
+         Var y = c.result();
+         return (std::sqrt(std::numbers::pi) / 2) * c.b.exp(y * y) * g;
+       }});
   rule(Op::Log2, {[](VjpContext& c, Var g) { return g / (c.input(0) * std::numbers::ln2); }});
   rule(Op::Exp2, {[](VjpContext& c, Var g) { return g * (c.result() * std::numbers::ln2); }});
   // The cast's gradient is cast back (input_grad does it); integer inputs get none.

@@ -67,6 +67,7 @@ bool is_differentiable(Op op) {
   switch (op) {
     case Op::Eq: case Op::Ne: case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge:
     case Op::LogicalNot: case Op::LogicalAnd: case Op::LogicalOr:
+    case Op::BitwiseNot: case Op::BitwiseAnd: case Op::BitwiseOr: case Op::BitwiseXor:
     case Op::Sign: case Op::Argmax: case Op::Isnan: case Op::Isinf:
     // Piecewise constant: zero almost everywhere, as PyTorch's derivatives of them are.
     case Op::Floor: case Op::Ceil: case Op::Round: case Op::Trunc:

@@ -55,6 +55,7 @@ std::vector<Case> cases() {
   unary(Op::Silu, Range::Wide);
   unary(Op::Square, Range::Any);
   unary(Op::Erf, Range::Wide);
+  unary(Op::Erfinv, Range::Inside);
   unary(Op::Log2, Range::Positive);
   unary(Op::Exp2, Range::Any);
   unary(Op::To, Range::Any, {{"dtype", DType::F32}});  // gradcheck re-types it to f64

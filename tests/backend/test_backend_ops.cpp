@@ -123,6 +123,36 @@ TEST_P(BackendOps, LogsumexpAndNonFiniteOps) {
   }
 }
 
+// erfinv over its whole domain (into both tails, its poles, past them) on every float type, and
+// bitwise_not (a composite: logical_not of a bool, xor with all ones of an integer) beside the
+// other bitwise ops, compiled against the reference kernels.
+TEST_P(BackendOps, ErfinvAndBitwiseOps) {
+  KILN_REQUIRE_JIT();
+  for (DType dt : {DType::F32, DType::F64, DType::F16, DType::BF16}) {
+    Graph g("erfinv");
+    Builder b(g);
+    Var x = b.wrap(g.add_input("x", T(dt, {1001})));
+    g.set_outputs({b.erfinv(x)});
+    HostTensor in = HostTensor::empty(T(dt, {1001}));
+    for (int64_t i = 0; i < 1001; ++i) in.set(i, -1.0 + 0.002 * static_cast<double>(i));  // -1 ... 1
+    in.set(1, -0.9999999);
+    in.set(999, 0.99999999);
+    in.set(500, 1.5);
+    in.set(501, std::nan(""));
+    SCOPED_TRACE(dtype_name(dt));
+    expect_matches_reference(g, {in}, 4);
+  }
+  for (DType dt : {DType::I32, DType::I64, DType::Bool}) {
+    Graph g("bitwise");
+    Builder b(g);
+    Var x = b.wrap(g.add_input("x", T(dt, {7, 33}))), y = b.wrap(g.add_input("y", T(DType::I64, {33})));
+    Var z = b.wrap(g.add_input("z", T(dt, {7, 33})));
+    g.set_outputs({b.bitwise_not(x), b.bitwise_and(x, z), b.bitwise_or(x, y), b.bitwise_xor(b.bitwise_not(x), y)});
+    SCOPED_TRACE(dtype_name(dt));
+    expect_matches_reference(g, inputs_for(g, 41, 1000), 1);
+  }
+}
+
 TEST_P(BackendOps, EveryBinaryPointwiseOpWithBroadcasting) {
   KILN_REQUIRE_JIT();
   int checked = 0;

@@ -478,41 +478,6 @@ namespace {
 // A kernel whose every result is 16-bit computes f32 exp and division approximately on CUDA
 // (Target::approx_math_for_16bit_results); one with an f32 result, or the CPU, keeps the
 // accurate forms.
-// A held row's output pass reads the exps its sum's pass computed from registers (Stmt::
-// kept_lets), when nothing after the sum reads the row itself; where the output pass reads x
-// too, keeping the exps would add registers, and nothing is kept.
-TEST(Lower, AHeldRowsLaterPassReadsTheExpsItsSumComputed) {
-  auto kernel_of = [](const std::string& out) {
-    Graph g = parse_graph(fmt::format(R"(
-graph softmax(%x: f32[64,4096]) {{
-  %m = amax(%x, dim=[1], keepdim=true) : f32[64,1]
-  %d = sub(%x, %m) : f32[64,4096]
-  %e = exp(%d) : f32[64,4096]
-  %s = sum(%e, dim=[1], keepdim=true) : f32[64,1]
-  %y = div(%e, %s) : f32[64,4096]
-  %z = add(%y, %x) : f32[64,4096]
-  return (%{})
-}})", out));
-    LoweredGraph lg = lower(g, fusion::fuse(g, {}), cuda_target());
-    schedule(lg, cuda_target());
-    return lg.kernels.at(0);
-  };
-  Kernel softmax = kernel_of("y");
-  ASSERT_EQ(softmax.schedule.held, std::vector<std::string>{"b1"}) << print_kernel(softmax);
-  ASSERT_EQ(softmax.schedule.kept.size(), 1u) << print_kernel(softmax);
-  EXPECT_TRUE(has(print_schedule(softmax.schedule, softmax.launch), "kept in registers for a later pass")) << print_kernel(softmax);
-  std::string cu = emit_cuda_kernel(softmax);
-  const std::string kept = softmax.schedule.kept[0] + "_kept[";
-  EXPECT_TRUE(has(cu, kept)) << cu;
-  // One exp an element: in the sum's pass (4 lanes of a vector), none in the output's.
-  size_t exps = 0;
-  for (size_t at = cu.find("kiln_exp("); at != std::string::npos; at = cu.find("kiln_exp(", at + 1)) ++exps;
-  EXPECT_EQ(exps, 4u) << cu;
-  Kernel plus_x = kernel_of("z");
-  EXPECT_TRUE(plus_x.schedule.kept.empty()) << print_kernel(plus_x);
-  EXPECT_FALSE(has(emit_cuda_kernel(plus_x), "_kept[")) << emit_cuda_kernel(plus_x);
-}
-
 TEST(Lower, SixteenBitResultsTakeApproximateExpAndDivisionOnCuda) {
   auto kernel_of = [](const std::string& dt, const Target& t) {
     Graph g = parse_graph(fmt::format(R"(

@@ -15,7 +15,8 @@ TEST(OpCoverage, EveryOpHasAWrapper) {
         std::vector<Tensor> out{neg(x), abs(x), exp(x), log(x), log1p(x), sqrt(x), rsqrt(x), reciprocal(x), sin(x),
                                 cos(x), tanh(x), sigmoid(x), relu(x), gelu(x, "tanh"), silu(x), square(x), erf(x),
                                 sign(x), logical_not(m), to(x, DType::F16), floor(x), ceil(x), round(x), trunc(x),
-                                log2(x), exp2(x)};
+                                log2(x), exp2(x), erfinv(x), bitwise_not(idx), bitwise_and(idx, idx), bitwise_or(m, m),
+                                bitwise_xor(idx, idx)};
         for (auto* fn : {&add, &sub, &mul, &div, &pow, &maximum, &minimum, &eq, &ne, &lt, &le, &gt, &ge, &logical_and,
                          &logical_or, &fmod, &remainder, &atan2})
           out.push_back(fn(x, x));

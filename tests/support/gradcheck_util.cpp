@@ -21,6 +21,7 @@ HostTensor random_input(const TensorMeta& meta, Range range, uint64_t seed) {
       case Range::AwayFromZero: u = u >= 0 ? u + 0.25 : u - 0.25; break;
       case Range::Positive: u = std::abs(u) + 0.25; break;
       case Range::Wide: u *= 3; break;
+      case Range::Inside: u *= 0.9; break;
     }
     t.set(i, u);
   }

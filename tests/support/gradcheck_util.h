@@ -31,6 +31,7 @@ enum class Range {
   AwayFromZero,  // [-1.25, -0.25] u [0.25, 1.25]
   Positive,      // [0.25, 1.25]
   Wide,          // U(-3, 3): both sides of clamp bounds, gelu's tails
+  Inside,        // U(-0.9, 0.9): erfinv's domain, away from its poles
 };
 
 // f64 tensor types, the dtype gradcheck works in.

@@ -96,6 +96,8 @@ void pointwise(std::vector<NonfiniteGradCase>& cs) {
                      {kNan, kInf, -kInf}));
   cs.push_back(unary("erf", "2 / sqrt(pi) * exp(-self^2) * grad", Op::Erf, {kNan, kInf, -kInf, 0}, repeat(1, 4),
                      {kNan, 0, 0, 2 / std::sqrt(std::numbers::pi)}));
+  cs.push_back(unary("erfinv", "0.5 * sqrt(M_PI) * exp(self.erfinv().pow(2)) * grad", Op::Erfinv, {kNan, 1, -1, 2, 0},
+                     repeat(1, 5), {kNan, kInf, kInf, kNan, std::sqrt(std::numbers::pi) / 2}));
   cs.push_back(unary("sin", "grad * self.cos()", Op::Sin, {kNan, kInf, 0}, repeat(1, 3), {kNan, kNan, 1}));
   cs.push_back(unary("cos", "grad * -self.sin()", Op::Cos, {kNan, kInf, 0}, repeat(1, 3), {kNan, kNan, -0.0}));
   cs.push_back(unary("neg", "grad.neg()", Op::Neg, {kNan, kInf}, {kInf, kNan}, {-kInf, kNan}));

@@ -162,7 +162,7 @@ class Generator {
                                         Op::Square, Op::Erf, Op::Sign, Op::Dropout, Op::Hardsigmoid,
                                         Op::Hardswish, Op::LeakyRelu, Op::Elu, Op::Selu, Op::Softplus, Op::Mish,
                                         Op::Isnan, Op::Isinf, Op::NanToNum, Op::Floor, Op::Ceil, Op::Round,
-                                        Op::Trunc, Op::Log2, Op::Exp2};
+                                        Op::Trunc, Op::Log2, Op::Exp2, Op::Erfinv};
     auto a = pick(floating);
     if (!a) return false;
     Op op = one_of(ops);
@@ -178,9 +178,16 @@ class Generator {
   bool binary() {
     static const std::vector<Op> ops = {Op::Add,     Op::Sub,     Op::Mul,  Op::Div,       Op::Pow,
                                         Op::Maximum, Op::Minimum, Op::Fmod, Op::Remainder, Op::Atan2};
+    static const std::vector<Op> bitwise = {Op::BitwiseAnd, Op::BitwiseOr, Op::BitwiseXor};
     auto a = pick(numeric);
     if (!a) return false;
     DType dt = chance(0.8) ? a->meta().dtype : random_dtype();
+    if (!is_floating(a->meta().dtype) && chance(0.3)) {
+      // Integers (and bools): and, or, xor with a partner of any integer type; sometimes not.
+      if (chance(0.2)) return add(Op::BitwiseNot, {*a}).has_value();
+      Value b = operand_like(*a, is_floating(dt) ? DType::I64 : dt);
+      return add(one_of(bitwise), chance(0.5) ? std::vector<Value>{*a, b} : std::vector<Value>{b, *a}).has_value();
+    }
     Value b = operand_like(*a, dt == DType::Bool ? DType::F32 : dt);
     return add(one_of(ops), chance(0.5) ? std::vector<Value>{*a, b} : std::vector<Value>{b, *a}).has_value();
   }
@@ -193,10 +200,11 @@ class Generator {
     if (!c) return false;
     if (chance(0.3)) {
       auto d = pick(boolean);
-      if (d) add(chance(0.5) ? Op::LogicalAnd : Op::LogicalOr, {*c, *d});
+      static const std::vector<Op> logical = {Op::LogicalAnd, Op::LogicalOr, Op::BitwiseAnd, Op::BitwiseOr, Op::BitwiseXor};
+      if (d) add(one_of(logical), {*c, *d});
       return true;
     }
-    if (chance(0.2)) return add(Op::LogicalNot, {*c}).has_value();
+    if (chance(0.2)) return add(chance(0.7) ? Op::LogicalNot : Op::BitwiseNot, {*c}).has_value();
     return add(Op::Where, {*c, *a, operand_like(*a, a->meta().dtype)}).has_value();
   }
 
