@@ -4,13 +4,28 @@
 // which a compiled training step returns and writes back without differentiating it.
 #include <fmt/format.h>
 
+#include <variant>
+
+#include "frontend/batch_norm.h"
 #include "frontend/ops.h"
 #include "ir/error.h"
 
 namespace kiln {
 
-Tensor batch_norm(const Tensor& input, const std::optional<Tensor>& running_mean, const std::optional<Tensor>& running_var,
-                  const std::optional<Tensor>& weight, const std::optional<Tensor>& bias, bool training, double momentum, double eps) {
+namespace {
+
+// The factor of the running statistics' update: a number, or a 0-d tensor of the program.
+using Factor = std::variant<double, Tensor>;
+
+Tensor update(const Tensor& running, const Tensor& statistic, const Factor& factor, double scale) {
+  if (const double* m = std::get_if<double>(&factor)) return running * (1.0 - *m) + statistic * (*m * scale);
+  const Tensor f = std::get<Tensor>(factor).to(running.dtype());
+  return running * (1.0 - f) + statistic * (f * scale);
+}
+
+Tensor batch_norm_with(const Tensor& input, const std::optional<Tensor>& running_mean, const std::optional<Tensor>& running_var,
+                       const std::optional<Tensor>& weight, const std::optional<Tensor>& bias, bool training, const Factor& momentum,
+                       double eps) {
   if (input.dim() < 2) fail("batch_norm: the input must be [N, C, ...], got {}", input.str());
   const int64_t channels = input.size(1);
   for (const auto& [what, t] : {std::pair{"running_mean", running_mean}, std::pair{"running_var", running_var},
@@ -37,8 +52,8 @@ Tensor batch_norm(const Tensor& input, const std::optional<Tensor>& running_mean
     if (running_mean) {
       Tensor rm = *running_mean, rv = *running_var;
       const double unbiased = static_cast<double>(n) / static_cast<double>(n - 1);
-      rm.copy_(rm * (1.0 - momentum) + mean.reshape({channels}).to(rm.dtype()) * momentum);
-      rv.copy_(rv * (1.0 - momentum) + var.reshape({channels}).to(rv.dtype()) * (momentum * unbiased));
+      rm.copy_(update(rm, mean.reshape({channels}).to(rm.dtype()), momentum, 1.0));
+      rv.copy_(update(rv, var.reshape({channels}).to(rv.dtype()), momentum, unbiased));
     }
   } else {
     mean = channel(running_mean->to(input.dtype()));
@@ -48,6 +63,20 @@ Tensor batch_norm(const Tensor& input, const std::optional<Tensor>& running_mean
   if (weight) y = y * channel(*weight);
   if (bias) y = y + channel(*bias);
   return y;
+}
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& input, const std::optional<Tensor>& running_mean, const std::optional<Tensor>& running_var,
+                  const std::optional<Tensor>& weight, const std::optional<Tensor>& bias, bool training, double momentum, double eps) {
+  return batch_norm_with(input, running_mean, running_var, weight, bias, training, Factor{momentum}, eps);
+}
+
+Tensor batch_norm(const Tensor& input, const std::optional<Tensor>& running_mean, const std::optional<Tensor>& running_var,
+                  const std::optional<Tensor>& weight, const std::optional<Tensor>& bias, bool training, const Tensor& momentum,
+                  double eps) {
+  if (momentum.dim() != 0) fail("batch_norm: a momentum tensor is 0-d, got {}", momentum.str());
+  return batch_norm_with(input, running_mean, running_var, weight, bias, training, Factor{momentum}, eps);
 }
 
 }  // namespace kiln

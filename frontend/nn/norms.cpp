@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "frontend/batch_norm.h"
 #include "frontend/nn/init.h"
 #include "frontend/ops.h"
 #include "ir/error.h"
@@ -30,7 +31,8 @@ GroupNorm::GroupNorm(int64_t num_groups_, int64_t num_channels, double eps_, boo
 
 Tensor GroupNorm::forward(const Tensor& x) const { return group_norm(x, num_groups, weight, bias, eps); }
 
-BatchNorm::BatchNorm(int64_t num_features_, double eps_, double momentum_, bool affine, bool track_running_stats, std::vector<int64_t> ranks,
+BatchNorm::BatchNorm(int64_t num_features_, double eps_, std::optional<double> momentum_, bool affine, bool track_running_stats,
+                     std::vector<int64_t> ranks,
                      std::string kind)
     : num_features(num_features_), eps(eps_), momentum(momentum_), ranks_(std::move(ranks)), kind_(std::move(kind)) {
   if (num_features <= 0) fail("{}({}): num_features must be positive", kind_, num_features);
@@ -53,8 +55,10 @@ Tensor BatchNorm::forward(const Tensor& x) const {
   if (is_training() && num_batches_tracked) {
     Tensor n = *num_batches_tracked;
     n.copy_(n + 1);
+    // momentum=None: the cumulative average, 1 / (batches seen, this one included).
+    if (!momentum) return batch_norm(x, running_mean, running_var, weight, bias, true, reciprocal(kiln::to(n, x.dtype())), eps);
   }
-  return batch_norm(x, running_mean, running_var, weight, bias, batch_statistics, momentum, eps);
+  return batch_norm(x, running_mean, running_var, weight, bias, batch_statistics, momentum.value_or(0.0), eps);
 }
 
 }  // namespace kiln::nn

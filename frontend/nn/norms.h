@@ -40,8 +40,9 @@ class GroupNorm : public Module {
 // Normalizes each channel of [N, C, ...] (BatchNorm1d: [N, C] or [N, C, L]; 2d: [N, C, H, W];
 // 3d: [N, C, D, H, W]). Training (Module::train, the default): by the batch's statistics, and
 // with track_running_stats the buffers running_mean, running_var and num_batches_tracked are
-// updated in place (momentum: the running statistics' exponential factor); a compiled training
-// step writes them back at each step. Evaluation (eval()): by the running statistics.
+// updated in place (momentum: the running statistics' exponential factor; std::nullopt, PyTorch's
+// momentum=None: their cumulative average, the factor 1 / num_batches_tracked); a compiled
+// training step writes them back at each step. Evaluation (eval()): by the running statistics.
 class BatchNorm : public Module {
  public:
   Tensor forward(const Tensor& x) const;
@@ -50,11 +51,12 @@ class BatchNorm : public Module {
   std::optional<Tensor> weight, bias;
   std::optional<Tensor> running_mean, running_var, num_batches_tracked;
   int64_t num_features;
-  double eps, momentum;
+  double eps;
+  std::optional<double> momentum;
 
  protected:
   // `ranks`: the input ranks the subclass takes; `kind`: its name, for messages.
-  BatchNorm(int64_t num_features, double eps, double momentum, bool affine, bool track_running_stats, std::vector<int64_t> ranks,
+  BatchNorm(int64_t num_features, double eps, std::optional<double> momentum, bool affine, bool track_running_stats, std::vector<int64_t> ranks,
             std::string kind);
 
  private:
@@ -64,17 +66,20 @@ class BatchNorm : public Module {
 
 class BatchNorm1d : public BatchNorm {
  public:
-  explicit BatchNorm1d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true, bool track_running_stats = true)
+  explicit BatchNorm1d(int64_t num_features, double eps = 1e-5, std::optional<double> momentum = 0.1, bool affine = true,
+                       bool track_running_stats = true)
       : BatchNorm(num_features, eps, momentum, affine, track_running_stats, {2, 3}, "BatchNorm1d") {}
 };
 class BatchNorm2d : public BatchNorm {
  public:
-  explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true, bool track_running_stats = true)
+  explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, std::optional<double> momentum = 0.1, bool affine = true,
+                       bool track_running_stats = true)
       : BatchNorm(num_features, eps, momentum, affine, track_running_stats, {4}, "BatchNorm2d") {}
 };
 class BatchNorm3d : public BatchNorm {
  public:
-  explicit BatchNorm3d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true, bool track_running_stats = true)
+  explicit BatchNorm3d(int64_t num_features, double eps = 1e-5, std::optional<double> momentum = 0.1, bool affine = true,
+                       bool track_running_stats = true)
       : BatchNorm(num_features, eps, momentum, affine, track_running_stats, {5}, "BatchNorm3d") {}
 };
 

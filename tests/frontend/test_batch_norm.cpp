@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "backend/cuda_backend.h"
+#include "frontend/batch_norm.h"
 #include "frontend/compile.h"
 #include "frontend/nn/conv.h"
 #include "frontend/nn/layers.h"
@@ -54,6 +55,24 @@ TEST(BatchNorm, TrainingEvalAndRunningStatisticsMatchPyTorch) {
   expect_close(b1(input({5, 4})), std::vector<double>{0.2890674556, 0.4736833732, 0.3758827022, 0.05634524414, 0.2890674556, 0.1617580683, -0.1737404999, -0.4355815973, 0.2890674556, -0.02073934254, -0.2734109571, -0.3397346723, 0.2890674556, 0.2580912889, 0.2581376805, 0.1695733619, 0.2890674556, 0.4911527524, 0.4542008946, 0.1660860105}, "bn1d [N,C]");
   expect_close(b1(input({3, 4, 2})), std::vector<double>{0.2890674556, 0.2890674556, 0.4132742921, 0.3315728065, 0.2041577324, -0.2372440137, -0.2581063927, -0.366911914, 0.2890674556, 0.2890674556, -0.02791666748, 0.04132218178, -0.2293416495, 0.2123340525, 0.2065042044, 0.3351886847, 0.2890674556, 0.2890674556, 0.4664910114, 0.4119917439, 0.623401325, 0.1959763376, -0.1161584819, -0.2604900841}, "bn1d [N,C,L]");
   expect_close(*b1.running_var, std::vector<double>{0.8511273179, 0.8402418937, 0.8264800396, 0.8334753852}, "bn1d running_var");
+}
+
+// momentum=None: the running statistics are the cumulative average of the batches' (the factor
+// 1 / num_batches_tracked), as PyTorch's; traced, the factor is computed in the graph from the
+// buffer, not read on the host, so a compiled step follows it.
+TEST(BatchNorm, MomentumNoneIsACumulativeAverage) {
+  nn::BatchNorm2d bn(3, 1e-5, std::nullopt);
+  for (int step = 0; step < 3; ++step) bn(input({2, 3, 4, 5}) * (1.0 + step) + 0.1 * step);
+  expect_close(*bn.running_mean, std::vector<double>{0.1069033471, 0.1150077048, 0.1062598306}, "running_mean");
+  expect_close(*bn.running_var, std::vector<double>{0.640203395, 0.5253740106, 0.6456810109}, "running_var");
+  EXPECT_EQ(bn.num_batches_tracked->to_ints(), std::vector<int64_t>{3});
+  nn::BatchNorm2d traced(3, 1e-5, std::nullopt);
+  TracedGraph tg = trace([&](const std::vector<Tensor>& in) { return std::vector<Tensor>{traced(in[0])}; }, {input({2, 3, 4, 5})}, "bn");
+  EXPECT_TRUE(has(print_graph(tg.graph), "reciprocal(")) << print_graph(tg.graph);
+  EXPECT_TRUE(has(testing::error_of([&] {
+                    batch_norm(input({2, 3}), *bn.running_mean, *bn.running_var, std::nullopt, std::nullopt, true, input({1}), 1e-5);
+                  }),
+                  "a momentum tensor is 0-d"));
 }
 
 TEST(BatchNorm, ErrorsNameWhatIsWrong) {

@@ -54,6 +54,12 @@ show("bn2d running_var", bn.running_var)
 bn.eval()
 show("bn2d eval y", bn(x))
 
+cumulative = torch.nn.BatchNorm2d(3, momentum=None)  # the running statistics' cumulative average
+for step in range(3):
+    cumulative(inp(2, 3, 4, 5) * (1.0 + step) + 0.1 * step)
+show("bn2d momentum=None running_mean after 3 batches", cumulative.running_mean)
+show("bn2d momentum=None running_var after 3 batches", cumulative.running_var)
+
 b1 = torch.nn.BatchNorm1d(4)
 set_parameters(b1)
 show("bn1d [N,C] y", b1(inp(5, 4)))
