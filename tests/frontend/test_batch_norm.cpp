@@ -75,6 +75,23 @@ TEST(BatchNorm, MomentumNoneIsACumulativeAverage) {
                   "a momentum tensor is 0-d"));
 }
 
+// The same cumulative average through a compiled training step: the factor follows the count
+// from step to step without a recompile (the running statistics do not depend on the parameters,
+// so PyTorch's eager values above are the answer).
+TEST(BatchNorm, MomentumNoneInACompiledTrainingStep) {
+  const Device device = backend::cuda_device_present() ? Device::cuda() : Device::cpu();
+  if (device == Device::cpu() && !runtime::cpu::jit_available()) GTEST_SKIP() << "no CPU JIT in this build and no GPU";
+  nn::BatchNorm2d bn(3, 1e-5, std::nullopt);
+  bn.to(device);
+  AdamWConfig adamw;
+  CompiledTrainStep step = compile(bn, [&](const std::vector<Tensor>& b) { return mean(square(bn(b[0]))); }, adamw);
+  for (int s = 0; s < 3; ++s) step({(input({2, 3, 4, 5}) * (1.0 + s) + 0.1 * s).to(device)});
+  EXPECT_EQ(step.stats().compiles, 1);
+  expect_close(*bn.running_mean, std::vector<double>{0.1069033471, 0.1150077048, 0.1062598306}, "compiled running_mean");
+  expect_close(*bn.running_var, std::vector<double>{0.640203395, 0.5253740106, 0.6456810109}, "compiled running_var");
+  EXPECT_EQ(bn.num_batches_tracked->to_ints(), std::vector<int64_t>{3});
+}
+
 TEST(BatchNorm, ErrorsNameWhatIsWrong) {
   nn::BatchNorm2d bn(3);
   EXPECT_TRUE(has(testing::error_of([&] { bn(input({2, 3, 4})); }), "BatchNorm2d(3): expected 4D input [N, 3, ...], got f32[2,3,4]"));
