@@ -97,8 +97,7 @@ Tensor interpolate_to(const Tensor& x, const IntList& out, const std::vector<dou
       taps.push_back(resize_taps(m, i, in, scale));
       width = std::max(width, taps.back().index.size());
     }
-    Shape out_shape = y.shape(), along(static_cast<size_t>(y.dim()), 1);
-    out_shape[static_cast<size_t>(axis)] = o;
+    Shape along(static_cast<size_t>(y.dim()), 1);
     along[static_cast<size_t>(axis)] = o;
     Tensor sum;
     for (size_t t = 0; t < width; ++t) {
@@ -112,7 +111,7 @@ Tensor interpolate_to(const Tensor& x, const IntList& out, const std::vector<dou
         weighted = weighted || w.back() != 1;
       }
       if (!used) continue;
-      Tensor tap = gather(y, axis, expand(reshape(tensor_of_ints(idx, {o}).to(y.device()), along), out_shape));
+      Tensor tap = index_select(y, axis, tensor_of_ints(idx, {o}).to(y.device()));
       if (weighted) tap = tap * reshape(tensor(w, {o}, y.dtype()).to(y.device()), along);
       sum = sum.defined() ? sum + tap : tap;
     }

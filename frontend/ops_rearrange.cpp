@@ -21,12 +21,9 @@ int64_t dim_of(const Tensor& x, int64_t dim, const char* fn) {
 // A new tensor on x's device (a traced one is device-neutral: it goes where the graph runs).
 Tensor beside(const Tensor& made, const Tensor& x) { return made.is_traced() ? made : made.to(x.device()); }
 
-// x's slices along `dim` at `indices` (each in [0, size)), by a gather of a constant index.
+// x's slices along `dim` at constant `indices` (each in [0, size)).
 Tensor take(const Tensor& x, int64_t dim, const std::vector<int64_t>& indices) {
-  Shape along(static_cast<size_t>(x.dim()), 1), out = x.shape();
-  along[static_cast<size_t>(dim)] = out[static_cast<size_t>(dim)] = static_cast<int64_t>(indices.size());
-  Tensor index = reshape(beside(tensor_of_ints(indices, {static_cast<int64_t>(indices.size())}), x), along);
-  return gather(x, dim, expand(index, out));
+  return index_select(x, dim, beside(tensor_of_ints(indices, {static_cast<int64_t>(indices.size())}), x));
 }
 
 // A tensor like x's with `n` slices along dim, every element `value`.
