@@ -31,7 +31,8 @@
 //                layer_norm_bwd, cross_entropy, pointwise_transposed, softmax_bf16,
 //                layer_norm_fwd_bf16, softmax_vocab, mlp_train_step, gpt2_block,
 //                gpt2_block_train_step, gpt2_block_train_step_bf16, minigpt_train_step, resnet50,
-//                resnet50_train_step, vit_b16, vit_b16_train_step, gpt2_small_train_step)
+//                resnet50_train_step, vit_b16, vit_b16_train_step, gpt2_small_train_step,
+//                llama_1b_train_step_bf16)
 //   --no-block   skip the GPT-2 block rows
 //   --no-check   no comparison with the reference interpreter (timings only: before/after runs)
 //   --cpu-check  with no GPU: run each small-shape check on the CPU backend instead (checks the

@@ -258,6 +258,22 @@ std::vector<Workload> comparison_workloads(int64_t divisor) {
                  return train_step_case(ts, cfg.vocab_size, {{"model", "minigpt"}, {"vocab", cfg.vocab_size}, {"d_model", cfg.d_model},
                                                              {"heads", cfg.n_heads}, {"layers", cfg.n_layers}, {"context", cfg.context}});
                }});
+  // A Llama of 1.1B parameters (TinyLlama-1.1B's sizes: 22 layers, width 2048, 32 query heads
+  // sharing 4 key/value heads, SwiGLU 5632, vocabulary 32000) at batch 4 x 2048 under bf16
+  // autocast (issue 29's row); the interpreter checks a 2-layer one of width 32.
+  // The CPU's row (d > 1) runs one sequence of 2048 / d tokens.
+  const int64_t llama_batch = d > 1 ? 1 : 4, llama_seq = 2048 / d;
+  w.push_back({"llama_1b_train_step_bf16",
+               fmt::format("Llama 1.1B train step AdamW, bf16 autocast, batch {}, seq {}", llama_batch, llama_seq), false, 1000,
+               [=](bool s) {
+                 nn::LlamaConfig c{32000, 2048, 22, 32, 4, 5632, 2048, 1e-5, 10000.0};
+                 if (s) c = nn::LlamaConfig{64, 32, 2, 4, 2, 48, 16, 1e-5, 10000.0};
+                 auto ts = std::make_shared<TrainStepWorkload>(llama_train_step(s ? 2 : llama_batch, s ? 16 : llama_seq, c, DType::BF16));
+                 return train_step_case(ts, c.vocab_size, {{"model", "llama"}, {"vocab", c.vocab_size}, {"d_model", c.d_model},
+                                                           {"layers", c.n_layers}, {"heads", c.n_heads}, {"kv_heads", c.n_kv_heads},
+                                                           {"hidden", c.hidden}, {"context", c.context}, {"rms_eps", c.rms_eps},
+                                                           {"autocast", "bf16"}});
+               }});
   const int64_t mg_batch = std::max<int64_t>(64 / d, 1);
   w.push_back({"minigpt_train_step", fmt::format("MiniGPT train step AdamW, batch {}", mg_batch), false, 100, [=](bool s) {
                  auto ts = std::make_shared<TrainStepWorkload>(minigpt_train_step(s ? 4 : mg_batch));

@@ -34,7 +34,7 @@ except ImportError as e:
     sys.exit(f"npy_check.py: needs numpy and PyTorch ({e})")
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "torch_check"))
-from kiln_models import Block, MiniGPT, ReluMLP, causal_sdpa  # noqa: E402
+from kiln_models import Block, Llama, MiniGPT, ReluMLP, causal_sdpa  # noqa: E402
 
 RTOL, ATOL = 1.3e-6, 1e-5
 SLACK = {"pointwise": 10, "softmax": 10, "layer_norm_fwd": 50, "layer_norm_bwd": 50, "cross_entropy": 10,
@@ -47,7 +47,7 @@ SLACK = {"pointwise": 10, "softmax": 10, "layer_norm_fwd": 50, "layer_norm_bwd":
          "attention_fwd_bwd_d128_bf16": 6000,
          # bf16 autocast: kiln and PyTorch round to bf16 at other points (a fused kernel keeps f32
          # between its ops); bf16's rtol is 1.6e-2 against f32's 1.3e-6
-         "gpt2_block_train_step_bf16": 1000}
+         "gpt2_block_train_step_bf16": 1000, "llama_1b_train_step_bf16": 1000}
 TRAIN_SLACK = 100  # the block, the training steps
 
 
@@ -75,6 +75,9 @@ def model_of(cfg, params):
         return Block(params["ln1.weight"].shape[0], cfg["heads"])
     if kind == "minigpt":
         return MiniGPT(cfg["vocab"], cfg["d_model"], cfg["heads"], cfg["layers"], cfg["context"])
+    if kind == "llama":
+        return Llama(cfg["vocab"], cfg["d_model"], cfg["layers"], cfg["heads"], cfg["kv_heads"], cfg["hidden"], cfg["context"],
+                     cfg["rms_eps"])
     if kind == "resnet50":
         import torchvision
         return torchvision.models.resnet50(num_classes=params["fc.weight"].shape[0])

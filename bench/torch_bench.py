@@ -57,7 +57,7 @@ try:
 except ImportError as _e:
     sys.exit(f"torch_bench.py: PyTorch is not importable here ({_e})")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "torch_check"))
-from kiln_models import Block, MiniGPT, ReluMLP, causal_sdpa  # noqa: E402
+from kiln_models import Block, Llama, MiniGPT, ReluMLP, causal_sdpa  # noqa: E402
 
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
@@ -412,6 +412,37 @@ def wl_gpt2_small_train_step(mode):
     return train_step_runner(model, model.loss, (tokens, targets), mode)
 
 
+LLAMA_1B = dict(vocab=32000, d=2048, layers=22, heads=32, kv_heads=4, hidden=5632, context=2048, eps=1e-5)
+
+
+def wl_llama_1b_train_step_bf16(mode):
+    """A Llama of 1.1B parameters (TinyLlama-1.1B's sizes) under torch.autocast(bfloat16), f32
+    master weights and AdamW: Hugging Face's LlamaForCausalLM (sdpa attention) where transformers
+    is installed, else kiln_models.Llama (the same computation, written out)."""
+    c = LLAMA_1B
+    B, T = (4, 2048) if DIV == 1 else (1, 2048 // DIV)
+    torch.manual_seed(0)
+    try:
+        import transformers
+        cfg = transformers.LlamaConfig(vocab_size=c["vocab"], hidden_size=c["d"], intermediate_size=c["hidden"],
+                                       num_hidden_layers=c["layers"], num_attention_heads=c["heads"],
+                                       num_key_value_heads=c["kv_heads"], max_position_embeddings=c["context"],
+                                       rms_norm_eps=c["eps"], use_cache=False, tie_word_embeddings=False)
+        model = transformers.LlamaForCausalLM._from_config(cfg, attn_implementation="sdpa").to(DEV)
+        logits_of = lambda ids: model(input_ids=ids).logits
+    except ImportError:
+        model = Llama(c["vocab"], c["d"], c["layers"], c["heads"], c["kv_heads"], c["hidden"], c["context"], c["eps"]).to(DEV)
+        logits_of = model
+    tokens = torch.randint(0, c["vocab"], (B, T), device=DEV)
+    targets = torch.randint(0, c["vocab"], (B, T), device=DEV)
+
+    def loss(ids, t):
+        with torch.autocast(device_type=DEV, dtype=torch.bfloat16):
+            return F.cross_entropy(logits_of(ids).reshape(-1, c["vocab"]).float(), t.reshape(-1))
+
+    return train_step_runner(model, loss, (tokens, targets), mode)
+
+
 def wl_gpt2_block_train_step(mode):
     torch.manual_seed(0)
     block = Block(768, 12).to(DEV)
@@ -475,6 +506,9 @@ WORKLOADS = [
     ("vit_b16", f"ViT-B/16 inference, batch {max(32 // DIV, 1)}", wl_vit_b16, None),
     ("vit_b16_train_step", f"ViT-B/16 train step AdamW, batch {max(32 // DIV, 1)}", wl_vit_b16_train_step, None),
     ("gpt2_small_train_step", f"GPT-2 small train step AdamW, batch {BB}, seq 1024", wl_gpt2_small_train_step, None),
+    ("llama_1b_train_step_bf16",
+     f"Llama 1.1B train step AdamW, bf16 autocast, batch {4 if DIV == 1 else 1}, seq {2048 // DIV}",
+     wl_llama_1b_train_step_bf16, None),
 ]
 
 

@@ -154,6 +154,18 @@ TrainStepWorkload minigpt_train_step(int64_t batch, const nn::MiniGPTConfig& con
   return {std::move(loss), std::move(step)};
 }
 
+TrainStepWorkload llama_train_step(int64_t batch, int64_t seq, const nn::LlamaConfig& config, std::optional<DType> autocast) {
+  nn::LlamaForCausalLM model(config, 0);
+  const int64_t V = config.vocab_size;
+  Tensor tokens = randint(0, V, {batch, seq}, 1), targets = randint(0, V, {batch, seq}, 2);
+  Autocast scope(autocast);
+  TracedGraph loss = trace(
+      [&](const std::vector<Tensor>& b) { return std::vector<Tensor>{cross_entropy(model(b[0]).reshape({-1, V}), b[1].reshape({-1}))}; },
+      {tokens, targets}, "llama_loss");
+  TrainStep step = make_train_step(loss, AdamWConfig{});
+  return {std::move(loss), std::move(step)};
+}
+
 std::vector<HostTensor> train_step_inputs(const TrainStepWorkload& w, int64_t int_bound, uint64_t seed) {
   const TrainStep& ts = w.step;
   std::vector<HostTensor> params;  // the trained ones, by path (not a module's buffers)

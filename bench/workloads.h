@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "frontend/nn/llama.h"
 #include "frontend/nn/minigpt.h"
 #include "frontend/optim.h"
 #include "frontend/trace.h"
@@ -54,6 +55,11 @@ TrainStepWorkload gpt2_block_train_step(int64_t d_model, int64_t heads, int64_t 
 // nn::MiniGPT (by default vocab 600, d_model 64, 4 heads, 2 layers, context 32; GPT-2 small is
 // {50257, 768, 12, 12, 1024}) and its loss on a batch of [batch, context] tokens and targets.
 TrainStepWorkload minigpt_train_step(int64_t batch, const nn::MiniGPTConfig& config = {});
+// nn::LlamaForCausalLM of `config` and its mean next-token cross-entropy on a batch of [batch,
+// seq] tokens and targets; with `autocast`, traced under kiln::Autocast of that dtype (f32 master
+// weights, the loss in f32), as torch.autocast around the loss.
+TrainStepWorkload llama_train_step(int64_t batch, int64_t seq, const nn::LlamaConfig& config,
+                                   std::optional<DType> autocast = std::nullopt);
 // The inputs of a train step: its parameters' initial values, AdamW state as after a few steps
 // (exp_avg ~ U(-0.01, 0.01), exp_avg_sq ~ U(0, 1e-4)), a random batch (integer targets below
 // `int_bound`), step = 3, then the step's buffers (their traced values).

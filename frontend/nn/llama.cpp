@@ -87,9 +87,9 @@ SwiGLU::SwiGLU(int64_t d_model, int64_t hidden, uint64_t seed) {
 Tensor SwiGLU::forward(const Tensor& x) const { return down_proj->forward(silu(gate_proj->forward(x)) * up_proj->forward(x)); }
 
 LlamaBlock::LlamaBlock(int64_t d_model, int64_t n_heads, int64_t n_kv_heads, int64_t hidden, int64_t context, double rms_eps,
-                       uint64_t seed) {
+                       uint64_t seed, double rope_base) {
   input_norm = register_module("input_norm", std::make_shared<RMSNorm>(d_model, rms_eps));
-  attn = register_module("attn", std::make_shared<GroupedQueryAttention>(d_model, n_heads, n_kv_heads, context, 10000.0,
+  attn = register_module("attn", std::make_shared<GroupedQueryAttention>(d_model, n_heads, n_kv_heads, context, rope_base,
                                                                          derive_seed(seed, "attn")));
   post_attention_norm = register_module("post_attention_norm", std::make_shared<RMSNorm>(d_model, rms_eps));
   mlp = register_module("mlp", std::make_shared<SwiGLU>(d_model, hidden, derive_seed(seed, "mlp")));
@@ -98,6 +98,30 @@ LlamaBlock::LlamaBlock(int64_t d_model, int64_t n_heads, int64_t n_kv_heads, int
 Tensor LlamaBlock::forward(const Tensor& x) const {
   Tensor h = x + attn->forward(input_norm->forward(x));
   return h + mlp->forward(post_attention_norm->forward(h));
+}
+
+void LlamaLayers::add(std::shared_ptr<LlamaBlock> block) {
+  blocks.push_back(register_module(std::to_string(blocks.size()), std::move(block)));
+}
+
+LlamaForCausalLM::LlamaForCausalLM(const LlamaConfig& c, uint64_t seed) : config(c) {
+  if (c.vocab_size <= 0 || c.n_layers < 0 || c.hidden <= 0 || c.context <= 0)
+    fail("LlamaForCausalLM: vocab_size, hidden and context must be positive and n_layers not negative (got {}, {}, {}, {})",
+         c.vocab_size, c.hidden, c.context, c.n_layers);
+  embed_tokens = register_module("embed_tokens", std::make_shared<Embedding>(c.vocab_size, c.d_model, derive_seed(seed, "embed_tokens")));
+  layers = register_module("layers", std::make_shared<LlamaLayers>());
+  for (int64_t i = 0; i < c.n_layers; ++i)
+    layers->add(std::make_shared<LlamaBlock>(c.d_model, c.n_heads, c.n_kv_heads, c.hidden, c.context, c.rms_eps,
+                                             derive_seed(seed, "layers." + std::to_string(i)), c.rope_base));
+  norm = register_module("norm", std::make_shared<RMSNorm>(c.d_model, c.rms_eps));
+  lm_head = register_module("lm_head", std::make_shared<Linear>(c.d_model, c.vocab_size, false, derive_seed(seed, "lm_head")));
+}
+
+Tensor LlamaForCausalLM::forward(const Tensor& ids) const {
+  if (ids.dim() != 2) fail("LlamaForCausalLM expects token ids [B, T], got {}", shape_str(ids.shape()));
+  Tensor x = embed_tokens->forward(ids);
+  for (const auto& b : layers->blocks) x = b->forward(x);
+  return lm_head->forward(norm->forward(x));
 }
 
 }  // namespace kiln::nn

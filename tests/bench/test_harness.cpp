@@ -2,6 +2,8 @@
 // exchange (what bench/npy_check.py receives, by role and module path) and the L2 rotation.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -93,6 +95,27 @@ TEST(BenchExchange, TrainStepNamesEveryParameterAndStateByModulePath) {
   // The rotated inputs are the batch.
   ASSERT_EQ(c.rotated.size(), 2u);
   for (size_t i : c.rotated) EXPECT_EQ(x.inputs[i].role, "batch");
+}
+
+TEST(BenchExchange, LlamaRowHandsPyTorchItsConfigAndRopeBuffers) {
+  auto all = comparison_workloads(1024);
+  Case c = workload(all, "llama_1b_train_step_bf16").build(true);
+  NpyExchange x = c.exchange(interpreted);
+  EXPECT_EQ(x.config.at("model"), "llama");
+  EXPECT_EQ(x.config.at("autocast"), "bf16");
+  EXPECT_EQ(x.config.at("kv_heads"), 2);
+  std::set<std::string> buffers;
+  int params = 0;
+  for (const NpyTensor& t : x.inputs) {
+    if (t.role == "buffer") buffers.insert(t.path);
+    params += t.role == "param";
+  }
+  EXPECT_EQ(params, 2 + 2 * 9 + 1);  // embed_tokens, 9 a block, norm, lm_head
+  // RoPE's tables are module buffers: inputs of the step, loaded into PyTorch's model by path.
+  EXPECT_EQ(buffers, (std::set<std::string>{"layers.0.attn.rope.cos", "layers.0.attn.rope.sin", "layers.1.attn.rope.cos",
+                                            "layers.1.attn.rope.sin"}));
+  // The loss of a step from the same parameters is near log(vocab) for random tokens.
+  EXPECT_NEAR(x.outputs[0].value.get(0), std::log(64.0), 1.0);
 }
 
 TEST(BenchExchange, WritesAManifestAndNpyFilesThatReadBack) {

@@ -110,3 +110,108 @@ class MiniGPT(nn.Module):
     def loss(self, tokens, targets):
         """nn::MiniGPT::loss: mean cross-entropy of the logits against the targets."""
         return F.cross_entropy(self(tokens).reshape(-1, self.vocab), targets.reshape(-1))
+
+
+class RMSNorm(nn.Module):
+    """nn::RMSNorm as Hugging Face's LlamaRMSNorm computes it: in float32 (or wider), then the
+    weight in the input's dtype."""
+
+    def __init__(self, d, eps):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d))
+
+    def forward(self, x):
+        dt = x.dtype
+        h = x.to(torch.promote_types(dt, torch.float32))
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * h.to(dt)
+
+
+class RotaryEmbedding(nn.Module):
+    """nn::RotaryEmbedding: cos and sin tables [context, head_dim] as buffers, applied with
+    rotate_half (Hugging Face's apply_rotary_pos_emb), in the input's dtype."""
+
+    def __init__(self, head_dim, context, base=10000.0):
+        super().__init__()
+        inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
+        emb = torch.outer(torch.arange(context, dtype=torch.float64), inv_freq).repeat(1, 2)
+        self.register_buffer("cos", emb.cos().to(torch.get_default_dtype()))
+        self.register_buffer("sin", emb.sin().to(torch.get_default_dtype()))
+
+    def forward(self, x):
+        T, half = x.shape[-2], x.shape[-1] // 2
+        c, s = self.cos[:T].to(x.dtype), self.sin[:T].to(x.dtype)
+        return x * c + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * s
+
+
+class GroupedQueryAttention(nn.Module):
+    """nn::GroupedQueryAttention: q/k/v/o projections without bias, RoPE on q and k, each key/value
+    head repeated for its group of query heads (repeat_kv), causal attention."""
+
+    def __init__(self, d, heads, kv_heads, context, base=10000.0):
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, d // heads
+        self.q_proj = nn.Linear(d, heads * self.head_dim, bias=False)
+        self.k_proj = nn.Linear(d, kv_heads * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(d, kv_heads * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(heads * self.head_dim, d, bias=False)
+        self.rope = RotaryEmbedding(self.head_dim, context, base)
+
+    def forward(self, x):
+        B, T, _ = x.shape
+        q = self.q_proj(x).view(B, T, self.heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(B, T, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(B, T, self.kv_heads, self.head_dim).transpose(1, 2)
+        q, k = self.rope(q), self.rope(k)
+        rep = self.heads // self.kv_heads
+        k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+        return self.o_proj(causal_sdpa(q, k, v).transpose(1, 2).reshape(B, T, self.heads * self.head_dim))
+
+
+class SwiGLU(nn.Module):
+    def __init__(self, d, hidden):
+        super().__init__()
+        self.gate_proj = nn.Linear(d, hidden, bias=False)
+        self.up_proj = nn.Linear(d, hidden, bias=False)
+        self.down_proj = nn.Linear(hidden, d, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, d, heads, kv_heads, hidden, context, eps=1e-6, base=10000.0):
+        super().__init__()
+        self.input_norm = RMSNorm(d, eps)
+        self.attn = GroupedQueryAttention(d, heads, kv_heads, context, base)
+        self.post_attention_norm = RMSNorm(d, eps)
+        self.mlp = SwiGLU(d, hidden)
+
+    def forward(self, x):
+        h = x + self.attn(self.input_norm(x))
+        return h + self.mlp(self.post_attention_norm(h))
+
+
+class Llama(nn.Module):
+    """nn::LlamaForCausalLM (Hugging Face's LlamaForCausalLM without its cache, kiln's paths):
+    embed_tokens, layers.N (input_norm, attn, post_attention_norm, mlp), norm, lm_head."""
+
+    def __init__(self, vocab, d, layers, heads, kv_heads, hidden, context, eps=1e-6, base=10000.0):
+        super().__init__()
+        self.vocab = vocab
+        self.embed_tokens = nn.Embedding(vocab, d)
+        self.layers = nn.ModuleList([LlamaBlock(d, heads, kv_heads, hidden, context, eps, base) for _ in range(layers)])
+        self.norm = RMSNorm(d, eps)
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+
+    def forward(self, ids):
+        x = self.embed_tokens(ids)
+        for b in self.layers:
+            x = b(x)
+        return self.lm_head(self.norm(x))
+
+    def loss(self, ids, targets):
+        """Mean next-token cross-entropy of the logits against the targets (in float32 under autocast)."""
+        logits = self(ids).reshape(-1, self.vocab)
+        return F.cross_entropy(logits.to(torch.promote_types(logits.dtype, torch.float32)), targets.reshape(-1))
