@@ -657,22 +657,51 @@ class CudaEmitter : public CEmitter {
       line(ind, fmt::format("// {} elements per thread per iteration: one 16-byte load per input, one store per output", width));
       line(ind, "// (every buffer is 16-byte aligned; see codegen/cuda_emitter.h)");
       std::string q = v + "_vec";
-      line(ind, grid_stride_header(q, "", vectors));
       std::map<std::string, int64_t> period = load_periods(k_, s);
-      for (const std::string& b : loaded) {
-        int64_t p = period[b];
-        std::string at = p > 0 ? fmt::format("{} % {}", q, int_literal(p / width, d_)) : q;
-        line(ind + 1, fmt::format("const {0} {1}_v = ((const {0}*){1})[{2}];", vec_type(b), b, at));
+      // The loads of the iteration at vector `at`, into `<buffer>_v<suffix>`.
+      auto loads = [&](int at_ind, const std::string& at, const std::string& suffix) {
+        for (const std::string& b : loaded) {
+          int64_t p = period[b];
+          std::string i = p > 0 ? fmt::format("{} % {}", at, int_literal(p / width, d_)) : at;
+          line(at_ind, fmt::format("const {0} {1}_v{3} = ((const {0}*){1})[{2}];", vec_type(b), b, i, suffix));
+        }
+      };
+      // The iteration at vector q: its elements from its loads (`<buffer>_v`), and its stores.
+      auto compute_and_store = [&](int at_ind) {
+        for (const std::string& b : stored) line(at_ind, fmt::format("{} {}_v;", vec_type(b), b));
+        for (int j = 0; j < width; ++j) {
+          StmtPtr el = vector_element(block(s->body), k_, v, j);
+          line(at_ind, "{");
+          if (uses_var(el, v)) line(at_ind + 1, fmt::format("const {} {} = {} * {} + {};", I, v, q, width, j));
+          stmt(el, at_ind + 1);
+          line(at_ind, "}");
+        }
+        for (const std::string& b : stored) line(at_ind, fmt::format("(({}*){})[{}] = {}_v;", vec_type(b), b, q, b));
+      };
+      const int unroll = s->unroll > 1 ? s->unroll : 1;
+      if (unroll == 1) {
+        line(ind, grid_stride_header(q, "", vectors));
+      } else {
+        // `unroll` iterations a grid stride apart (each still coalesced across the warp): all
+        // their loads, then each one's elements; what is left, one at a time.
+        const std::string base = q + "_base", n = int_literal(vectors, d_);
+        line(ind, fmt::format("// {} iterations at once, their loads first (Stmt::unroll); the rest one at a time", unroll));
+        line(ind, fmt::format("const {0} kiln_stride = ({0})(gridDim.x * blockDim.x);", I));
+        line(ind, fmt::format("{0} {1} = ({0})(blockIdx.x * blockDim.x + threadIdx.x);", I, base));
+        line(ind, fmt::format("for (; {0} + {1} * kiln_stride < {2}; {0} += {3} * kiln_stride) {{", base, unroll - 1, n, unroll));
+        for (int u = 0; u < unroll; ++u) loads(ind + 1, u == 0 ? base : fmt::format("{} + {} * kiln_stride", base, u), std::to_string(u));
+        for (int u = 0; u < unroll; ++u) {
+          line(ind + 1, "{");
+          line(ind + 2, fmt::format("const {} {} = {} + {} * kiln_stride;", I, q, base, u));
+          for (const std::string& b : loaded) line(ind + 2, fmt::format("const {0}& {1}_v = {1}_v{2};", vec_type(b), b, u));
+          compute_and_store(ind + 2);
+          line(ind + 1, "}");
+        }
+        line(ind, "}");
+        line(ind, fmt::format("for ({0} {1} = {2}; {1} < {3}; {1} += kiln_stride) {{", I, q, base, n));
       }
-      for (const std::string& b : stored) line(ind + 1, fmt::format("{} {}_v;", vec_type(b), b));
-      for (int j = 0; j < width; ++j) {
-        StmtPtr el = vector_element(block(s->body), k_, v, j);
-        line(ind + 1, "{");
-        if (uses_var(el, v)) line(ind + 2, fmt::format("const {} {} = {} * {} + {};", I, v, q, width, j));
-        stmt(el, ind + 2);
-        line(ind + 1, "}");
-      }
-      for (const std::string& b : stored) line(ind + 1, fmt::format("(({}*){})[{}] = {}_v;", vec_type(b), b, q, b));
+      loads(ind + 1, q, "");
+      compute_and_store(ind + 1);
       line(ind, "}");
     }
     if (done < s->extent) {

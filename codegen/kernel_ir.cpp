@@ -371,6 +371,7 @@ std::string print_stmt(const StmtPtr& s, int indent) {
       if (s->map != LoopMap::Unmapped)
         map = s->map == LoopMap::CpuThreads ? fmt::format(" @cpu_threads(grain {})", s->grain) : fmt::format(" @{}", loop_map_name(s->map));
       if (s->vector > 0) map += fmt::format(" x{}", s->vector);
+      if (s->unroll > 1) map += fmt::format(" unroll {}", s->unroll);
       if (!s->held.empty())
         map += fmt::format(" hold({}: {} vectors per thread{}{})", fmt::join(s->held, ", "), s->held_vectors, s->held_shared ? " in shared memory" : "",
                            s->prefetch ? ", the next iteration's loaded ahead" : "");
@@ -414,6 +415,7 @@ std::string print_schedule(const ScheduleRecord& r, const LaunchConfig& launch) 
   if (r.cluster > 1) out += fmt::format(" in a cluster of {} blocks (combined through distributed shared memory)", r.cluster);
   if (launch.block > 1 || launch.grid > 1) out += fmt::format(", block {}", launch.block);
   if (r.vector > 0) out += fmt::format(", {}-element vectors", r.vector);
+  if (r.unroll > 1) out += fmt::format(", {} iterations at once (their loads first)", r.unroll);
   else if (launch.block > 1 && r.tiles.empty()) out += ", scalar accesses";  // (the CPU's vectors are clang's)
   if (!r.held.empty())
     out += fmt::format(", row of {} held in {} ({} elements per thread)", fmt::join(r.held, ", "), r.held_shared ? "shared memory" : "registers",

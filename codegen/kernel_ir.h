@@ -179,6 +179,10 @@ struct Stmt {
   // grid-stride loop: `vector` consecutive elements per iteration, one access of
   // vector * element size bytes per buffer (codegen/vectorize.h says which loops can).
   int vector = 0;
+  // A vectorized grid-stride loop whose thread runs `unroll` of its iterations at once (their
+  // loads first, so that more bytes are in flight while it computes), then the rest one by one.
+  // 0: one at a time.
+  int unroll = 0;
   // A row loop (GpuWarps, GpuBlocks) whose row of each buffer in `held` is read from memory
   // once, into `held_vectors` vectors per thread (registers, or with `held_shared` the
   // thread's own slots of dynamic shared memory for rows too long for registers), which every
@@ -266,6 +270,7 @@ struct ScheduleRecord {
   int cluster = 0;                // blocks sharing a row (a thread-block cluster), 0: one
   bool approx_f32_math = false;   // f32 exp and division approximate (Target::approx_math_for_16bit_results)
   std::string tuned = {};         // set by the tuner (backend/autotune.h): which candidate won, its time and the default's
+  int unroll = 0;                 // a vectorized grid-stride loop's iterations a thread runs at once (Stmt::unroll)
 };
 std::string print_schedule(const ScheduleRecord& r, const LaunchConfig& launch);
 

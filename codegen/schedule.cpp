@@ -362,6 +362,7 @@ StmtPtr set_vectors(const Kernel& k, const StmtPtr& body, const Held& held, cons
     std::map<std::string, ExprPtr> bases;
     if (l.map == LoopMap::GpuGridStride) {
       l.vector = sole && sole->name == l.name ? grid_stride_vector_width(k, self) : 0;
+      l.unroll = l.vector > 0 && t.pointwise_unroll > 1 ? t.pointwise_unroll : 0;
     } else if (is_share(l)) {
       // A loop reading a held row walks it at the held width; any other keeps 16-byte vectors
       // where its row allows them (width 1, one element per access, only serves a held row).
@@ -547,8 +548,13 @@ void schedule_cuda(Kernel& k, const Target& t) {
   visit(k.body, [&](const Stmt& s) {
     if (s.kind == StmtKind::For) biggest = std::max(biggest, s.extent);
   });
+  // An unrolled loop's step is `unroll` grid strides.
+  int64_t steps = 1;
+  visit(k.body, [&](const Stmt& s) {
+    if (s.kind == StmtKind::For) steps = std::max<int64_t>(steps, s.unroll);
+  });
   int64_t threads = launch.grid * launch.block;
-  k.index_bits = biggest + threads < int64_t(INT32_MAX) ? 32 : 64;
+  k.index_bits = biggest + steps * threads < int64_t(INT32_MAX) ? 32 : 64;
   // Numerics: a kernel whose every result is 16-bit computes f32 exp and division approximately
   // (Target::approx_math_for_16bit_results says why).
   bool results = false, all_16_bit = true;
@@ -596,9 +602,10 @@ void choose_vectors(Kernel& k, int64_t max_row_threads, const Target& t) {
     k.launch.block = k.schedule.threads_per_row = held.threads;
   }
   k.body = set_vectors(k, k.body, held, t);
-  k.schedule.vector = 0;
+  k.schedule.vector = k.schedule.unroll = 0;
   visit(k.body, [&](const Stmt& x) {
     if (x.kind == StmtKind::For) k.schedule.vector = std::max(k.schedule.vector, x.vector);
+    if (x.kind == StmtKind::For) k.schedule.unroll = std::max(k.schedule.unroll, x.unroll);
   });
   k.schedule.held = held.buffers;
   k.schedule.carried = held.written;

@@ -20,6 +20,7 @@ const std::map<std::string, std::function<void(Target&, int64_t)>>& knob_setters
   static const std::map<std::string, std::function<void(Target&, int64_t)>> setters = {
       {"pointwise_block", [](Target& t, int64_t v) { t.pointwise_block = static_cast<int>(v); }},
       {"blocks_per_sm", [](Target& t, int64_t v) { t.blocks_per_sm = static_cast<int>(v); }},
+      {"pointwise_unroll", [](Target& t, int64_t v) { t.pointwise_unroll = static_cast<int>(v); }},
       {"tile_blocks_per_sm", [](Target& t, int64_t v) { t.tile_blocks_per_sm = static_cast<int>(v); }},
       {"warp_rows_per_block", [](Target& t, int64_t v) { t.warp_rows_per_block = static_cast<int>(v); }},
       {"warp_row_max", [](Target& t, int64_t v) { t.warp_row_max = v; }},
@@ -59,7 +60,9 @@ std::vector<Knobs> variants_of(const std::string& m, bool tiled, AttentionTiles 
             {{"pointwise_block", 512}, {"blocks_per_sm", 4}},
             {{"pointwise_block", 1024}, {"blocks_per_sm", 2}},
             {{"blocks_per_sm", 16}},
-            {{"pointwise_block", 128}, {"blocks_per_sm", 16}}};
+            {{"pointwise_block", 128}, {"blocks_per_sm", 16}},
+            {{"pointwise_unroll", 2}},
+            {{"pointwise_unroll", 4}}};
   if (m == "thread per row") return {{{"pointwise_block", 64}}, {{"pointwise_block", 128}}, {{"pointwise_block", 512}}};
   if (m == "block per tile" && tiled)
     return {{{"tile_blocks_per_sm", 4}}, {{"tile_blocks_per_sm", 16}}, {{"pointwise_block", 512}}};
@@ -139,6 +142,8 @@ Target with_knobs(Target target, const std::string& knobs) {
       fail("schedule knobs '{}': attention_rows_per_warp is 16 or 32 (one or two 16-row blocks of mma.sync), not {}", knobs, value);
     if (it->first == "attention_key_tile" && value != 32 && value != 64)
       fail("schedule knobs '{}': attention_key_tile is 32 or 64, not {}", knobs, value);
+    if (it->first == "pointwise_unroll" && value > 8)
+      fail("schedule knobs '{}': pointwise_unroll is 1 to 8 iterations at once, not {}", knobs, value);
     if ((it->first == "attention_ffma_rows" || it->first == "attention_ffma_keys") && value != 16 && value != 32 && value != 64)
       fail("schedule knobs '{}': {} is 16, 32 or 64, not {}", knobs, it->first, value);
     it->second(target, value);

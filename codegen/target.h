@@ -86,6 +86,10 @@ struct Target {
   int64_t warp_row_max = 1024;    // rows up to this long get a warp; longer ones a block
   int64_t thread_row_max = 16;    // rows up to this long get one thread each
   int blocks_per_sm = 8;          // a grid-stride loop's grid: at most num_sms * this many blocks
+  // Iterations of a vectorized grid-stride loop a thread runs at once, their loads issued
+  // together (Stmt::unroll): a pointwise kernel with much arithmetic an element otherwise has
+  // one 16-byte load a thread in flight while it computes. 1: one at a time.
+  int pointwise_unroll = 1;
   // A tiled loop's (transposed reads) grid: num_sms * this many blocks. 8 blocks of 256 fill an
   // SM's 2048 threads; with 4 the tuner beat the default on every tiled kernel of the benchmark
   // rows (block 512 or 8-16 blocks an SM: bench/NOTES.md, stop 31).

@@ -58,7 +58,18 @@ struct CacheEntry {
   std::vector<int> tangent_for_output;
   std::vector<TensorMeta> tangent_metas;
   int num_outputs = 0;
+  // The captured tensors the function writes in place (Tensor::copy_: a BatchNorm's running
+  // statistics in training mode), as indices into `captured`: the graph returns their new values
+  // after the function's results, and each call writes them back.
+  std::vector<size_t> written;
 };
+
+// The new value of a tensor the function wrote in place, into the tensor (on its own device):
+// its storage becomes the value's, as a compiled training step writes a module's buffers.
+void write_back(const Tensor& target, const Tensor& value) {
+  Tensor v = value.device() == target.device() ? value : value.to(target.device());
+  target.impl()->set_storage_from(*v.impl());
+}
 
 std::vector<TensorGuard> guards_of(const std::vector<Tensor>& ts, const std::vector<std::string>& names) {
   std::vector<TensorGuard> gs;
@@ -138,19 +149,18 @@ class BreakingTrace {
 
   TraceContext& current() { return *graphs_.back(); }
   int breaks() const { return breaks_; }
-  // A compiled function's graphs do not write tensors back yet (a compiled training step does).
-  void reject_writes(const TraceContext& ctx) const {
-    if (ctx.writes().empty()) return;
-    std::string names;
+  // The tensors the current graph writes in place: their last values become outputs after the
+  // graph's own (in writes() order), which whoever runs the graph writes back.
+  static std::vector<size_t> add_write_outputs(TraceContext& ctx) {
+    std::vector<size_t> written;
+    if (ctx.writes().empty()) return written;
+    std::vector<Value> outs = ctx.graph().outputs();
     for (const auto& [index, value] : ctx.writes()) {
-      const Tensor& t = ctx.parameter_tensors().at(index);
-      names += (names.empty() ? "'" : ", '") + (t.name().empty() ? value.name() : t.name()) + "'";
+      written.push_back(index);
+      outs.push_back(value);
     }
-    fail("{}: the function writes {} in place (Tensor::copy_; a BatchNorm in training mode updates its running "
-         "statistics), and a function compiled by kiln::compile(fn) does not write tensors back yet: call eval() on the "
-         "module to use its running statistics, or train it with kiln::compile(module, loss_fn, optimizer), whose step "
-         "writes them",
-         s_.options.name, names);
+    ctx.graph().set_outputs(std::move(outs));
+    return written;
   }
   // The graph inputs' values for the current graph: the function's inputs (first graph only),
   // then the tensors lifted into it.
@@ -182,7 +192,8 @@ class BreakingTrace {
   }
 
   std::vector<Tensor> run_current_graph() {
-    reject_writes(current());
+    std::vector<Tensor> targets;  // before graph_input_values() takes the lifted tensors
+    for (size_t index : add_write_outputs(current())) targets.push_back(current().parameter_tensors().at(index));
     Graph& g = current().graph();
     std::string key = fmt::format("{}\n{}", device_.str(), print_graph(g));
     auto it = s_.segments.find(key);
@@ -194,7 +205,11 @@ class BreakingTrace {
       debug.finish();
       if (debug.active()) s_.stats.debug_folders.push_back(debug.folder().string());
     }
-    return run(*it->second, moved_to(graph_input_values(), device_));
+    std::vector<Tensor> results = run(*it->second, moved_to(graph_input_values(), device_));
+    const size_t own = results.size() - targets.size();
+    for (size_t w = 0; w < targets.size(); ++w) write_back(targets[w], results[own + w]);
+    results.resize(own);
+    return results;
   }
 
   // Whether a gradient was asked for: an input or a captured tensor requires one.
@@ -241,7 +256,7 @@ class BreakingTrace {
     if (graphs_.size() == 1)
       for (size_t i = 0; i < traced_inputs_.size(); ++i) as_inputs.emplace_back(traced_inputs_[i].impl_ptr(), inputs_[i]);
     std::vector<Tensor> results;
-    if (!outs.empty()) {
+    if (!outs.empty() || !ctx.writes().empty()) {  // (a graph that only writes a buffer runs too)
       ctx.graph().set_outputs(outs);
       results = run_current_graph();
     }
@@ -288,10 +303,10 @@ std::vector<Tensor> CompiledFunctionState::traced_call(const std::vector<Tensor>
       return results;
     }
     // One graph: finished below, outside the trace.
-    bt.reject_writes(bt.current());
     std::vector<Value> outs;
     for (const Tensor& t : traced_results) outs.push_back(bt.current().value_of(t));
     bt.current().graph().set_outputs(outs);
+    building->written = BreakingTrace::add_write_outputs(bt.current());
   }
   double trace_ms = ms_since(t0);
   TraceContext& ctx = bt.current();
@@ -346,11 +361,18 @@ std::vector<Tensor> CompiledFunctionState::run_entry(CacheEntry& e, const std::v
   std::vector<Tensor> captured = moved_to(e.captured, device);
   feed.insert(feed.end(), captured.begin(), captured.end());
   std::vector<Tensor> outs = run(*e.forward, feed);
-  if (!e.backward) return outs;
+  // The written tensors' new values follow the function's results (and precede what the
+  // backward saved).
+  const size_t own = static_cast<size_t>(e.num_outputs), written_end = own + e.written.size();
+  for (size_t w = 0; w < e.written.size(); ++w) write_back(e.captured[e.written[w]], outs[own + w]);
+  if (!e.backward) {
+    outs.resize(own);
+    return outs;
+  }
   auto bw = std::make_shared<CompiledBackward>();
   bw->name = options.name;
   bw->graph = e.backward;
-  bw->saved.assign(outs.begin() + e.num_outputs, outs.end());
+  bw->saved.assign(outs.begin() + static_cast<std::ptrdiff_t>(written_end), outs.end());
   bw->tangent_for_output = e.tangent_for_output;
   bw->tangent_metas = e.tangent_metas;
   for (int i : e.leaves) bw->leaves.push_back(static_cast<size_t>(i) < inputs.size() ? inputs[i] : e.captured[i - inputs.size()]);

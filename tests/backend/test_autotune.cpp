@@ -57,6 +57,15 @@ std::vector<Graph> graphs_of_every_mapping() {
     g.set_outputs({b.op(Op::Gelu, {x * 2.0 + 1.0}), b.op(Op::Sigmoid, {xt}) * x, b.sum(s, {1})});
     out.push_back(std::move(g));
   }
+  {
+    // A flat loop of several grid strides a thread and a scalar tail of 3: an unrolled loop's
+    // whole steps, the iterations left after them, and the tail.
+    Graph g("flat");
+    Builder b(g);
+    Var z = input(b, "z", F({1001, 4099}));
+    g.set_outputs({b.op(Op::Exp, {z}) * z});
+    out.push_back(std::move(g));
+  }
   // f32 attention on FFMA tiles, every pass, at sizes that leave tails of every tile size.
   out.push_back(parse_graph(R"(
 graph attention_f32(%q: f32[2,77,40], %k: f32[2,90,40], %v: f32[2,90,40], %dy: f32[2,77,40]) {

@@ -91,9 +91,15 @@ TEST(ScheduleCandidates, EachMappingGetsItsOwnVariants) {
   auto pw = schedule_candidates(lowered_kernels(fmt::format(kPointwise, 1 << 22), t).at(0), t);
   expect_distinct(pw);
   EXPECT_EQ(pw[0].kernel.schedule.mapping, "grid-stride");
-  EXPECT_EQ(pw.size(), 6u) << fmt::format("{}", fmt::join(knobs_of(pw), " | "));
+  EXPECT_EQ(pw.size(), 8u) << fmt::format("{}", fmt::join(knobs_of(pw), " | "));
   EXPECT_EQ(pw[1].knobs, "pointwise_block 128");
   EXPECT_EQ(pw[1].kernel.launch.block, 128);
+  // Iterations a thread runs at once: the loop's and the record's, and said where the record shows.
+  EXPECT_EQ(pw[6].knobs, "pointwise_unroll 2");
+  EXPECT_EQ(pw[6].kernel.schedule.unroll, 2);
+  EXPECT_EQ(pw[0].kernel.schedule.unroll, 0);
+  EXPECT_NE(print_schedule(pw[7].kernel.schedule, pw[7].kernel.launch).find("4 iterations at once"), std::string::npos)
+      << print_schedule(pw[7].kernel.schedule, pw[7].kernel.launch);
   // Rows of 1024 (a warp per row): rows per block, or a block per row.
   auto sm = schedule_candidates(lowered_kernels(fmt::format(kSoftmax, 4096, 1024), t).at(0), t);
   expect_distinct(sm);

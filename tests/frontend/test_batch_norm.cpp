@@ -165,11 +165,13 @@ TEST(CopyInPlace, TracedWritesAreGraphOutputs) {
 // ResNet-style: conv, BatchNorm2d, ReLU, a residual block, adaptive average pool, linear.
 class SmallResNet : public nn::Module {
  public:
-  SmallResNet() {
+  // track_running_stats = false: the same network (the same parameters, in the same order) with
+  // no buffers, whose gradients kiln::value_and_grad computes.
+  explicit SmallResNet(bool track_running_stats = true) {
     conv1 = register_module("conv1", std::make_shared<nn::Conv2d>(3, 4, IntList{3}, IntList{1}, IntList{1}, IntList{1}, 1, false));
-    bn1 = register_module("bn1", std::make_shared<nn::BatchNorm2d>(4));
+    bn1 = register_module("bn1", std::make_shared<nn::BatchNorm2d>(4, 1e-5, 0.1, true, track_running_stats));
     conv2 = register_module("conv2", std::make_shared<nn::Conv2d>(4, 4, IntList{3}, IntList{1}, IntList{1}, IntList{1}, 1, false));
-    bn2 = register_module("bn2", std::make_shared<nn::BatchNorm2d>(4));
+    bn2 = register_module("bn2", std::make_shared<nn::BatchNorm2d>(4, 1e-5, 0.1, true, track_running_stats));
     fc = register_module("fc", std::make_shared<nn::Linear>(4, 5));
   }
   Tensor operator()(const Tensor& x) const {
@@ -253,25 +255,72 @@ TEST(BatchNorm, TrainStepOnTheInterpreterCarriesTheBuffers) {
   EXPECT_TRUE(has(print_graph(ts.graph), "new_bn1_running_mean")) << "the written buffers are named outputs";
 }
 
-TEST(BatchNorm, PathsThatCannotWriteBackSaySo) {
+// kiln::compile(fn) of a module in training writes its buffers back at every call, as eager
+// code does: one graph (with and without gradients), and a function that breaks its graph.
+TEST(BatchNorm, CompiledFunctionWritesTheRunningStatisticsBack) {
   // kiln::compile(fn) runs where its inputs are: the GPU where there is one, else the CPU's JIT.
   const Device device = backend::cuda_device_present() ? Device::cuda() : Device::cpu();
   if (device == Device::cpu() && !runtime::cpu::jit_available()) GTEST_SKIP() << "no CPU JIT in this build and no GPU";
-  SmallResNet net;
+  SmallResNet eager, net;
+  testing::set_formula_parameters(eager, 0.5);
+  testing::set_formula_parameters(net, 0.5);
+  eager.to(device);
   net.to(device);
-  Tensor x = batch_of(0).to(device);
+  auto expect_same_statistics = [&](const std::string& when) {
+    expect_close(*net.bn1->running_mean, eager.bn1->running_mean->to_doubles(), when + ": bn1.running_mean", 1e-5);
+    expect_close(*net.bn2->running_var, eager.bn2->running_var->to_doubles(), when + ": bn2.running_var", 1e-5);
+    EXPECT_EQ(net.bn1->num_batches_tracked->to_ints(), eager.bn1->num_batches_tracked->to_ints()) << when;
+  };
+  // One graph, no gradients: three calls, one compile.
   auto fn = compile([&](const std::vector<Tensor>& in) { return std::vector<Tensor>{net(in[0])}; });
-  try {
-    fn({x});
-    ADD_FAILURE() << "kiln::compile(fn) of a BatchNorm in training ran";
-  } catch (const Error& e) {
-    EXPECT_TRUE(has(e.what(), "'bn1.running_mean'")) << e.what();
-    EXPECT_TRUE(has(e.what(), "call eval()")) << e.what();
+  for (int s = 0; s < 3; ++s) {
+    NoGradGuard no_grad;
+    Tensor x = batch_of(s).to(device);
+    expect_close(fn({x})[0], eager(x).to_doubles(), fmt::format("call {}: output", s), 1e-5);
+    expect_same_statistics(fmt::format("call {}", s));
   }
-  net.eval();
-  EXPECT_EQ(fn({x})[0].shape(), (Shape{4, 5})) << "in eval the function reads the running statistics";
-  // A loss that writes a parameter is refused by the training step.
-  net.train();
+  EXPECT_EQ(net.bn1->num_batches_tracked->to_ints(), std::vector<int64_t>{3});
+  EXPECT_EQ(fn.stats().compiles, 1);
+  EXPECT_EQ(fn.stats().cache_hits, 2);
+  // One graph with its backward: the loss's gradients as kiln::value_and_grad's of the same
+  // network without buffers, the statistics written as eager code writes them.
+  SmallResNet untracked(false);
+  testing::set_formula_parameters(untracked, 0.5);
+  untracked.to(device);
+  auto loss_of = [](const SmallResNet& m) { return [&m](const std::vector<Tensor>& b) { return mean(square(m(b[0]))); }; };
+  auto loss_fn = compile([&](const std::vector<Tensor>& in) { return std::vector<Tensor>{loss_of(net)(in)}; });
+  for (int s = 0; s < 2; ++s) {
+    net.zero_grad();
+    Tensor x = batch_of(s).to(device);
+    loss_fn({x})[0].backward();
+    {
+      NoGradGuard no_grad;
+      eager(x);
+    }
+    ModuleGrads want = value_and_grad(untracked, loss_of(untracked), {x});
+    expect_close(net.conv1->weight.grad(), want["conv1.weight"].to_doubles(), fmt::format("step {}: conv1.weight's gradient", s), 1e-4);
+    expect_close(net.bn2->weight->grad(), want["bn2.weight"].to_doubles(), fmt::format("step {}: bn2.weight's gradient", s), 1e-4);
+    expect_same_statistics(fmt::format("step {}", s));
+  }
+  // A function that breaks its graph (an item() between the two blocks): each graph writes what it wrote.
+  auto broken = compile([&](const std::vector<Tensor>& in) {
+    Tensor h = relu((*net.bn1)((*net.conv1)(in[0])));
+    const double scale = h.amax().item() > 0 ? 1.0 : 2.0;
+    return std::vector<Tensor>{relu((*net.bn2)((*net.conv2)(h)) + h) * scale};
+  });
+  for (int s = 0; s < 2; ++s) {
+    NoGradGuard no_grad;
+    Tensor x = batch_of(s).to(device);
+    Tensor got = broken({x})[0];
+    Tensor h = relu((*eager.bn1)((*eager.conv1)(x)));
+    expect_close(got, (relu((*eager.bn2)((*eager.conv2)(h)) + h) * (h.amax().item() > 0 ? 1.0 : 2.0)).to_doubles(),
+                 fmt::format("broken call {}", s), 1e-5);
+    expect_same_statistics(fmt::format("broken call {}", s));
+  }
+  EXPECT_GE(broken.stats().graph_breaks, 2);
+}
+
+TEST(BatchNorm, ALossThatWritesAParameterMakesNoStep) {
   nn::Linear lin(3, 2);
   TracedGraph loss = trace(
       [&](const std::vector<Tensor>& b) {
