@@ -662,7 +662,7 @@ class CudaEmitter : public CEmitter {
       auto loads = [&](int at_ind, const std::string& at, const std::string& suffix) {
         for (const std::string& b : loaded) {
           int64_t p = period[b];
-          std::string i = p > 0 ? fmt::format("{} % {}", at, int_literal(p / width, d_)) : at;
+          std::string i = p > 0 ? fmt::format("{} % {}", paren(at), int_literal(p / width, d_)) : at;
           line(at_ind, fmt::format("const {0} {1}_v{3} = ((const {0}*){1})[{2}];", vec_type(b), b, i, suffix));
         }
       };

@@ -58,12 +58,14 @@ std::vector<Graph> graphs_of_every_mapping() {
     out.push_back(std::move(g));
   }
   {
-    // A flat loop of several grid strides a thread and a scalar tail of 3: an unrolled loop's
-    // whole steps, the iterations left after them, and the tail.
+    // Flat loops of several grid strides a thread: an unrolled loop's whole steps, the
+    // iterations left after them, a scalar tail of 3, and a row vector read at i % 1028.
     Graph g("flat");
     Builder b(g);
     Var z = input(b, "z", F({1001, 4099}));
-    g.set_outputs({b.op(Op::Exp, {z}) * z});
+    Var u = input(b, "u", F({4001, 1028}));
+    Var w = input(b, "w", F({1028}));
+    g.set_outputs({b.op(Op::Exp, {z}) * z, b.op(Op::Sigmoid, {u}) * w});
     out.push_back(std::move(g));
   }
   // f32 attention on FFMA tiles, every pass, at sizes that leave tails of every tile size.

@@ -123,6 +123,20 @@ TEST(ScheduleCandidates, EachMappingGetsItsOwnVariants) {
 
 // A knob the kernel's schedule does not read gives the same kernel: dropped, so a short row's
 // block-per-row variants collapse, and a CPU target has its default alone.
+// An unrolled flat loop: each iteration's loads a grid stride apart, a row vector's index taken
+// modulo its length after the stride is added, then the iterations left one at a time.
+TEST(ScheduleCandidates, AnUnrolledLoopLoadsEachIterationAGridStrideApart) {
+  Target t = with_knobs(cuda_target("sm_90", 132), "pointwise_unroll 2");
+  const std::string src = emit_cuda_kernel(schedule_candidates(lowered_kernels(R"(
+graph pw(%x: f32[4096,1024], %w: f32[1024]) {
+  %y = mul(%x, %w) : f32[4096,1024]
+  return (%y)
+})", t).at(0), t).at(0).kernel);
+  EXPECT_NE(src.find("for (; i_vec_base + 1 * kiln_stride < 1048576; i_vec_base += 2 * kiln_stride) {"), std::string::npos) << src;
+  EXPECT_NE(src.find("((const kiln_vec<float, 4>*)b2)[(i_vec_base + 1 * kiln_stride) % 256]"), std::string::npos) << src;
+  EXPECT_NE(src.find("for (int i_vec = i_vec_base; i_vec < 1048576; i_vec += kiln_stride) {"), std::string::npos) << src;
+}
+
 TEST(ScheduleCandidates, VariantsThatChangeNothingAreDropped) {
   Target t = cuda_target("sm_90", 132);
   auto tiny = schedule_candidates(lowered_kernels(fmt::format(kPointwise, 40), t).at(0), t);
