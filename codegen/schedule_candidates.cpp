@@ -61,7 +61,7 @@ std::vector<Knobs> variants_of(const std::string& m, bool tiled, AttentionTiles 
             {{"pointwise_block", 1024}, {"blocks_per_sm", 2}},
             {{"blocks_per_sm", 16}},
             {{"pointwise_block", 128}, {"blocks_per_sm", 16}},
-            {{"pointwise_unroll", 2}},
+            {{"pointwise_unroll", 1}},
             {{"pointwise_unroll", 4}}};
   if (m == "thread per row") return {{{"pointwise_block", 64}}, {{"pointwise_block", 128}}, {{"pointwise_block", 512}}};
   if (m == "block per tile" && tiled)

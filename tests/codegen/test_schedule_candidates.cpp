@@ -95,9 +95,9 @@ TEST(ScheduleCandidates, EachMappingGetsItsOwnVariants) {
   EXPECT_EQ(pw[1].knobs, "pointwise_block 128");
   EXPECT_EQ(pw[1].kernel.launch.block, 128);
   // Iterations a thread runs at once: the loop's and the record's, and said where the record shows.
-  EXPECT_EQ(pw[6].knobs, "pointwise_unroll 2");
-  EXPECT_EQ(pw[6].kernel.schedule.unroll, 2);
-  EXPECT_EQ(pw[0].kernel.schedule.unroll, 0);
+  EXPECT_EQ(pw[6].knobs, "pointwise_unroll 1");
+  EXPECT_EQ(pw[6].kernel.schedule.unroll, 0);
+  EXPECT_EQ(pw[0].kernel.schedule.unroll, 2);
   EXPECT_NE(print_schedule(pw[7].kernel.schedule, pw[7].kernel.launch).find("4 iterations at once"), std::string::npos)
       << print_schedule(pw[7].kernel.schedule, pw[7].kernel.launch);
   // Rows of 1024 (a warp per row): rows per block, or a block per row.

@@ -120,7 +120,9 @@ class GraphOnly(torch.nn.Module):
         self.model, self.field = model, field
 
     def forward(self, ids):
-        return getattr(self.model(input_ids=ids), self.field)
+        # An explicit all-ones attention mask: without one, transformers looks for packed
+        # sequences in the position ids with aten::diff, which the TorchScript exporter lacks.
+        return getattr(self.model(input_ids=ids, attention_mask=torch.ones_like(ids)), self.field)
 
 
 def export(model, args, path, opset):
