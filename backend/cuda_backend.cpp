@@ -9,6 +9,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <optional>
 
@@ -84,6 +85,9 @@ class CudaProgram final : public Program {
   // The generated kernels' NVRTC programs (each CUBIN holds one or more kernels) and, per
   // kernel, which program holds it.
   cu::CompiledKernels binaries;
+  // Per kernel: the function it launches. A kernel whose code is an earlier one's but for its
+  // name and comments (a model's repeated layers) launches that one's, compiled once.
+  std::vector<std::string> entries;
   std::string arch;
   // Custom ops' own kernels (backend/opaque_kernels.h), per opaque step in schedule order.
   struct OpaqueLaunch {
@@ -164,7 +168,7 @@ CudaProgram::Loaded& CudaProgram::load(const ExecutableState& s) const {
     L->modules.emplace_back(binaries.programs[m].cubin, program_label(binaries, s.lowered.kernels, m), device);
   for (size_t i = 0; i < s.lowered.kernels.size(); ++i) {
     const codegen::Kernel& k = s.lowered.kernels[i];
-    L->functions.push_back(L->modules[static_cast<size_t>(binaries.program_of[i])].function(k.name));
+    L->functions.push_back(L->modules[static_cast<size_t>(binaries.program_of[i])].function(entries.empty() ? k.name : entries[i]));
   }
   for (const OpaqueLaunch& o : opaque) {
     L->opaque_modules.emplace_back(o.binary.cubin, o.entry, device);
@@ -554,9 +558,21 @@ class CudaBackend final : public Backend {
     // The kernels compile as a few NVRTC programs, as many as there are threads to compile them
     // (runtime/cuda/nvrtc.h): NVRTC's cost is mostly per program. Each kernel keeps a cache
     // entry of its own, which survives a change elsewhere in the graph.
-    std::vector<cu::CudaKernelSource> kernels;
-    for (size_t i = 0; i < state.lowered.kernels.size(); ++i)
-      kernels.push_back({fmt::format("{}_{}", state.graph_name, state.lowered.kernels[i].name), state.emitted.kernels[i]});
+    // A kernel the same as an earlier one but for its names compiles once (cuda_kernel_identity).
+    std::vector<cu::CudaKernelSource> kernels;  // the distinct ones
+    std::vector<size_t> distinct_of;            // per kernel: its index in `kernels`
+    std::vector<size_t> first_with;             // per distinct kernel: the first kernel with its code
+    std::map<std::string, size_t> by_code;
+    for (size_t i = 0; i < state.lowered.kernels.size(); ++i) {
+      const std::string& name = state.lowered.kernels[i].name;
+      auto [it, fresh] = by_code.emplace(codegen::cuda_kernel_identity(state.lowered.kernels[i]), kernels.size());
+      if (fresh) {
+        kernels.push_back({fmt::format("{}_{}", state.graph_name, name), state.emitted.kernels[i]});
+        first_with.push_back(i);
+      }
+      distinct_of.push_back(it->second);
+      p->entries.push_back(state.lowered.kernels[first_with[it->second]].name);
+    }
     // Custom ops' own kernels compile on their own (their source as the user wrote it).
     std::vector<std::pair<std::string, std::string>> opaque_sources;
     const auto& steps = state.lowered.steps;
@@ -584,9 +600,13 @@ class CudaBackend final : public Backend {
     } catch (const cu::NvrtcError& e) {
       // Name the kernel and the graph nodes it computes, not only NVRTC's program name.
       for (size_t i = 0; i < kernels.size(); ++i)
-        if (kernels[i].name == e.program()) throw kiln::Error(kernel_compile_error_message(state, i, e.what()));
+        if (kernels[i].name == e.program()) throw kiln::Error(kernel_compile_error_message(state, first_with[i], e.what()));
       throw;
     }
+    // Every kernel's program: its distinct kernel's.
+    std::vector<int> program_of;
+    for (size_t d : distinct_of) program_of.push_back(p->binaries.program_of[d]);
+    p->binaries.program_of = std::move(program_of);
     std::vector<cu::NvrtcOutput> opaque_binaries;
     try {
       opaque_binaries = cu::compile_cuda_parallel(opaque_sources, no);
@@ -616,8 +636,9 @@ class CudaBackend final : public Backend {
       hits += o.binary.cache_hit;
     }
     report.compiler = fmt::format(
-        "nvrtc {}: {} kernels for {} ({} from the cache), {} program{} compiled, NVRTC {:.1f} ms in all, slowest program {:.1f} ms; {} of CUBIN",
-        cu::nvrtc_version(), kernels.size() + p->opaque.size(), p->arch, hits, compiled, compiled == 1 ? "" : "s", total, slowest,
+        "nvrtc {}: {} kernels for {} ({} distinct, {} from the cache), {} program{} compiled, NVRTC {:.1f} ms in all, slowest program {:.1f} ms; {} of CUBIN",
+        cu::nvrtc_version(), state.lowered.kernels.size() + p->opaque.size(), p->arch, kernels.size() + p->opaque.size(), hits, compiled,
+        compiled == 1 ? "" : "s", total, slowest,
         format_bytes(static_cast<int64_t>(cubin_bytes)));
     if (!options.dump_dir.empty()) {
       std::filesystem::path dir(options.dump_dir);

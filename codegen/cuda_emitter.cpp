@@ -789,6 +789,54 @@ std::string emit_attention_kernel(const Kernel& k) {
 
 }  // namespace
 
+namespace {
+
+StmtPtr with_names(const StmtPtr& s, const std::map<std::string, std::string>& names) {
+  auto c = std::make_shared<Stmt>(*s);
+  if (auto it = names.find(c->name); it != names.end()) c->name = it->second;
+  c->comment.clear();
+  for (ExprPtr& e : c->exprs)
+    e = rewrite(e, [&](const ExprPtr& x) {
+      auto it = x->kind == ExprKind::Var ? names.find(x->name) : names.end();
+      if (it == names.end()) return x;
+      auto r = std::make_shared<Expr>(*x);
+      r->name = it->second;
+      return ExprPtr(r);
+    });
+  for (StmtPtr& b : c->body) b = with_names(b, names);
+  return c;
+}
+
+std::string without_comments(const std::string& code) {
+  std::string out;
+  for (size_t i = 0; i < code.size();) {
+    if (code.compare(i, 2, "//") == 0) {
+      i = code.find('\n', i);
+      if (i == std::string::npos) break;
+      continue;
+    }
+    out += code[i++];
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string cuda_kernel_identity(const Kernel& k) {
+  std::map<std::string, std::string> names;
+  visit(k.body, [&](const Stmt& s) {
+    if (s.kind == StmtKind::For || s.kind == StmtKind::Let || s.kind == StmtKind::DeclAcc)
+      names.emplace(s.name, fmt::format("kiln_v{}", names.size()));
+  });
+  Kernel c = k;
+  c.name = "kiln_kernel";
+  c.comment.clear();
+  for (Buffer& b : c.buffers) b.what.clear();
+  for (Buffer& b : c.constants) b.what.clear();
+  c.body = with_names(k.body, names);
+  return without_comments(emit_cuda_kernel(c));
+}
+
 std::string emit_cuda_kernel(const Kernel& k) {
   if (k.attention) return emit_attention_kernel(k);
   const CDialect d = cuda_dialect(k.index_bits);

@@ -96,6 +96,11 @@ std::string_view cuda_prelude();
 std::string emit_cuda_kernel(const Kernel& k);
 // A whole module: the prelude, then every kernel.
 std::string emit_cuda_module(const std::vector<Kernel>& kernels);
+// What a kernel compiles to, as text: its code as printed with the names it defines (loop
+// variables, lets, accumulators) numbered in order, its own name and every comment left out.
+// Two kernels with the same identity are the same function (a model's repeated layers), so
+// one compiled function serves both (backend/cuda_backend.cpp).
+std::string cuda_kernel_identity(const Kernel& k);
 
 // The static shared memory a kernel's block combines declare (33 slots per value type
 // combined across a block, and 33 int64 indices for argmax): what LaunchConfig::shared_bytes

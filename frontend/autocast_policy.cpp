@@ -14,6 +14,8 @@ constexpr std::array kRows = {
     std::pair{Op::Bmm, AutocastPolicy::LowerPrecision},
     std::pair{Op::Linear, AutocastPolicy::LowerPrecision},
     std::pair{Op::Addmm, AutocastPolicy::LowerPrecision},
+    // (PyTorch's einsum reaches bmm, which autocast lowers; kiln's is one op until decomposed.)
+    std::pair{Op::Einsum, AutocastPolicy::LowerPrecision},
     // Attention: 16-bit q, k and v on tensor cores, its softmax in f32 inside the kernel
     // (PyTorch's autocast lists scaled_dot_product_attention among its lower-precision ops too).
     std::pair{Op::ScaledDotProductAttention, AutocastPolicy::LowerPrecision},

@@ -186,6 +186,9 @@ Tensor rand(const IntList& size, int64_t seed, DType dtype) {
 // ---- linear algebra
 Tensor matmul(const Tensor& self, const Tensor& other) { return call1(Op::Matmul, {self, other}); }
 Tensor bmm(const Tensor& self, const Tensor& mat2) { return call1(Op::Bmm, {self, mat2}); }
+Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands) {
+  return call1(Op::Einsum, operands, attrs({{"equation", equation}}));
+}
 Tensor linear(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias) {
   return bias ? call1(Op::Linear, {input, weight, *bias}) : call1(Op::Linear, {input, weight});
 }

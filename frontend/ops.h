@@ -148,6 +148,9 @@ Tensor rand(const IntList& size, int64_t seed = 0, DType dtype = DType::F32);
 
 // ---- linear algebra
 Tensor matmul(const Tensor& self, const Tensor& other);
+// torch.einsum("bij,bjk->bik", {a, b}): subscripts per operand, "..." for broadcast dims, an
+// optional "->" and the result's (ir/einsum.h); the operands share one dtype.
+Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands);
 Tensor bmm(const Tensor& self, const Tensor& mat2);
 Tensor linear(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt);
 Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, Scalar beta = 1, Scalar alpha = 1);

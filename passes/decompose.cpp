@@ -39,6 +39,7 @@ std::unordered_map<Op, DecompositionFn>& installed_table() {
     decompositions::install_conv();
     decompositions::install_norms();
     decompositions::install_bitwise();
+    decompositions::install_einsum();
     installing = false;
   });
   return table();

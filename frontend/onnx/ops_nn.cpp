@@ -1,4 +1,4 @@
-// ONNX's neural-network operators: MatMul, Gemm, Softmax and LogSoftmax, the normalizations
+// ONNX's neural-network operators: MatMul, Einsum, Gemm, Softmax and LogSoftmax, the normalizations
 // (LayerNormalization, BatchNormalization, InstanceNormalization), global pools,
 // Dropout, the Reduce* family with ArgMax/ArgMin, CumSum, EyeLike and LRN.
 #include <cmath>
@@ -12,6 +12,13 @@ namespace {
 
 
 std::vector<Out> matmul(NodeContext& c) { return one(c.b.matmul(c.in(0), c.in(1))); }
+
+// Einsum (opset 12): kiln's einsum, the same equation language (numpy's).
+std::vector<Out> einsum(NodeContext& c) {
+  std::vector<Value> operands;
+  for (size_t i = 0; i < c.num_inputs(); ++i) operands.push_back(c.in(i));
+  return one(c.b.op(Op::Einsum, operands, {{"equation", c.attr_string("equation")}}));
+}
 
 std::vector<Out> gemm(NodeContext& c) {
   double alpha = c.attr_float("alpha", 1.0), beta = c.attr_float("beta", 1.0);
@@ -422,6 +429,7 @@ void add_nn_ops(std::vector<OpEntry>& t) {
   t.push_back({"Hardmax", hardmax});
   t.push_back({"OneHot", one_hot});
   t.push_back({"MatMul", matmul});
+  t.push_back({"Einsum", einsum});
   t.push_back({"Gemm", gemm});
   t.push_back({"Softmax", softmax_like(Op::Softmax)});
   t.push_back({"LogSoftmax", softmax_like(Op::LogSoftmax)});

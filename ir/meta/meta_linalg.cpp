@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "ir/error.h"
+#include "ir/einsum.h"
 #include "ir/meta/meta.h"
 
 namespace kiln::meta {
@@ -40,6 +41,23 @@ Metas meta_bmm(In in, const Attrs&) {
   if (a.shape[0] != b.shape[0]) fail("batch sizes differ: {} and {}", a.shape[0], b.shape[0]);
   if (a.shape[2] != b.shape[1]) fail("shapes {} and {} cannot be multiplied", shape_str(a.shape), shape_str(b.shape));
   return {TensorMeta(a.dtype, Shape{a.shape[0], a.shape[1], b.shape[2]}, a.device)};
+}
+
+Metas meta_einsum(In in, const Attrs& a) {
+  if (in.empty()) fail("einsum needs at least one operand");
+  std::vector<int64_t> ranks;
+  std::vector<Shape> shapes;
+  for (const TensorMeta& m : in) {
+    check_same_dtype(in[0], m, "einsum");
+    ranks.push_back(m.rank());
+    shapes.push_back(m.shape);
+  }
+  if (in[0].dtype == DType::Bool) fail("einsum of bool tensors (PyTorch has none): cast them to a number type first");
+  const EinsumSpec spec = parse_einsum(a.get_string("equation"), ranks);
+  const std::vector<int64_t> sizes = einsum_label_sizes(spec, shapes);
+  Shape out;
+  for (int l : spec.output) out.push_back(sizes[static_cast<size_t>(l)]);
+  return {TensorMeta(in[0].dtype, out, in[0].device)};
 }
 
 Metas meta_linear(In in, const Attrs&) {

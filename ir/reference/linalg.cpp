@@ -3,6 +3,7 @@
 // result dtype.
 #include <variant>
 
+#include "ir/einsum.h"
 #include "ir/error.h"
 #include "ir/reference/kernels.h"
 #include "ir/reference/util.h"
@@ -155,6 +156,63 @@ std::vector<HostTensor> scatter_add(Ins in, const Attrs& a, Outs outs) {
   return {out};
 }
 
+// einsum by its definition: every assignment of the labels' values, the product of the
+// operands' elements it picks added to the result element it names.
+template <typename T>
+HostTensor einsum_of(Ins in, const EinsumSpec& spec, const std::vector<int64_t>& sizes, const TensorMeta& out_meta) {
+  const size_t L = sizes.size();
+  std::vector<T> acc(static_cast<size_t>(out_meta.numel()), T(0));
+  int64_t total = 1;
+  for (int64_t n : sizes) total *= n;
+  // Per operand and per label: the step of the operand's linear (logical) index for one step of
+  // the label (a diagonal adds its dims' steps; a broadcast size-1 dim steps by 0).
+  auto steps_of = [&](const std::vector<int>& labels, const Shape& shape) {
+    std::vector<int64_t> step(L, 0);
+    int64_t stride = 1;
+    for (size_t d = labels.size(); d-- > 0;) {
+      if (shape[d] != 1) step[static_cast<size_t>(labels[d])] += stride;
+      stride *= shape[d];
+    }
+    return step;
+  };
+  std::vector<std::vector<int64_t>> in_step;
+  for (size_t i = 0; i < in.size(); ++i) in_step.push_back(steps_of(spec.inputs[i], in[i].shape()));
+  const std::vector<int64_t> out_step = steps_of(spec.output, out_meta.shape);
+  std::vector<int64_t> value(L, 0);
+  for (int64_t k = 0; k < total; ++k) {
+    int64_t rest = k;
+    for (size_t l = L; l-- > 0;) {
+      value[l] = rest % sizes[l];
+      rest /= sizes[l];
+    }
+    T prod = T(1);
+    for (size_t i = 0; i < in.size(); ++i) {
+      int64_t at = 0;
+      for (size_t l = 0; l < L; ++l) at += value[l] * in_step[i][l];
+      prod *= load<T>(in[i], at);
+    }
+    int64_t at = 0;
+    for (size_t l = 0; l < L; ++l) at += value[l] * out_step[l];
+    acc[static_cast<size_t>(at)] += prod;
+  }
+  HostTensor out = HostTensor::empty(out_meta);
+  for (int64_t i = 0; i < out.numel(); ++i) store<T>(out, i, acc[static_cast<size_t>(i)]);
+  return out;
+}
+
+std::vector<HostTensor> einsum(Ins in, const Attrs& a, Outs outs) {
+  std::vector<int64_t> ranks;
+  std::vector<Shape> shapes;
+  for (const HostTensor& t : in) {
+    ranks.push_back(t.rank());
+    shapes.push_back(t.shape());
+  }
+  const EinsumSpec spec = parse_einsum(a.get_string("equation"), ranks);
+  const std::vector<int64_t> sizes = einsum_label_sizes(spec, shapes);
+  if (is_floating(outs[0].dtype)) return {einsum_of<double>(in, spec, sizes, outs[0])};
+  return {einsum_of<int64_t>(in, spec, sizes, outs[0])};
+}
+
 }  // namespace
 
 void install_linalg(const Setter& set) {
@@ -163,6 +221,7 @@ void install_linalg(const Setter& set) {
   set(Op::Matmul, matmul);
   set(Op::Bmm, matmul);  // bmm is matmul restricted (by its shape rule) to 3-d operands
   set(Op::Linear, linear);
+  set(Op::Einsum, einsum);
   set(Op::Addmm, addmm);
 }
 

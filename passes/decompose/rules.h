@@ -18,6 +18,7 @@ void install_attention();   // scaled_dot_product_attention
 void install_conv();        // convolution, max_pool, avg_pool
 void install_norms();       // rms_norm, group_norm
 void install_bitwise();     // bitwise_not
+void install_einsum();      // einsum
 
 // The dtype a decomposition computes in: f16 and bf16 go through f32 and are rounded once at
 // the end (the reference kernels compute in double and round once); others compute in place.

@@ -40,6 +40,17 @@ TEST(LinalgRules, MatmulBatchedWithBroadcasting) {
   EXPECT_TRUE(gradcheck_values(Op::Matmul, {rnd({1, 2, 2, 3}, 7), rnd({3, 1, 3, 2}, 8)}));
 }
 
+// einsum is differentiated through its decomposition's parts (diagonals as strided slices).
+TEST(LinalgRules, EinsumThroughItsDecomposition) {
+  auto eq = [](const char* e) { return Attrs{{"equation", std::string(e)}}; };
+  EXPECT_TRUE(gradcheck_values(Op::Einsum, {rnd({2, 3}, 1), rnd({3, 4}, 2)}, eq("ij,jk->ik")));
+  EXPECT_TRUE(gradcheck_values(Op::Einsum, {rnd({2, 3, 4}, 3), rnd({1, 5, 4}, 4)}, eq("bij,bkj->bik")));
+  EXPECT_TRUE(gradcheck_values(Op::Einsum, {rnd({3, 3}, 5)}, eq("ii->i")));
+  EXPECT_TRUE(gradcheck_values(Op::Einsum, {rnd({2, 4, 4}, 6)}, eq("...ii")));
+  EXPECT_TRUE(gradcheck_values(Op::Einsum, {rnd({3}, 7), rnd({4}, 8), rnd({3, 4}, 9)}, eq("i,j,ij->")));
+  EXPECT_TRUE(gradcheck_values(Op::Einsum, {rnd({2, 1, 3}, 10), rnd({4, 3}, 11)}, eq("...j,kj->...k")));
+}
+
 TEST(LinalgRules, Bmm) {
   EXPECT_TRUE(gradcheck_values(Op::Bmm, {rnd({2, 3, 4}, 1), rnd({2, 4, 5}, 2)}));
   EXPECT_TRUE(gradcheck_values(Op::Bmm, {rnd({1, 1, 7}, 3), rnd({1, 7, 1}, 4)}));

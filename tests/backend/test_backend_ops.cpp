@@ -153,6 +153,41 @@ TEST_P(BackendOps, ErfinvAndBitwiseOps) {
   }
 }
 
+// einsum through its decomposition (diagonals, sums, permutes, matmuls or broadcast products)
+// against its reference kernel: matrix and batched products, an ellipsis with broadcasting,
+// traces, diagonals, outer products, three operands, integers, bf16, an empty contraction.
+TEST_P(BackendOps, Einsum) {
+  KILN_REQUIRE_JIT();
+  struct Case {
+    std::string equation;
+    std::vector<Shape> shapes;
+    DType dtype = DType::F32;
+  };
+  const std::vector<Case> cases = {
+      {"ij,jk->ik", {{33, 17}, {17, 9}}},
+      {"bij,bkj->bik", {{3, 5, 8}, {1, 7, 8}}},
+      {"...ij,...jk", {{2, 1, 4, 6}, {3, 6, 5}}},
+      {"ii", {{6, 6}}},
+      {"bii->bi", {{3, 5, 5}}},
+      {"i,j->ij", {{7}, {9}}},
+      {"ij,jk,kl->il", {{4, 5}, {5, 6}, {6, 3}}},
+      {"bhqd,bhkd->bhqk", {{2, 3, 5, 8}, {2, 3, 7, 8}}},
+      {"ij->", {{9, 13}}},
+      {"ij,ij->ij", {{4, 5}, {4, 5}}, DType::I64},
+      {"ij,jk->ik", {{8, 16}, {16, 8}}, DType::BF16},
+      {"ij,jk->ik", {{3, 0}, {0, 4}}},
+  };
+  for (const Case& c : cases) {
+    Graph g("einsum");
+    Builder b(g);
+    std::vector<Value> ins;
+    for (size_t i = 0; i < c.shapes.size(); ++i) ins.push_back(b.wrap(g.add_input(fmt::format("x{}", i), T(c.dtype, c.shapes[i]))));
+    g.set_outputs({b.op(Op::Einsum, ins, {{"equation", c.equation}})});
+    SCOPED_TRACE(c.equation + " " + std::string(dtype_name(c.dtype)));
+    expect_matches_reference(g);
+  }
+}
+
 TEST_P(BackendOps, EveryBinaryPointwiseOpWithBroadcasting) {
   KILN_REQUIRE_JIT();
   int checked = 0;

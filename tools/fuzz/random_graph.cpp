@@ -327,10 +327,40 @@ class Generator {
         return add(Op::Linear, in).has_value();
       }
       default:
+        if (chance(0.3)) return einsum(*a);
         if (s.size() >= 3 && s.size() <= 5 && chance(0.4)) return conv_or_pool(*a);
         if (s.size() != 3) return false;
         return add(Op::Bmm, {*a, new_input(TensorMeta(dt, {s[0], k, n}))}).has_value();
     }
+  }
+
+  // einsum of `a` (a letter a dim, two equal dims maybe one letter: a diagonal) with a new
+  // operand sharing some of its letters (some of them size 1: broadcast) and adding up to two,
+  // the result a random arrangement of some letters, or left implicit.
+  bool einsum(Value a) {
+    const Shape& s = a.meta().shape;
+    if (s.size() > 4) return false;
+    std::string la, lb;
+    for (size_t d = 0; d < s.size(); ++d) la += static_cast<char>('a' + d);
+    if (s.size() >= 2 && s[0] == s[1] && chance(0.3)) la[1] = la[0];
+    Shape sb;
+    for (size_t d = 0; d < s.size(); ++d)
+      if (chance(0.5) && lb.find(la[d]) == std::string::npos) {
+        lb += la[d];
+        sb.push_back(chance(0.15) ? 1 : s[d]);
+      }
+    for (int64_t extra = uniform(0, 2); extra-- > 0;) {
+      lb += static_cast<char>('p' + extra);
+      sb.push_back(uniform(1, 6));
+    }
+    std::string letters, out;
+    for (char ch : la + lb)
+      if (letters.find(ch) == std::string::npos) letters += ch;
+    for (char ch : letters)
+      if (chance(0.5)) out += ch;
+    for (size_t i = out.size(); i > 1; --i) std::swap(out[i - 1], out[static_cast<size_t>(uniform(0, static_cast<int64_t>(i) - 1))]);
+    const std::string eq = la + "," + lb + (chance(0.2) ? "" : "->" + out);
+    return add(Op::Einsum, {a, new_input(TensorMeta(a.meta().dtype, sb))}, {{"equation", eq}}).has_value();
   }
 
   // A value of rank 3 to 5 read as [N, C, L...]: a convolution (plain or transposed, with

@@ -648,6 +648,7 @@ def make_ops(torch, F):
         "ones": lambda ins, a: torch.ones(tuple(a["size"]), dtype=td(A(a, "dtype", "f32"))),
         "arange": arange, "constant": constant,
         "matmul": binary(torch.matmul), "bmm": binary(torch.bmm),
+        "einsum": lambda ins, a: torch.einsum(a["equation"], *ins),
         "linear": lambda ins, a: F.linear(ins[0], ins[1], ins[2] if len(ins) > 2 else None),
         "convolution": lambda ins, a: torch.convolution(ins[0], ins[1], ins[2] if len(ins) > 2 else None,
                                                         per_dim(A(a, "stride", [1]), ins[1].dim() - 2), per_dim(A(a, "padding", [0]), ins[1].dim() - 2),
