@@ -415,8 +415,8 @@ std::string print_schedule(const ScheduleRecord& r, const LaunchConfig& launch) 
   if (r.cluster > 1) out += fmt::format(" in a cluster of {} blocks (combined through distributed shared memory)", r.cluster);
   if (launch.block > 1 || launch.grid > 1) out += fmt::format(", block {}", launch.block);
   if (r.vector > 0) out += fmt::format(", {}-element vectors", r.vector);
-  if (r.unroll > 1) out += fmt::format(", {} iterations at once (their loads first)", r.unroll);
   else if (launch.block > 1 && r.tiles.empty()) out += ", scalar accesses";  // (the CPU's vectors are clang's)
+  if (r.unroll > 1) out += fmt::format(", {} iterations at once (their loads first)", r.unroll);
   if (!r.held.empty())
     out += fmt::format(", row of {} held in {} ({} elements per thread)", fmt::join(r.held, ", "), r.held_shared ? "shared memory" : "registers",
                        r.held_elements);

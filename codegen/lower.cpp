@@ -48,8 +48,9 @@ void GraphLowering::lower_pointwise(const FusionGroup& grp) {
 void GraphLowering::lower_scatter(const FusionGroup& grp) {
   const Node* n = nullptr;
   for (const Node* m : grp.nodes)
-    if (m->op() == Op::ScatterAdd) n = m;
-  KILN_INTERNAL_ASSERT(n, "a scatter group holds a scatter_add");
+    if (m->op() == Op::ScatterAdd || m->op() == Op::Scatter) n = m;
+  KILN_INTERNAL_ASSERT(n, "a scatter group holds a scatter_add or a scatter");
+  const bool adds = n->op() == Op::ScatterAdd;  // scatter writes: the last write in index order stays
   Value self = n->input(0), index = n->input(1), src = n->input(2);
   const Shape& ss = self.meta().shape;
   DType dt = n->meta().dtype;
@@ -60,7 +61,7 @@ void GraphLowering::lower_scatter(const FusionGroup& grp) {
   // f16/bf16 sums accumulate in f32, as the reference's do (in double, rounded once) and
   // PyTorch's embedding backward's: rounding every partial sum to 16 bits lost 2 ulps over 24
   // additions (found by kiln fuzz). The sums then go to the result in one rounding pass.
-  const DType acc = compute_dtype(dt);
+  const DType acc = adds ? compute_dtype(dt) : dt;
   const bool widened = acc != dt;
   const int acc_gb = widened ? temp_buffer(acc, ss, "f32 sums of %" + n->name()) : out_gb;
 
@@ -106,10 +107,11 @@ void GraphLowering::lower_scatter(const FusionGroup& grp) {
   if (tidx.empty()) tidx.push_back(imm(0));
   tidx[dim] = to;
   ExprPtr at = ss.empty() ? imm(0) : simplify(ravel(tidx, ss));
-  ExprPtr sum = call("add", acc, {load(ob, acc, at), cast(acc, cast(dt, kb.value_at(src, jidx)))});
-  kb.emit(store(ob, at, widened ? sum : cast(dt, sum)));
+  ExprPtr value = cast(acc, cast(dt, kb.value_at(src, jidx)));
+  if (adds) value = call("add", acc, {load(ob, acc, at), value});
+  kb.emit(store(ob, at, widened ? value : cast(dt, value)));
   kb.pop_scope();
-  StmtPtr ordered = for_loop("j", nd, LoopKind::Ordered, std::move(jbody), "scatter_add %" + n->name() + " in index order along its dim");
+  StmtPtr ordered = for_loop("j", nd, LoopKind::Ordered, std::move(jbody), fmt::format("{} %{} in index order along its dim", op_name(n->op()), n->name()));
   if (nq == 1) {
     kb.pop_scope();
     for (auto& st : qbody) kb.emit(st);

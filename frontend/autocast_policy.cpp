@@ -51,6 +51,7 @@ constexpr std::array kRows = {
     std::pair{Op::Where, AutocastPolicy::Promote},
     std::pair{Op::Cat, AutocastPolicy::Promote},
     std::pair{Op::ScatterAdd, AutocastPolicy::Promote},
+    std::pair{Op::Scatter, AutocastPolicy::Promote},
 };
 
 }  // namespace

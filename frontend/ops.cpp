@@ -279,6 +279,9 @@ Tensor reduce(const Tensor& self, int64_t world_size, int64_t dst, const std::st
 Tensor gather(const Tensor& self, int64_t dim, const Tensor& index) {
   return call1(Op::Gather, {self, index}, attrs({{"dim", dim}}));
 }
+Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  return call1(Op::Scatter, {self, index, src}, attrs({{"dim", dim}}));
+}
 Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
   return call1(Op::ScatterAdd, {self, index, src}, attrs({{"dim", dim}}));
 }

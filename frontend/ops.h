@@ -224,6 +224,14 @@ Tensor tile(const Tensor& self, const IntList& reps);
 // torch.index_select: the slices along `dim` at a vector of integer indices (negatives count
 // from the end, as kiln's gather does; past the size is an error when run).
 Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index);
+// Advanced indexing by integer tensors over the leading dims, as PyTorch's x[i0, i1, ...]
+// (index) and x[i0, i1, ...] = values (index_put, out of place; accumulate: +=, duplicates
+// summed): the indices broadcast together to S, the result is [*S, *self.shape[k:]], values
+// broadcast to it. Negatives count from the end; past a dim's size is an error when run. Of
+// two writes to one place without accumulate, the later one (in index order) stays. Bool mask
+// indices are refused (their result's shape depends on the values): use where().
+Tensor index(const Tensor& self, const std::vector<Tensor>& indices);
+Tensor index_put(const Tensor& self, const std::vector<Tensor>& indices, const Tensor& values, bool accumulate = false);
 // torch.nn.functional.one_hot (int64 result, a new last dim of num_classes); num_classes must
 // be given (an index outside [0, num_classes) gives a row of zeros, where PyTorch raises).
 Tensor one_hot(const Tensor& self, int64_t num_classes);
@@ -254,6 +262,9 @@ Tensor reduce(const Tensor& self, int64_t world_size, int64_t dst = 0, const std
 // torch.gather and Tensor.scatter_add (out of place).
 Tensor gather(const Tensor& self, int64_t dim, const Tensor& index);
 Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+// torch.scatter: src written where index says along dim (of two writes to one place the later
+// one in index order stays).
+Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
 // torch.nn.functional.embedding's argument order: indices first (the op's schema has weight first).
 Tensor embedding(const Tensor& input, const Tensor& weight, int64_t padding_idx = -1);
 Tensor cross_entropy(const Tensor& input, const Tensor& target, int64_t ignore_index = -100,

@@ -185,4 +185,81 @@ Tensor cumprod(const Tensor& self, int64_t dim, std::optional<DType> dtype) {
   return scan(x, d, 1, [](const Tensor& a, const Tensor& b) { return mul(a, b); });
 }
 
+namespace {
+
+// Advanced indexing on the leading dims, flattened: self as [L, R] (L the indexed dims' sizes'
+// product), and per element of the broadcast indices [S] its row, a [N, R] index for a gather or
+// scatter along dim 0. A position out of range of its dim becomes L, which that op reports.
+struct FlatIndex {
+  Shape indexed;   // S
+  Shape rest;      // self.shape[k:]
+  int64_t L = 1, R = 1;
+  Tensor rows;     // [N, R], i64
+};
+
+FlatIndex flat_index(const Tensor& self, const std::vector<Tensor>& indices, const char* what) {
+  if (indices.empty()) fail("{}: no index tensors", what);
+  if (static_cast<int64_t>(indices.size()) > self.dim())
+    fail("{}: {} index tensors for a tensor of rank {}", what, indices.size(), self.dim());
+  FlatIndex f;
+  for (size_t d = 0; d < indices.size(); ++d) {
+    const Tensor& i = indices[d];
+    if (i.dtype() == DType::Bool)
+      fail("{}: index {} is a bool mask, whose result's shape depends on its values (kiln's graphs have static shapes): "
+           "use where(mask, values, self) to write, or an integer index",
+           what, d);
+    if (i.dtype() != DType::I64 && i.dtype() != DType::I32) fail("{}: index {} must be i64 or i32, got {}", what, d, dtype_name(i.dtype()));
+    f.indexed = d == 0 ? i.shape() : broadcast_shapes(f.indexed, i.shape());
+  }
+  for (int64_t d = static_cast<int64_t>(indices.size()); d < self.dim(); ++d) {
+    f.rest.push_back(self.size(d));
+    f.R *= self.size(d);
+  }
+  Tensor pos, bad;
+  for (size_t d = indices.size(); d-- > 0;) {
+    const int64_t n = self.size(static_cast<int64_t>(d));
+    Tensor i = to(indices[d], DType::I64);
+    i = where(lt(i, 0), add(i, n), i);
+    Tensor out = logical_or(lt(i, 0), ge(i, n));
+    Tensor term = mul(i, f.L);
+    pos = pos.defined() ? add(pos, term) : term;
+    bad = bad.defined() ? logical_or(bad, out) : out;
+    f.L *= n;
+  }
+  pos = expand(where(bad, f.L, pos), f.indexed);
+  int64_t N = 1;
+  for (int64_t s : f.indexed) N *= s;
+  f.rows = expand(reshape(pos, {N, 1}), {N, f.R});
+  return f;
+}
+
+Shape joined(const Shape& a, const Shape& b) {
+  Shape s = a;
+  s.insert(s.end(), b.begin(), b.end());
+  return s;
+}
+
+}  // namespace
+
+Tensor index(const Tensor& self, const std::vector<Tensor>& indices) {
+  FlatIndex f = flat_index(self, indices, "index");
+  Tensor taken = gather(reshape(self, {f.L, f.R}), 0, f.rows);
+  return reshape(taken, joined(f.indexed, f.rest));
+}
+
+Tensor index_put(const Tensor& self, const std::vector<Tensor>& indices, const Tensor& values, bool accumulate) {
+  const char* what = accumulate ? "index_put (accumulate)" : "index_put";
+  FlatIndex f = flat_index(self, indices, what);
+  if (values.dtype() != self.dtype())
+    fail("{}: values of dtype {} into a tensor of {} (PyTorch's index_put wants them equal)", what, dtype_name(values.dtype()),
+         dtype_name(self.dtype()));
+  const Shape target = joined(f.indexed, f.rest);
+  if (broadcast_shapes(values.shape(), target) != target)
+    fail("{}: values of shape {} do not broadcast to the indexed shape {}", what, shape_str(values.shape()), shape_str(target));
+  Tensor v = reshape(expand(values, target), {f.rows.size(0), f.R});
+  Tensor flat = reshape(self, {f.L, f.R});
+  Tensor out = accumulate ? scatter_add(flat, 0, f.rows, v) : scatter(flat, 0, f.rows, v);
+  return reshape(out, self.shape());
+}
+
 }  // namespace kiln

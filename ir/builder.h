@@ -138,6 +138,7 @@ class Builder {
   Var matmul(Value a, Value b) { return op(Op::Matmul, {a, b}); }
   Var bmm(Value a, Value b) { return op(Op::Bmm, {a, b}); }
   Var gather(Value x, Value index, int64_t dim) { return op(Op::Gather, {x, index}, attrs1("dim", dim)); }
+  Var scatter(Value x, Value index, Value src, int64_t dim) { return op(Op::Scatter, {x, index, src}, attrs1("dim", dim)); }
   Var scatter_add(Value x, Value index, Value src, int64_t dim) {
     return op(Op::ScatterAdd, {x, index, src}, attrs1("dim", dim));
   }

@@ -1,4 +1,4 @@
-// ONNX's element-indexed operators, written with kiln's gather and scatter_add: Scatter (opset
+// ONNX's element-indexed operators, written with kiln's gather, scatter and scatter_add: Scatter (opset
 // 9) and ScatterElements (reduction none or add), ScatterND (none or add) and GatherND (any
 // batch_dims). The N-d forms flatten the indexed leading dims into one, so that each index
 // tuple becomes one position along it (a dot product with the dims' strides), and go through
@@ -17,18 +17,13 @@ Var wrap_negative(Builder& b, Var idx, int64_t size) {
   return b.where(b.lt(i64, b.scalar(0, DType::I64)), b.add(i64, b.scalar(static_cast<double>(size), DType::I64)), i64);
 }
 
-// data with updates written at idx along axis (reduction "none": replaced; "add": added).
-// scatter_add sums every update into zeros; a second one counts the hits, which pick the
-// updated positions.
+// data with updates written at idx along axis (reduction "none": replaced, the later of two
+// writes to one place staying, as ONNX's reference applies them in order; "add": added).
 Var scatter_along(NodeContext& c, Var data, Var idx, Var updates, int64_t axis, const std::string& reduction) {
   Builder& b = c.b;
   if (reduction == "add") return b.scatter_add(data, idx, updates, axis);
   if (reduction != "none") c.unsupported(fmt::format("reduction '{}'", reduction));
-  const DType count_dt = is_floating(data.dtype()) ? data.dtype() : DType::F32;
-  Var zeros = b.full(data.shape(), 0.0, data.dtype());
-  Var written = b.scatter_add(zeros, idx, updates, axis);
-  Var hits = b.scatter_add(b.full(data.shape(), 0.0, count_dt), idx, b.full(idx.shape(), 1.0, count_dt), axis);
-  return b.where(b.gt(hits, b.scalar(0, count_dt)), written, data);
+  return b.scatter(data, idx, updates, axis);
 }
 
 std::vector<Out> scatter_elements(NodeContext& c) {

@@ -51,7 +51,7 @@ Rule rule_of(const Node& n) {
   }
   switch (n.op()) {
     case Op::Amax: case Op::Amin: case Op::Where: case Op::Maximum: case Op::Minimum:
-    case Op::MaskedFill: case Op::To: return Rule::Linear;
+    case Op::MaskedFill: case Op::To: case Op::Scatter: return Rule::Linear;
     case Op::Sum: case Op::Mean: case Op::ScatterAdd: case Op::AvgPool: return Rule::Summation;
     case Op::MaxPool: return Rule::Linear;
     case Op::Convolution: return Rule::MatmulRule;

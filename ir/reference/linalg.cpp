@@ -135,8 +135,10 @@ std::vector<HostTensor> gather(Ins in, const Attrs& a, Outs outs) {
   return {out};
 }
 
-// Accumulates in double (int64 for integers) per destination element, in index order.
-std::vector<HostTensor> scatter_add(Ins in, const Attrs& a, Outs outs) {
+// Accumulates in double (int64 for integers) per destination element, in index order; or,
+// for scatter, writes (the last write to a place stays).
+template <bool Add>
+std::vector<HostTensor> scatter_into(Ins in, const Attrs& a, Outs outs) {
   const HostTensor &self = in[0], &index = in[1], &src = in[2];
   int64_t dim = normalize_dim(a.get_int("dim"), std::max<int64_t>(self.rank(), 1));
   bool exact = !is_floating(self.dtype());
@@ -148,8 +150,8 @@ std::vector<HostTensor> scatter_add(Ins in, const Attrs& a, Outs outs) {
     int64_t to = indexed_offset(index, i, dim, self.shape(), pos);
     std::vector<int64_t> src_pos = unravel(i, index.shape());
     int64_t from = src.rank() == 0 ? 0 : ravel(src_pos, src.shape());
-    if (exact) iacc[to] += src.get_int(from);
-    else acc[to] += src.get(from);
+    if (exact) iacc[to] = Add ? iacc[to] + src.get_int(from) : src.get_int(from);
+    else acc[to] = Add ? acc[to] + src.get(from) : src.get(from);
   }
   HostTensor out = HostTensor::empty(outs[0]);
   for (int64_t i = 0; i < out.numel(); ++i) exact ? out.set_int(i, iacc[i]) : out.set(i, acc[i]);
@@ -217,7 +219,8 @@ std::vector<HostTensor> einsum(Ins in, const Attrs& a, Outs outs) {
 
 void install_linalg(const Setter& set) {
   set(Op::Gather, gather);
-  set(Op::ScatterAdd, scatter_add);
+  set(Op::ScatterAdd, scatter_into<true>);
+  set(Op::Scatter, scatter_into<false>);
   set(Op::Matmul, matmul);
   set(Op::Bmm, matmul);  // bmm is matmul restricted (by its shape rule) to 3-d operands
   set(Op::Linear, linear);

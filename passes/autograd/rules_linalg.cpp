@@ -117,6 +117,19 @@ std::vector<Value> scatter_add_backward(VjpContext& c) {
   return grads;
 }
 
+// scatter: self's gradient where nothing was written over it (its elements written get zero),
+// src's the gradient at the places it was written to (PyTorch's: gather, for every element,
+// also one whose write a later one overwrote).
+std::vector<Value> scatter_backward(VjpContext& c) {
+  std::vector<Value> grads(3);
+  Builder& b = c.b;
+  const int64_t dim = c.attrs().get_int("dim");
+  const TensorMeta& index = c.node.input(1).meta();
+  if (wants(c, 0)) grads[0] = b.scatter(c.grad(), c.input(1), b.zeros(index.shape, c.grad().dtype()), dim);
+  if (wants(c, 2)) grads[2] = pad_to(b, b.gather(c.grad(), c.input(1), dim), c.node.input(2).meta().shape);
+  return grads;
+}
+
 }  // namespace
 
 void install_linalg_vjps() {
@@ -126,6 +139,7 @@ void install_linalg_vjps() {
   register_vjp(Op::Addmm, addmm_backward);
   register_vjp(Op::Gather, gather_backward);
   register_vjp(Op::ScatterAdd, scatter_add_backward);
+  register_vjp(Op::Scatter, scatter_backward);
 }
 
 }  // namespace kiln::autograd

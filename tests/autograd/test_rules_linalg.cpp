@@ -87,6 +87,14 @@ TEST(LinalgRules, ScatterAddSelfAndSource) {
                           {{"dim", int64_t{-1}}}));
 }
 
+// scatter: self's gradient is zero where src wrote, src's the gradient where it wrote (unique
+// destinations: a write another overwrites has PyTorch's gradient, gather's, not zero).
+TEST(LinalgRules, ScatterSelfAndSource) {
+  EXPECT_TRUE(gradcheck_values(Op::Scatter, {rnd({3, 4}, 1), idx({2, 3}, {0, 2, 1, 1, 0, 2}), rnd({3, 5}, 2)},
+                               {{"dim", int64_t{0}}}));
+  EXPECT_TRUE(gradcheck_values(Op::Scatter, {rnd({2, 5}, 3), idx({2, 2}, {4, 0, 1, 3}), rnd({2, 3}, 4)}, {{"dim", int64_t{-1}}}));
+}
+
 TEST(LinalgRules, AttentionLikeChain) {
   // q @ k^T scaled, softmax-free: matmul of transposed views and a batch broadcast.
   Graph g("chain");

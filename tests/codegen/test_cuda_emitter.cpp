@@ -351,8 +351,12 @@ TEST(CudaEmitter, ModuleHasNoIncludesAndOneSignaturePerKernel) {
 TEST(CudaEmitter, ContiguousGridStrideLoopUses16ByteVectorsAndAScalarTail) {
   std::string k = emit_cuda_kernel(pointwise_kernel());
   // 8 elements per thread (f16 is the narrowest): eight f16 values in one 16-byte load of b2,
-  // the f32 buffers b1 and b0 in 32 bytes per thread.
-  EXPECT_TRUE(has(k, "for (int i_vec = (int)(blockIdx.x * blockDim.x + threadIdx.x); i_vec < 128; i_vec += (int)(gridDim.x * blockDim.x)) {")) << k;
+  // the f32 buffers b1 and b0 in 32 bytes per thread; two iterations a grid stride apart at
+  // once (Target::pointwise_unroll), their loads first, then the rest one at a time.
+  EXPECT_TRUE(has(k, "int i_vec_base = (int)(blockIdx.x * blockDim.x + threadIdx.x);")) << k;
+  EXPECT_TRUE(has(k, "for (; i_vec_base + 1 * kiln_stride < 128; i_vec_base += 2 * kiln_stride) {")) << k;
+  EXPECT_TRUE(has(k, "const kiln_vec<float, 8> b1_v1 = ((const kiln_vec<float, 8>*)b1)[i_vec_base + 1 * kiln_stride];")) << k;
+  EXPECT_TRUE(has(k, "for (int i_vec = i_vec_base; i_vec < 128; i_vec += kiln_stride) {")) << k;
   EXPECT_TRUE(has(k, "const kiln_vec<float, 8> b1_v = ((const kiln_vec<float, 8>*)b1)[i_vec];")) << k;
   EXPECT_TRUE(has(k, "const kiln_vec<uint16_t, 8> b2_v = ((const kiln_vec<uint16_t, 8>*)b2)[i_vec];")) << k;
   EXPECT_TRUE(has(k, "const float x = b1_v.v[7] * kiln_h2f(b2_v.v[7]);")) << k;
@@ -668,10 +672,11 @@ TEST(CudaEmitter, VectorizedLoopCompilesTo16ByteAccesses) {
     return n;
   };
   // Per thread and iteration, 8 elements: the f32 input and output in two 16-byte accesses
-  // each, the f16 input's eight values in one (as 4 x 32 bits); the scalar tail reads one f16.
-  EXPECT_EQ(count("ld.global.nc.v4.f32"), 2u) << out.ptx;
-  EXPECT_EQ(count("st.global.v4.f32"), 2u) << out.ptx;
-  EXPECT_EQ(count("ld.global.nc.v4.u32"), 1u) << out.ptx;
+  // each, the f16 input's eight values in one (as 4 x 32 bits), in each of three copies (two
+  // iterations at once, Target::pointwise_unroll, then one at a time); the scalar tail reads one f16.
+  EXPECT_EQ(count("ld.global.nc.v4.f32"), 6u) << out.ptx;
+  EXPECT_EQ(count("st.global.v4.f32"), 6u) << out.ptx;
+  EXPECT_EQ(count("ld.global.nc.v4.u32"), 3u) << out.ptx;
   EXPECT_EQ(count("ld.global.nc.u16"), 1u) << "the tail only:\n" << out.ptx;
 }
 #endif

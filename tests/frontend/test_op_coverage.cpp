@@ -57,6 +57,8 @@ TEST(OpCoverage, EveryOpHasAWrapper) {
         out.push_back(embedding(idx, x));
         out.push_back(gather(x, 1, idx.unsqueeze(1)));
         out.push_back(scatter_add(x, 1, idx.unsqueeze(1), x));
+        out.push_back(scatter(x, 1, idx.unsqueeze(1), x));
+        out.push_back(einsum("ij,jk->ki", {x, x}));
         out.push_back(cross_entropy(x, idx));
         out.push_back(nll_loss(x, idx, 0, "sum"));
         out.push_back(dropout(x, 0.1, true, 3));

@@ -105,5 +105,52 @@ TEST(RearrangeOps, CompileAndDifferentiate) {
   for (size_t i = 0; i < got.size(); ++i) testing::expect_values_near(got[i], want[i].to_doubles(), "compiled output", 1e-6);
 }
 
+// x[i0, i1, ...] and x[i0, i1, ...] = v (index, index_put), as PyTorch computes them: values by
+// hand on x = arange(12) as [3, 4]; broadcast indices, negatives, duplicates (the later write
+// stays; accumulate sums them), errors; gradients in float64 through a trace and compiled.
+TEST(RearrangeOps, AdvancedIndexing) {
+  Tensor x = reshape(arange(12, DType::F32), {3, 4});
+  auto ints = [](std::vector<int64_t> v, Shape s) { return tensor_of_ints(v, s); };
+  expect_close(index(x, {ints({2, 0, -1}, {3})}), {3, 4}, {8, 9, 10, 11, 0, 1, 2, 3, 8, 9, 10, 11}, "rows 2, 0, -1");
+  expect_close(index(x, {ints({0, 2}, {2}), ints({1, 3}, {2})}), {2}, {1, 11}, "x[[0,2],[1,3]]");
+  expect_close(index(x, {ints({0, 2}, {2, 1}), ints({1, 3}, {2})}), {2, 2}, {1, 3, 9, 11}, "broadcast indices");
+  Tensor rows = reshape(arange(8, DType::F32), {2, 4}) + 10.0;  // [[10..13], [14..17]]
+  expect_close(index_put(x, {ints({1, 1}, {2})}, rows), {3, 4}, {0, 1, 2, 3, 14, 15, 16, 17, 8, 9, 10, 11}, "duplicates: the later write stays");
+  expect_close(index_put(x, {ints({1, 1}, {2})}, rows, true), {3, 4}, {0, 1, 2, 3, 28, 31, 34, 37, 8, 9, 10, 11}, "accumulate sums duplicates");
+  expect_close(index_put(x, {ints({0, -1}, {2}), ints({0, 0}, {2})}, full({}, 7.0, DType::F32)), {3, 4},
+               {7, 1, 2, 3, 4, 5, 6, 7, 7, 9, 10, 11}, "a scalar broadcast to x[[0,-1],[0,0]]");
+  EXPECT_EQ(index(x, {ints({}, {0})}).shape(), (Shape{0, 4}));
+  // Errors: an index past its dim when run, a bool mask, more indices than dims, values that do
+  // not broadcast or of another dtype.
+  EXPECT_THROW(index(x, {ints({3}, {1})}).to_doubles(), Error);
+  EXPECT_THROW(index(x, {ints({0}, {1}), ints({-5}, {1})}).to_doubles(), Error);
+  try {
+    index(x, {gt(x, 5.0)});
+    ADD_FAILURE() << "a bool mask index";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("use where("), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(index(x, {ints({0}, {1}), ints({0}, {1}), ints({0}, {1})}), Error);
+  EXPECT_THROW(index_put(x, {ints({0, 1}, {2})}, full({3}, 1.0, DType::F32)), Error);
+  EXPECT_THROW(index_put(x, {ints({0, 1}, {2})}, full({4}, 1.0, DType::F64)), Error);
+  // Gradients (unique indices: a write another overwrites has PyTorch's gradient, not zero).
+  auto fn = [](const std::vector<Tensor>& in) {
+    const Tensor &a = in[0], &v = in[1];
+    Tensor i0 = tensor_of_ints({2, 0}, {2}), i1 = tensor_of_ints({1, 3}, {2});
+    if (!a.is_traced()) i0 = i0.to(a.device()), i1 = i1.to(a.device());
+    return std::vector<Tensor>{index(a, {i0}), index(a, {i0, i1}), index_put(a, {i0, i1}, v), index_put(a, {i0, i1}, v, true)};
+  };
+  Tensor a = testing::formula_input({3, 4}, DType::F64), v = testing::formula_input({2}, DType::F64) + 1.0;
+  TracedGraph tg = trace(fn, {a, v}, "advanced_indexing");
+  EXPECT_TRUE(testing::gradcheck_graph(tg.graph, tg.graph_inputs({a.data(), v.data()})));
+  const Device device = backend::cuda_device_present() ? Device::cuda() : Device::cpu();
+  if (device == Device::cpu() && !runtime::cpu::jit_available()) GTEST_SKIP() << "no CPU JIT in this build and no GPU";
+  CompiledFunction f = compile(fn);
+  std::vector<Tensor> ins = {to(a, DType::F32).to(device), to(v, DType::F32).to(device)};
+  std::vector<Tensor> got = f(ins), want = fn(ins);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) testing::expect_values_near(got[i], want[i].to_doubles(), "compiled output", 1e-6);
+}
+
 }  // namespace
 }  // namespace kiln

@@ -174,5 +174,24 @@ TEST(OpsIndex, ScatterAdd) {
             "%y = scatter_add(%x0, %x1, %x2, dim=0) : f32[4,5]");
 }
 
+TEST(OpsIndex, ScatterWritesAndTheLaterWriteStays) {
+  HostTensor base = f32({2, 3}, {1, 1, 1, 1, 1, 1});
+  // Row 0 writes column 2 twice (5, then 7: 7 stays); row 1 writes columns 0 and 1; -0 and NaN
+  // are written as they are.
+  HostTensor src = f32({2, 2}, {5, 7, -0.0, std::nan("")});
+  HostTensor out = run1(Op::Scatter, {base, i64({2, 2}, {2, 2, 0, -2}), src}, {{"dim", int64_t{1}}});
+  std::vector<double> v = vals(out);
+  EXPECT_EQ(std::vector<double>(v.begin(), v.begin() + 4), (std::vector<double>{1, 1, 7, 0}));
+  EXPECT_TRUE(std::signbit(v[3]));
+  EXPECT_TRUE(std::isnan(v[4]));
+  EXPECT_EQ(v[5], 1);
+  HostTensor ints = run1(Op::Scatter, {i64({4}, {1, 2, 3, 4}), i64({3}, {3, 0, 3}), i64({3}, {10, 20, 30})}, {{"dim", int64_t{0}}});
+  EXPECT_EQ(vals(ints), (std::vector<double>{20, 2, 3, 30}));
+  EXPECT_TRUE(run_fails(Op::Scatter, {base, i64({1, 1}, {3}), src}, {{"dim", int64_t{1}}}, "index 3 is out of range"));
+  EXPECT_TRUE(meta_fails(Op::Scatter, {F({2, 3}), I({2, 2}), F({1, 2})}, {{"dim", int64_t{1}}}, "larger than src"));
+  EXPECT_EQ(one_node_round_trip(Op::Scatter, {F({4, 5}), I({4, 1}), F({4, 1})}, {{"dim", int64_t{0}}}),
+            "%y = scatter(%x0, %x1, %x2, dim=0) : f32[4,5]");
+}
+
 }  // namespace
 }  // namespace kiln

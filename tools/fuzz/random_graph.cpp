@@ -473,7 +473,7 @@ class Generator {
     Value index = new_input(TensorMeta(DType::I64, idx), s[static_cast<size_t>(dim)]);
     if (chance(0.6)) return add(Op::Gather, {*a, index}, {{"dim", dim}}).has_value();
     Value src = new_input(TensorMeta(a->meta().dtype, idx));
-    return add(Op::ScatterAdd, {*a, index, src}, {{"dim", dim}}).has_value();
+    return add(chance(0.5) ? Op::ScatterAdd : Op::Scatter, {*a, index, src}, {{"dim", dim}}).has_value();
   }
 
   bool loss_or_embedding() {

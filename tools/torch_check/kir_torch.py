@@ -575,6 +575,9 @@ def make_ops(torch, F):
     def scatter_add(ins, a):
         return ins[0].scatter_add(a["dim"], ins[1].long(), ins[2])
 
+    def scatter(ins, a):  # (PyTorch's CPU writes in index order: the later of two writes stays)
+        return ins[0].scatter(a["dim"], ins[1].long(), ins[2])
+
     def embedding(ins, a):
         # kiln: embedding(weight, indices); padding_idx only changes gradients in PyTorch
         return F.embedding(ins[1], ins[0])
@@ -663,7 +666,7 @@ def make_ops(torch, F):
         "addmm": lambda ins, a: torch.addmm(ins[0], ins[1], ins[2], beta=A(a, "beta", 1), alpha=A(a, "alpha", 1)),
         "tril": tri(torch.tril), "triu": tri(torch.triu),
         "softmax": softmax(torch.softmax), "log_softmax": softmax(torch.log_softmax),
-        "layer_norm": layer_norm, "embedding": embedding, "gather": gather, "scatter_add": scatter_add, "cross_entropy": cross_entropy, "nll_loss": nll_loss,
+        "layer_norm": layer_norm, "embedding": embedding, "gather": gather, "scatter_add": scatter_add, "scatter": scatter, "cross_entropy": cross_entropy, "nll_loss": nll_loss,
         "dropout": dropout, "rand": rand,
     }
     return ops
