@@ -541,17 +541,15 @@ void schedule_cuda(Kernel& k, const Target& t) {
     int64_t per_sm = std::max<int64_t>(1, t.shared_memory_optin / (k.launch.dynamic_shared_bytes + k.launch.shared_bytes));
     k.launch.grid = std::min<int64_t>(k.launch.grid, t.num_sms * std::min<int64_t>(per_sm, t.blocks_per_sm));
   }
-  // 32-bit indices when every buffer and loop (and a grid-stride step past the end) fits.
-  int64_t biggest = 0;
+  // 32-bit indices when every buffer and loop (and a grid-stride step past the end, `unroll`
+  // grid strides for an unrolled loop) fits.
+  int64_t biggest = 0, steps = 1;
   for (const Buffer& b : k.buffers) biggest = std::max(biggest, b.numel);
   for (const Buffer& b : k.constants) biggest = std::max(biggest, b.numel);
   visit(k.body, [&](const Stmt& s) {
-    if (s.kind == StmtKind::For) biggest = std::max(biggest, s.extent);
-  });
-  // An unrolled loop's step is `unroll` grid strides.
-  int64_t steps = 1;
-  visit(k.body, [&](const Stmt& s) {
-    if (s.kind == StmtKind::For) steps = std::max<int64_t>(steps, s.unroll);
+    if (s.kind != StmtKind::For) return;
+    biggest = std::max(biggest, s.extent);
+    steps = std::max<int64_t>(steps, s.unroll);
   });
   int64_t threads = launch.grid * launch.block;
   k.index_bits = biggest + steps * threads < int64_t(INT32_MAX) ? 32 : 64;

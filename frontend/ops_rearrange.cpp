@@ -227,8 +227,7 @@ FlatIndex flat_index(const Tensor& self, const std::vector<Tensor>& indices, con
     f.L *= n;
   }
   pos = expand(where(bad, f.L, pos), f.indexed);
-  int64_t N = 1;
-  for (int64_t s : f.indexed) N *= s;
+  const int64_t N = numel(f.indexed);
   f.rows = expand(reshape(pos, {N, 1}), {N, f.R});
   return f;
 }
