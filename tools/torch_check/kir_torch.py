@@ -575,8 +575,18 @@ def make_ops(torch, F):
     def scatter_add(ins, a):
         return ins[0].scatter_add(a["dim"], ins[1].long(), ins[2])
 
-    def scatter(ins, a):  # (PyTorch's CPU writes in index order: the later of two writes stays)
-        return ins[0].scatter(a["dim"], ins[1].long(), ins[2])
+    def scatter(ins, a):
+        # On the CPU whatever the device: PyTorch's CPU kernel writes in index order (the later
+        # of two writes to one place stays, kiln's rule); which one its CUDA kernel keeps is
+        # unspecified.
+        return ins[0].cpu().scatter(a["dim"], ins[1].long().cpu(), ins[2].cpu()).to(ins[0].device)
+
+    def einsum(ins, a):
+        # Integer operands on the CPU: PyTorch's CUDA has no integer batched GEMM ("baddbmm_cuda"
+        # not implemented for 'Long').
+        if not ins[0].is_floating_point() and ins[0].device.type != "cpu":
+            return torch.einsum(a["equation"], *[t.cpu() for t in ins]).to(ins[0].device)
+        return torch.einsum(a["equation"], *ins)
 
     def embedding(ins, a):
         # kiln: embedding(weight, indices); padding_idx only changes gradients in PyTorch
@@ -651,7 +661,7 @@ def make_ops(torch, F):
         "ones": lambda ins, a: torch.ones(tuple(a["size"]), dtype=td(A(a, "dtype", "f32"))),
         "arange": arange, "constant": constant,
         "matmul": binary(torch.matmul), "bmm": binary(torch.bmm),
-        "einsum": lambda ins, a: torch.einsum(a["equation"], *ins),
+        "einsum": einsum,
         "linear": lambda ins, a: F.linear(ins[0], ins[1], ins[2] if len(ins) > 2 else None),
         "convolution": lambda ins, a: torch.convolution(ins[0], ins[1], ins[2] if len(ins) > 2 else None,
                                                         per_dim(A(a, "stride", [1]), ins[1].dim() - 2), per_dim(A(a, "padding", [0]), ins[1].dim() - 2),
