@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -150,12 +149,6 @@ std::string CompileReport::str() const {
 
 namespace {
 
-bool accurate_f32_math_requested(const CompileOptions& options) {
-  if (options.accurate_f32_math) return true;
-  const char* env = std::getenv("KILN_ACCURATE_MATH");
-  return env && *env && std::string(env) != "0";
-}
-
 // The stages of one compile, dumped into options.dump_dir when it is given.
 CompiledGraph compile_stages(const Graph& input, const CompileOptions& options) {
   const Backend& be = backend_for(options.device);
@@ -165,7 +158,6 @@ CompiledGraph compile_stages(const Graph& input, const CompileOptions& options) 
   report.graph = input.name();
   state->device = options.device;
   state->target = options.schedule_knobs.empty() ? be.target(options) : codegen::with_knobs(be.target(options), options.schedule_knobs);
-  if (accurate_f32_math_requested(options)) state->target.approx_exp_for_f32_results = false;
   report.device = state->target.name;
   bool dump = !options.dump_dir.empty();
   if (dump) std::filesystem::create_directories(options.dump_dir);

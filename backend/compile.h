@@ -50,10 +50,6 @@ struct CompileOptions {
   // ("reduction_block 128, held_bytes_per_thread 64"; codegen/schedule_candidates.h): to run
   // one candidate everywhere (tests, kiln compile --schedule). Empty: the target's own.
   std::string schedule_knobs;
-  // CUDA: f32 exp, sigmoid and silu by libdevice's accurate forms (a few ulp), not the
-  // hardware's approximations torch.compile's Triton kernels use too (2 + 1.2|x| ulp:
-  // codegen::Target::approx_exp_for_f32_results). KILN_ACCURATE_MATH=1 sets it for every compile.
-  bool accurate_f32_math = false;
   // Who asked for the compile, for the log lines (output_code, perf) and the debug folder's
   // report.json: "kiln::compile 'mlp'", "eager cuda op", "Trainer", "kiln compile", ...
   std::string origin;

@@ -174,10 +174,10 @@ std::string constant_table(const Buffer& c, const CDialect& d) {
 
 namespace {
 // The approximate f32 forms of the calls that have one (the CUDA prelude's kiln_exp_approx and
-// kiln_div_approx, kiln_rcp_approx); division only where the dialect approximates everything.
-std::optional<std::string_view> approx_f32_expr(std::string_view name, const CDialect& d) {
+// kiln_div_approx, kiln_rcp_approx).
+std::optional<std::string_view> approx_f32_expr(std::string_view name) {
   if (name == "exp") return "kiln_exp_approx({0})";
-  if (name == "div") return d.approx_f32 ? std::optional<std::string_view>("kiln_div_approx({0}, {1})") : std::nullopt;
+  if (name == "div") return "kiln_div_approx({0}, {1})";
   if (name == "sigmoid") return "kiln_rcp_approx(1.0f + kiln_exp_approx(-{0}))";
   if (name == "silu") return "{0} * kiln_rcp_approx(1.0f + kiln_exp_approx(-{0}))";
   return std::nullopt;
@@ -214,8 +214,8 @@ std::string c_expr(const ExprPtr& e, const CDialect& d) {
       KILN_INTERNAL_ASSERT(pw, "every call names a row of codegen/pointwise_exprs.def");
       bool fl = !e->args.empty() && is_floating(e->args[0]->dtype);
       std::string_view t = fl ? pw->float_expr : pw->int_expr;
-      if ((d.approx_f32 || d.approx_f32_exp) && e->dtype == DType::F32 && fl && e->args[0]->dtype == DType::F32)
-        if (std::optional<std::string_view> approx = approx_f32_expr(e->name, d)) t = *approx;
+      if (d.approx_f32 && e->dtype == DType::F32 && fl && e->args[0]->dtype == DType::F32)
+        if (std::optional<std::string_view> approx = approx_f32_expr(e->name)) t = *approx;
       if (t.empty()) fail("the {} emitter has no {} form of '{}'", d.language, fl ? "floating-point" : "integer", e->name);
       std::vector<std::string> args;
       for (size_t i = 0; i < e->args.size(); ++i) args.push_back(x(i));

@@ -32,8 +32,6 @@ struct CDialect {
   // f32 calls take their approximate forms where they have one (exp, division, sigmoid, silu:
   // ScheduleRecord::approx_f32_math).
   bool approx_f32 = false;
-  // f32 exp, sigmoid and silu only (ScheduleRecord::approx_f32_exp): divisions stay exact.
-  bool approx_f32_exp = false;
 };
 
 // The C++ dialect (every index int64_t) and the CUDA C one for a kernel's index width.

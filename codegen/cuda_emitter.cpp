@@ -130,7 +130,6 @@ enum class Runs { Launch, Thread, Block, Warp };
 CDialect kernel_dialect(const Kernel& k) {
   CDialect d = cuda_dialect(k.index_bits);
   d.approx_f32 = k.schedule.approx_f32_math;
-  d.approx_f32_exp = k.schedule.approx_f32_exp;
   return d;
 }
 

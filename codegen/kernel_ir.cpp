@@ -424,7 +424,6 @@ std::string print_schedule(const ScheduleRecord& r, const LaunchConfig& launch) 
     out += fmt::format(", {} carried in registers from row to row ({} elements per thread)", fmt::join(r.carried, ", "), r.held_elements);
   if (!r.tiles.empty()) out += ", " + r.tiles;
   if (r.approx_f32_math) out += ", approximate f32 exp and division (every result 16-bit)";
-  else if (r.approx_f32_exp) out += ", approximate f32 exp (ex2.approx, as Triton's)";
   if (!r.why.empty()) out += " (" + r.why + ")";
   if (!r.tuned.empty()) out += "; tuned: " + r.tuned;
   return out;

@@ -269,7 +269,6 @@ struct ScheduleRecord {
   std::vector<std::string> carried = {};  // output rows held in registers and stored back once (Stmt::held_written)
   int cluster = 0;                // blocks sharing a row (a thread-block cluster), 0: one
   bool approx_f32_math = false;   // f32 exp and division approximate (Target::approx_math_for_16bit_results)
-  bool approx_f32_exp = false;    // f32 exp, sigmoid and silu approximate (Target::approx_exp_for_f32_results)
   std::string tuned = {};         // set by the tuner (backend/autotune.h): which candidate won, its time and the default's
   int unroll = 0;                 // a vectorized grid-stride loop's iterations a thread runs at once (Stmt::unroll)
 };

@@ -562,7 +562,6 @@ void schedule_cuda(Kernel& k, const Target& t) {
       all_16_bit = all_16_bit && (b.dtype == DType::F16 || b.dtype == DType::BF16);
     }
   k.schedule.approx_f32_math = t.approx_math_for_16bit_results && results && all_16_bit;
-  k.schedule.approx_f32_exp = k.schedule.approx_f32_math || t.approx_exp_for_f32_results;
 }
 
 }  // namespace

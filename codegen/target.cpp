@@ -32,7 +32,6 @@ Target cuda_target(const std::string& arch, int num_sms) {
   t.recompute_from_statistics = true;
   t.column_partials_in_rows = true;
   t.approx_math_for_16bit_results = true;
-  t.approx_exp_for_f32_results = true;
   t.online_softmax = true;
   t.welford = true;
   // A row the schedule holds on chip is read from memory once whatever the passes over it, so

@@ -64,13 +64,6 @@ struct Target {
   // library's accurate forms. CUDA: a bf16 softmax of rows of 1024 was bound by its two exps and
   // one IEEE division per element (49% of copy on the H200; bench/NOTES.md, stop 31).
   bool approx_math_for_16bit_results = false;
-  // Kernels with f32 results compute exp (and the exp of sigmoid and silu, with their per-element
-  // reciprocal) by the hardware's approximations too: ex2.approx is within 2 + 1.2|x| ulp of
-  // e^x, rcp.approx 1 ulp, as Triton's f32 exp and division are for torch.compile; divisions
-  // stay correctly rounded. CUDA: the pointwise row (an exact erf, a sigmoid) was bound by
-  // instructions, libdevice's expf and the IEEE reciprocal among the most (bench/NOTES.md, stop
-  // 39). CompileOptions::accurate_f32_math (KILN_ACCURATE_MATH=1) turns it off.
-  bool approx_exp_for_f32_results = false;
 
   bool online_softmax = false;
   bool welford = false;

@@ -141,8 +141,7 @@ class Tracker {
         // 1 + erf in the far negative tail (0 where the exact value is -6e-9 at x = -6): its
         // error is up to |x| * u absolute (found by kiln fuzz through sign(gelu(x))).
         std::vector<double> x;
-        const bool exp_of_x = n.op() == Op::Exp || n.op() == Op::Sigmoid || n.op() == Op::Silu;
-        if ((n.op() == Op::Gelu || exp_of_x) && args[0].numel() == static_cast<int64_t>(b.size())) x = doubles(args[0]);
+        if ((n.op() == Op::Gelu || n.op() == Op::Silu) && args[0].numel() == static_cast<int64_t>(b.size())) x = doubles(args[0]);
         // A variance is computed around a computed mean, off by up to ~count * u * max|x|; its
         // square stays in the result however the deviations cancel: 52 copies of 0.001f have a
         // variance of 1e-21 in f32 where the exact one is 0 (found by kiln fuzz through sign(var)).
@@ -158,10 +157,6 @@ class Tracker {
           if (rounds && rule != Rule::Summation) b[i] += local * std::abs(y[i]);
           b[i] += store * std::abs(y[i]) + tiny + mean_error_squared;
           if (!x.empty() && n.op() == Op::Gelu) b[i] += 2 * compute_roundoff(results[r].dtype()) * std::abs(x[i]);
-          // exp by the hardware's ex2.approx (CUDA, codegen::Target::approx_exp_for_f32_results:
-          // Triton's too) is within 2 + 1.2|x| ulp: x * log2(e) rounds before the power; sigmoid's
-          // and silu's exp(-x) pass that on at most once (e / (1 + e) <= 1).
-          if (!x.empty() && exp_of_x) b[i] += 2.4 * compute_roundoff(results[r].dtype()) * std::abs(x[i]) * std::abs(y[i]);
           // silu as PyTorch computes it, x / (1 + exp(-x)), is -0 once exp(-x) overflows the
           // compute type (x below -88.7 in f32), where the exact value is as large as -2.4e-37 at
           // x = -88.8 (found by kiln fuzz through silu(x) / silu(x)): the whole value may be lost.

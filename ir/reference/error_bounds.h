@@ -10,8 +10,7 @@
 // A first-order running error bound is carried through the decomposed graph beside its values
 // (each a float64 tensor laid out like its value):
 // - each primitive adds its own rounding: 1 ulp for arithmetic (add, mul, div, sqrt, ...),
-//   4 ulps for transcendentals (exp, log, pow, erf, tanh, ...; exp, sigmoid and silu 1.2|x| ulp
-//   more, CUDA's ex2.approx), u * sqrt(n) * sum|terms| for an
+//   4 ulps for transcendentals (exp, log, pow, erf, tanh, ...), u * sqrt(n) * sum|terms| for an
 //   n-term sum, mean, matmul or scatter_add, in the dtype it computes in (f32 for f16/bf16),
 //   and an ulp of f16/bf16 for storing one or casting to one (the reference and compiled code
 //   may round apart);

@@ -50,7 +50,7 @@ void add_compile_command(CLI::App& app) {
   struct Opts {
     ModelOptions model;
     std::string file, graph, device = "cpu", dump, arch, schedule;
-    bool unfused = false, unoptimized = false, remarks = false, autotune = false, accurate_math = false;
+    bool unfused = false, unoptimized = false, remarks = false, autotune = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("compile", "Compile a graph for a device and print the compile report");
@@ -64,7 +64,6 @@ void add_compile_command(CLI::App& app) {
   cmd->add_flag("--unoptimized", o->unoptimized, "skip the graph optimizations (canonicalize, CSE, DCE) before fusion, as kiln fuzz's unoptimized config");
   cmd->add_flag("--autotune", o->autotune, "time each kernel's candidate schedules on the device and keep the fastest (also KILN_AUTOTUNE=1; the choice is kept in the kernel cache)");
   cmd->add_option("--schedule", o->schedule, "CUDA: the schedule knobs of every kernel, as --autotune names its candidates ('reduction_block 128, held_bytes_per_thread 64')");
-  cmd->add_flag("--accurate-math", o->accurate_math, "CUDA: f32 exp, sigmoid and silu by libdevice's accurate forms, not the hardware's approximations (also KILN_ACCURATE_MATH=1)");
   cmd->add_flag("--vectorizer-remarks", o->remarks, "print clang's loop-vectorizer remarks (what vectorized, what did not)");
   cmd->callback([o] {
     backend::CompileOptions options;
@@ -79,7 +78,6 @@ void add_compile_command(CLI::App& app) {
     options.jit.use_cache = !o->remarks;  // remarks come from clang, which a cache hit skips
     options.autotune = o->autotune;
     options.schedule_knobs = o->schedule;
-    options.accurate_f32_math = o->accurate_math;
     options.origin = "kiln compile";
     backend::CompiledGraph cg = backend::compile(g, options);
     fmt::print("{}", cg.report.str());
