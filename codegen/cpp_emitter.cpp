@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "codegen/attention.h"
+#include "codegen/sort.h"
 #include "codegen/c_family.h"
 #include "ir/error.h"
 
@@ -104,10 +105,30 @@ std::string emit_attention_kernel(const Kernel& k) {
   return em.out;
 }
 
+// A sort kernel: a call of the prelude's routine over the pool (codegen/sort.h).
+std::string emit_sort_kernel(const Kernel& k) {
+  const SortKernel& s = *k.sort;
+  CppEmitter em;
+  if (!k.comment.empty()) em.line(0, "// " + k.comment);
+  em.line(0, fmt::format("extern \"C\" void {}(void* const* buffers, const int64_t* scalars) {{", k.name));
+  em.line(1, "(void)scalars;");
+  for (size_t i = 0; i < 3; ++i) {
+    const Buffer& b = k.buffers[i];
+    bool in = b.role == BufferRole::Input;
+    em.line(1, fmt::format("{}{}* {} = ({}{}*)buffers[{}];  // {} {}", in ? "const " : "", c_storage_type(b.dtype), b.name, in ? "const " : "",
+                           c_storage_type(b.dtype), i, buffer_role_name(b.role), b.what));
+  }
+  em.line(1, fmt::format("kiln_sort_cpu<{}>(b0, b1, b2, {}, {}, {}, {}, {}, {});", sort_dtype_code(s.dtype), s.outer, s.n, s.inner, s.k,
+                         s.descending ? "true" : "false", s.grain));
+  em.line(0, "}");
+  return em.out;
+}
+
 }  // namespace
 
 std::string emit_cpp_kernel(const Kernel& k) {
   if (k.attention) return emit_attention_kernel(k);
+  if (k.sort) return emit_sort_kernel(k);
   CppEmitter em;
   if (!k.comment.empty()) em.line(0, "// " + k.comment);
   em.line(0, fmt::format("extern \"C\" void {}(void* const* buffers, const int64_t* scalars) {{", k.name));

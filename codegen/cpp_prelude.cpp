@@ -15,6 +15,7 @@
 #include "codegen/attention.h"
 #include "codegen/cpp_emitter.h"
 #include "codegen/prelude_math.h"
+#include "codegen/sort.h"
 
 namespace kiln::codegen {
 
@@ -117,7 +118,7 @@ KILN_FN double kiln_from_order_key(int64_t k) { return __builtin_bit_cast(double
 
 std::string_view cpp_prelude() {
   static const std::string text = std::string(kAbi) + std::string(prelude_math()) + std::string(kCpuTail) +
-                                 std::string(cpp_attention_prelude()) + "\n// ---- end of prelude\n";
+                                 std::string(cpp_attention_prelude()) + std::string(cpp_sort_prelude()) + "\n// ---- end of prelude\n";
   return text;
 }
 

@@ -1,6 +1,7 @@
 #include "codegen/cuda_emitter.h"
 
 #include "codegen/attention.h"
+#include "codegen/sort.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -787,6 +788,25 @@ std::string emit_attention_kernel(const Kernel& k) {
   return out;
 }
 
+// A sort kernel: a call of the prelude's routine (codegen/sort.h), a block per row.
+std::string emit_sort_kernel(const Kernel& k) {
+  const SortKernel& s = *k.sort;
+  std::string params;
+  for (const Buffer& b : k.buffers) {
+    bool in = b.role == BufferRole::Input;
+    params += fmt::format("{}{}{}* {}{}", params.empty() ? "" : ", ", in ? "const " : "", c_storage_type(b.dtype), in ? "__restrict__ " : "", b.name);
+  }
+  std::string out;
+  if (!k.comment.empty()) out += "// " + k.comment + "\n";
+  out += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", k.launch.block, k.name, params);
+  for (const Buffer& b : k.buffers) out += fmt::format("  // {}: {} {}\n", b.name, buffer_role_name(b.role), b.what);
+  out += fmt::format("  kiln_sort_rows<{}>(b0, b1, b2, {}, {}, {}LL, {}LL, {}LL, {}LL, {}, {});\n", sort_dtype_code(s.dtype),
+                     s.scratch ? "b3" : "0", s.scratch ? "b4" : "0", s.outer, s.n, s.inner, s.k, s.descending ? "true" : "false",
+                     s.in_shared ? "true" : "false");
+  out += "}\n";
+  return out;
+}
+
 }  // namespace
 
 namespace {
@@ -839,6 +859,7 @@ std::string cuda_kernel_identity(const Kernel& k) {
 
 std::string emit_cuda_kernel(const Kernel& k) {
   if (k.attention) return emit_attention_kernel(k);
+  if (k.sort) return emit_sort_kernel(k);
   const CDialect d = cuda_dialect(k.index_bits);
   CudaEmitter em(k);
   if (!k.comment.empty()) em.line(0, "// " + k.comment);

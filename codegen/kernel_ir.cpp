@@ -458,6 +458,11 @@ std::string print_kernel(const Kernel& k) {
                              attention_pass_name(a.pass), dtype_name(a.dtype), a.batch, a.L, a.S, a.E, a.Ev,
                              a.causal ? ", causal" : "", a.scale);
   }
+  if (k.sort) {
+    const SortKernel& s = *k.sort;
+    return out + fmt::format(" {{\n  sort {}: {} rows of {} (stride {}), {} {} kept{}\n}}\n", dtype_name(s.dtype), s.rows(), s.n,
+                             s.inner, s.k, s.descending ? "largest" : "smallest", s.scratch ? ", sorted in scratch" : "");
+  }
   out += " {\n" + print_stmt(k.body, 1) + "}\n";
   return out;
 }

@@ -294,6 +294,23 @@ struct AttentionKernel {
 };
 std::string_view attention_pass_name(AttentionKernel::Pass p);
 
+// A sort or topk kernel (codegen/sort.h): rows of `n` elements, row (o, i) at (o * n + j) * inner
+// + i of a contiguous input, each ordered by value (stable: equal values by index), the first
+// `k` values and their int64 indices written in the same layout with k in place of n.
+struct SortKernel {
+  DType dtype = DType::F32;
+  int64_t outer = 0, n = 0, inner = 1, k = 0;
+  bool descending = false;
+  // Where the rows are sorted, set by the lowering for its buffers: in scratch buffers (b3, b4:
+  // a GPU topk whose row is too long for shared memory), else in the kernel's own memory.
+  bool scratch = false;
+  // The schedule's choice. CUDA: a block per row, the row's pairs in shared memory (else sorted
+  // where `scratch` says, or in place in the outputs); CPU: rows per task of the pool.
+  bool in_shared = false;
+  int64_t grain = 1;
+  int64_t rows() const { return outer * inner; }
+};
+
 struct Kernel {
   std::string name;             // k0, k1, ... (the extern "C" symbol)
   std::vector<Buffer> buffers;  // argument order: the runtime passes buffers[i] as buffers[i]
@@ -306,6 +323,7 @@ struct Kernel {
   LaunchConfig launch;
   ScheduleRecord schedule;
   std::optional<AttentionKernel> attention;  // set: the body is empty, the routine is the kernel
+  std::optional<SortKernel> sort;            // set: the body is empty, the routine is the kernel
   const Buffer* find_buffer(const std::string& name) const;
 };
 

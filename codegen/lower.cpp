@@ -403,6 +403,7 @@ LoweredGraph GraphLowering::run() {
       case KernelKind::Opaque: lower_call(grp, Step::Kind::Opaque); break;
       case KernelKind::Collective: lower_call(grp, Step::Kind::Collective); break;
       case KernelKind::Attention: lower_attention(grp); break;
+      case KernelKind::Sort: lower_sort(grp); break;
       case KernelKind::Alias: break;
     }
   }

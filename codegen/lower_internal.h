@@ -335,6 +335,7 @@ class GraphLowering {
   void lower_matmul(const FusionGroup& grp);
   void lower_call(const FusionGroup& grp, Step::Kind kind);  // opaque ops and collectives
   void lower_attention(const FusionGroup& grp);               // codegen/lower_attention.cpp
+  void lower_sort(const FusionGroup& grp);                    // codegen/lower_sort.cpp
   // The buffer of `v` laid out contiguously: its own, or a copy where it is a view or a
   // strided graph input (`why` names the copy in kernels.txt).
   int contiguous_buffer(Value v, const std::string& why);

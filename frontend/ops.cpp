@@ -282,6 +282,14 @@ Tensor gather(const Tensor& self, int64_t dim, const Tensor& index) {
 Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
   return call1(Op::Scatter, {self, index, src}, attrs({{"dim", dim}}));
 }
+ValuesIndices sort(const Tensor& self, int64_t dim, bool descending, bool stable) {
+  std::vector<Tensor> r = call(Op::Sort, {self}, attrs({{"dim", dim}, {"descending", descending}, {"stable", stable}}));
+  return {r[0], r[1]};
+}
+ValuesIndices topk(const Tensor& self, int64_t k, int64_t dim, bool largest, bool sorted) {
+  std::vector<Tensor> r = call(Op::Topk, {self}, attrs({{"k", k}, {"dim", dim}, {"largest", largest}, {"sorted", sorted}}));
+  return {r[0], r[1]};
+}
 Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
   return call1(Op::ScatterAdd, {self, index, src}, attrs({{"dim", dim}}));
 }

@@ -265,6 +265,14 @@ Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const T
 // torch.scatter: src written where index says along dim (of two writes to one place the later
 // one in index order stays).
 Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+// torch.sort and torch.topk: the values and their int64 indices along dim. Equal values keep
+// their order (stable, descending too; topk keeps the first of equal values), NaN is above every
+// number; topk's values come out sorted.
+struct ValuesIndices {
+  Tensor values, indices;
+};
+ValuesIndices sort(const Tensor& self, int64_t dim = -1, bool descending = false, bool stable = false);
+ValuesIndices topk(const Tensor& self, int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true);
 // torch.nn.functional.embedding's argument order: indices first (the op's schema has weight first).
 Tensor embedding(const Tensor& input, const Tensor& weight, int64_t padding_idx = -1);
 Tensor cross_entropy(const Tensor& input, const Tensor& target, int64_t ignore_index = -100,

@@ -26,6 +26,7 @@ std::string_view category_name(OpCategory c) {
     case OpCategory::Opaque: return "opaque";
     case OpCategory::Collective: return "collective";
     case OpCategory::Attention: return "attention";
+    case OpCategory::Sort: return "sort";
   }
   return "?";
 }

@@ -25,7 +25,7 @@ enum class Op : uint16_t {
 // Gather: reads another tensor through an index tensor (fusable like pointwise).
 // Scatter: accumulates into its result through an index tensor (a kernel of its own).
 // Opaque: a custom op with kernels of its own (frontend/custom_op.h): a call, never fused.
-enum class OpCategory { Placeholder, Pointwise, Reduction, View, Matmul, Composite, Creation, Gather, Scatter, Opaque, Collective, Attention };
+enum class OpCategory { Placeholder, Pointwise, Reduction, View, Matmul, Composite, Creation, Gather, Scatter, Opaque, Collective, Attention, Sort };
 std::string_view category_name(OpCategory c);
 
 enum class ArgType { Tensor, TensorList, Int, Float, Scalar, Bool, Str, DType, IntList, FloatList };

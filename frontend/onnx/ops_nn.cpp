@@ -255,6 +255,28 @@ Converter arg(bool max) {
   };
 }
 
+// TopK: k an attribute (opset 1) or an input known at import (10 on); largest and sorted from
+// opset 11. kiln's topk puts the lower index first among equal values, as ONNX asks, and its
+// values come out sorted, which sorted = 0 (any order) allows too.
+std::vector<Out> top_k(NodeContext& c) {
+  Var x = c.in(0);
+  Attrs a;
+  a.set("dim", normalize_axis(c, c.attr_int("axis", -1), std::max<int64_t>(x.rank(), 1)));
+  int64_t k = 0;
+  if (c.opset >= 10) {
+    IntList ks = c.known_ints(1, "K");
+    if (ks.size() != 1) c.error(fmt::format("K must hold one value, got {}", ks.size()));
+    k = ks[0];
+  } else {
+    k = c.attr_int("k");
+  }
+  a.set("k", k);
+  a.set("largest", c.opset >= 11 ? c.attr_int("largest", 1) != 0 : true);
+  if (c.opset >= 11) a.set("sorted", c.attr_int("sorted", 1) != 0);
+  std::vector<Var> r = c.b.op_n(Op::Topk, {x.v}, a);
+  return {Out(r[0]), Out(r[1])};
+}
+
 // ---- losses
 
 // NegativeLogLikelihoodLoss of log-probabilities x [N, C, d1...] and targets [N, d1...], with
@@ -452,6 +474,7 @@ void add_nn_ops(std::vector<OpEntry>& t) {
   t.push_back({"ReduceLogSumExp", reduce(Reduce::LogSumExp)});
   t.push_back({"ArgMax", arg(true)});
   t.push_back({"ArgMin", arg(false)});
+  t.push_back({"TopK", top_k});
 }
 
 }  // namespace kiln::onnx

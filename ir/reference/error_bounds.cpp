@@ -37,7 +37,7 @@ double underflow(DType t) {
   }
 }
 
-enum class Rule { Exact, Linear, Summation, Lipschitz, MatmulRule, AttentionRule, Sign, Probe };
+enum class Rule { Exact, Linear, Summation, Lipschitz, MatmulRule, AttentionRule, SortRule, Sign, Probe };
 
 Rule rule_of(const Node& n) {
   switch (n.info().category) {
@@ -47,6 +47,7 @@ Rule rule_of(const Node& n) {
     case OpCategory::Placeholder: return Rule::Exact;
     case OpCategory::Matmul: return Rule::MatmulRule;
     case OpCategory::Attention: return Rule::AttentionRule;
+    case OpCategory::Sort: return Rule::SortRule;
     default: break;
   }
   switch (n.op()) {
@@ -128,7 +129,7 @@ class Tracker {
         if (e[r].empty()) e[r].assign(static_cast<size_t>(results[r].numel()), 0.0);
         b = std::move(e[r]);
         // Views and selections add no rounding of their own: only their inputs' bounds.
-        const bool rounds = rule != Rule::Linear;
+        const bool rounds = rule != Rule::Linear && rule != Rule::SortRule;
         // A cast to a narrower float rounds: values within their bounds may land an ulp apart
         // (cos(log_softmax(f16)), whose f32 result is cast to f16: kiln fuzz, seed 3504).
         const bool narrows = n.op() == Op::To && is_floating(args[0].dtype()) && args[0].dtype() != results[r].dtype();
@@ -381,6 +382,28 @@ class Tracker {
         const double u = narrow_ulp(dt) + compute_roundoff(dt) * std::sqrt(S + E);
         std::vector<double> magnitude = doubles(run(n, with(args, bounds_in, {Arg::Value, Arg::Value, Arg::Absolute}), n.attrs())[0]);
         for (size_t i = 0; i < magnitude.size() && i < e[0].size(); ++i) e[0][i] += u * magnitude[i];
+        break;
+      }
+      case Rule::SortRule: {
+        // Sorting moves no value by more than the largest bound of its row (|sort(x) - sort(y)|
+        // <= max |x - y|): each of the row's results gets that. The indices' doubt is
+        // integer_doubt's (values moved within their bounds that reorder the row).
+        e[0] = zeros(0);
+        if (!bounds_in[0].defined()) break;
+        const std::vector<double> in = doubles(bounds_in[0]);
+        const Shape& shape = args[0].shape();
+        const int64_t rank = args[0].rank();
+        const size_t dim = static_cast<size_t>(normalize_dim(n.attrs().get_int("dim"), std::max<int64_t>(rank, 1)));
+        const int64_t len = rank == 0 ? 1 : shape[dim], kept = rank == 0 ? 1 : results[0].shape()[dim];
+        int64_t inner = 1;
+        for (size_t d = dim + 1; d < shape.size(); ++d) inner *= shape[d];
+        const int64_t outer = len == 0 || inner == 0 ? 0 : args[0].numel() / (len * inner);
+        for (int64_t o = 0; o < outer; ++o)
+          for (int64_t i = 0; i < inner; ++i) {
+            double most = 0;
+            for (int64_t j = 0; j < len; ++j) most = std::max(most, in[static_cast<size_t>((o * len + j) * inner + i)]);
+            for (int64_t j = 0; j < kept; ++j) e[0][static_cast<size_t>((o * kept + j) * inner + i)] = most;
+          }
         break;
       }
       case Rule::Lipschitz: {

@@ -16,6 +16,7 @@ void install_reference_kernels(const std::function<void(Op, ReferenceFn)>& set) 
   reference::install_attention(set);
   reference::install_conv(set);
   reference::install_norms(set);
+  reference::install_sort(set);
 }
 
 std::vector<HostTensor> run_reference(Op op, std::span<const HostTensor> inputs, const Attrs& attrs) {

@@ -17,6 +17,7 @@ void install_composites(const Setter& set);  // composites.cpp
 void install_collectives(const Setter& set); // collectives.cpp (group semantics: group.h)
 void install_attention(const Setter& set);    // attention.cpp
 void install_conv(const Setter& set);         // conv.cpp (convolution, max_pool, avg_pool)
+void install_sort(const Setter& set);         // sort.cpp (sort, topk)
 void install_norms(const Setter& set);        // norms.cpp (rms_norm, group_norm)
 
 }  // namespace kiln::reference

@@ -1,5 +1,5 @@
 // Derivative rules of matrix products and indexing: matmul (every torch.matmul case), bmm,
-// linear, addmm, gather and scatter_add. Operands that broadcast over batch dims get their
+// linear, addmm, gather, scatter_add, scatter, and sort and topk (which move values). Operands that broadcast over batch dims get their
 // gradient summed back with sum_to.
 #include "ir/error.h"
 #include "passes/autograd/rules.h"
@@ -120,6 +120,21 @@ std::vector<Value> scatter_add_backward(VjpContext& c) {
 // scatter: self's gradient where nothing was written over it (its elements written get zero),
 // src's the gradient at the places it was written to (PyTorch's: gather, for every element,
 // also one whose write a later one overwrote).
+// sort and topk move values: each one's gradient goes back where it came from (a row's indices
+// differ, so the scatter_add into zeros adds nothing twice; topk's values not kept get zero).
+std::vector<Value> sort_backward(VjpContext& c) {
+  std::vector<Value> grads(1);
+  if (!wants(c, 0) || !c.grad_outputs[0]) return grads;
+  Builder& b = c.b;
+  const TensorMeta& self = c.node.input(0).meta();
+  if (self.rank() == 0) {
+    grads[0] = c.grad();
+    return grads;
+  }
+  grads[0] = b.scatter_add(b.zeros(self.shape, self.dtype), c.result(1), c.grad(), c.attrs().get_int("dim"));
+  return grads;
+}
+
 std::vector<Value> scatter_backward(VjpContext& c) {
   std::vector<Value> grads(3);
   Builder& b = c.b;
@@ -140,6 +155,8 @@ void install_linalg_vjps() {
   register_vjp(Op::Gather, gather_backward);
   register_vjp(Op::ScatterAdd, scatter_add_backward);
   register_vjp(Op::Scatter, scatter_backward);
+  register_vjp(Op::Sort, sort_backward);
+  register_vjp(Op::Topk, sort_backward);
 }
 
 }  // namespace kiln::autograd

@@ -65,6 +65,7 @@ class Fuser {
                           n->category() == OpCategory::Opaque       ? "a custom op with kernels of its own"
                           : n->category() == OpCategory::Collective ? "a collective, a call of the process group's engine"
                           : n->category() == OpCategory::Attention  ? "attention (codegen/attention.h)"
+                          : n->category() == OpCategory::Sort       ? "a sort (codegen/sort.h)"
                                                                     : "an extern call (BLAS/scatter)"));
       return;
     }

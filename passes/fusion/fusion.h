@@ -51,6 +51,7 @@ enum class KernelKind {
   Opaque,     // a custom op's own kernel (frontend/custom_op.h): a call of its own
   Collective, // a collective (all_reduce, ...): a call of the process group's engine
   Attention,  // flash_attention or its backward: tiled kernels of their own (codegen/attention.h)
+  Sort,       // sort or topk: a kernel kind of its own (codegen/sort.h)
 };
 std::string_view kernel_kind_name(KernelKind k);
 

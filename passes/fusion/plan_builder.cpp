@@ -26,6 +26,7 @@ KernelKind kind_of(const std::vector<Node*>& nodes) {
     if (n->category() == OpCategory::Opaque) return KernelKind::Opaque;
     if (n->category() == OpCategory::Collective) return KernelKind::Collective;
     if (n->category() == OpCategory::Attention) return KernelKind::Attention;
+    if (n->category() == OpCategory::Sort) return KernelKind::Sort;
     reduction |= n->category() == OpCategory::Reduction;
     all_creation &= is_creation(*n);
     all_alias &= is_alias_view(*n);

@@ -20,6 +20,7 @@ std::string_view kernel_kind_name(KernelKind k) {
     case KernelKind::Opaque: return "opaque";
     case KernelKind::Collective: return "collective";
     case KernelKind::Attention: return "attention";
+    case KernelKind::Sort: return "sort";
   }
   return "?";
 }

@@ -38,7 +38,7 @@ bool is_creation(const Node& n) { return n.category() == OpCategory::Creation &&
 
 bool is_extern(const Node& n) {
   return n.category() == OpCategory::Matmul || n.category() == OpCategory::Scatter || n.category() == OpCategory::Opaque ||
-         n.category() == OpCategory::Collective || n.category() == OpCategory::Attention;
+         n.category() == OpCategory::Collective || n.category() == OpCategory::Attention || n.category() == OpCategory::Sort;
 }
 
 bool is_alias_view(const Node& n) {

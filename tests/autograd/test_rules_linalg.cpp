@@ -95,6 +95,15 @@ TEST(LinalgRules, ScatterSelfAndSource) {
   EXPECT_TRUE(gradcheck_values(Op::Scatter, {rnd({2, 5}, 3), idx({2, 2}, {4, 0, 1, 3}), rnd({2, 3}, 4)}, {{"dim", int64_t{-1}}}));
 }
 
+// sort and topk: each value's gradient goes back to where it came from (distinct random
+// values: central differences do not reorder a row).
+TEST(LinalgRules, SortAndTopk) {
+  EXPECT_TRUE(gradcheck_values(Op::Sort, {rnd({3, 6}, 5)}, {{"descending", true}}));
+  EXPECT_TRUE(gradcheck_values(Op::Sort, {rnd({4, 3, 2}, 6)}, {{"dim", int64_t{1}}}));
+  EXPECT_TRUE(gradcheck_values(Op::Topk, {rnd({3, 7}, 7)}, {{"k", int64_t{3}}}));
+  EXPECT_TRUE(gradcheck_values(Op::Topk, {rnd({5, 2}, 8)}, {{"k", int64_t{2}}, {"dim", int64_t{0}}, {"largest", false}}));
+}
+
 TEST(LinalgRules, AttentionLikeChain) {
   // q @ k^T scaled, softmax-free: matmul of transposed views and a batch broadcast.
   Graph g("chain");

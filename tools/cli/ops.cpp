@@ -45,6 +45,7 @@ std::string compiled_as(const OpInfo& info) {
     case OpCategory::Composite: return "no decomposition: it cannot be compiled";
     case OpCategory::Collective: return "not compiled yet (no NCCL or Gloo engine); the reference interpreter runs it for a simulated group";
     case OpCategory::Attention: return "FlashAttention's tiled kernels (codegen/attention.h): CPU tiles, CUDA FFMA or tensor-core tiles";
+    case OpCategory::Sort: return "a sort kernel (codegen/sort.h): CPU heaps, a CUDA bitonic network per row";
     default: return std::string(category_name(info.category));
   }
 }

@@ -461,12 +461,18 @@ class Generator {
     return add(Op::LayerNorm, in, {{"normalized_shape", IntList(norm.begin(), norm.end())}}).has_value();
   }
 
+  // gather, scatter_add, scatter, sort or topk.
   bool gather_or_scatter() {
     auto a = pick([](const TensorMeta& m) { return m.rank() >= 1 && m.numel() > 0; });
     if (!a) return false;
     const Shape& s = a->meta().shape;
     const int64_t rank = a->meta().rank();
     const int64_t dim = uniform(0, rank - 1);
+    if (chance(0.25)) {  // sort or topk along dim (their indices join the pool too)
+      const int64_t n = s[static_cast<size_t>(dim)];
+      if (chance(0.5)) return add(Op::Sort, {*a}, {{"dim", dim}, {"descending", chance(0.5)}}).has_value();
+      return add(Op::Topk, {*a}, {{"k", uniform(0, n)}, {"dim", dim}, {"largest", chance(0.5)}}).has_value();
+    }
     Shape idx = s;
     for (int64_t& d : idx) d = uniform(1, std::max<int64_t>(1, d));
     idx[static_cast<size_t>(dim)] = uniform(1, 6);

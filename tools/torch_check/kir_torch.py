@@ -581,6 +581,16 @@ def make_ops(torch, F):
         # unspecified.
         return ins[0].cpu().scatter(a["dim"], ins[1].long().cpu(), ins[2].cpu()).to(ins[0].device)
 
+    def sort(ins, a):
+        # stable: equal values keep their order, kiln's rule in either direction
+        r = torch.sort(ins[0], dim=A(a, "dim", -1), descending=A(a, "descending", False), stable=True)
+        return [r.values, r.indices]
+
+    def topk(ins, a):
+        # PyTorch leaves the order of equal values unspecified: the cases give topk distinct ones.
+        r = torch.topk(ins[0], a["k"], dim=A(a, "dim", -1), largest=A(a, "largest", True), sorted=True)
+        return [r.values, r.indices]
+
     def einsum(ins, a):
         # Integer operands on the CPU: PyTorch's CUDA has no integer batched GEMM ("baddbmm_cuda"
         # not implemented for 'Long').
@@ -676,7 +686,7 @@ def make_ops(torch, F):
         "addmm": lambda ins, a: torch.addmm(ins[0], ins[1], ins[2], beta=A(a, "beta", 1), alpha=A(a, "alpha", 1)),
         "tril": tri(torch.tril), "triu": tri(torch.triu),
         "softmax": softmax(torch.softmax), "log_softmax": softmax(torch.log_softmax),
-        "layer_norm": layer_norm, "embedding": embedding, "gather": gather, "scatter_add": scatter_add, "scatter": scatter, "cross_entropy": cross_entropy, "nll_loss": nll_loss,
+        "layer_norm": layer_norm, "embedding": embedding, "gather": gather, "scatter_add": scatter_add, "scatter": scatter, "sort": sort, "topk": topk, "cross_entropy": cross_entropy, "nll_loss": nll_loss,
         "dropout": dropout, "rand": rand,
     }
     return ops
