@@ -59,6 +59,9 @@ TEST(OpCoverage, EveryOpHasAWrapper) {
         out.push_back(scatter_add(x, 1, idx.unsqueeze(1), x));
         out.push_back(scatter(x, 1, idx.unsqueeze(1), x));
         out.push_back(einsum("ij,jk->ki", {x, x}));
+        ValuesIndices sorted = sort(x, 0, true);
+        ValuesIndices top = topk(x, 2);
+        out.insert(out.end(), {sorted.values, sorted.indices, top.values, top.indices});
         out.push_back(cross_entropy(x, idx));
         out.push_back(nll_loss(x, idx, 0, "sum"));
         out.push_back(dropout(x, 0.1, true, 3));
