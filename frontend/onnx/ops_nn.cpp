@@ -104,7 +104,8 @@ std::vector<Out> batch_norm(NodeContext& c) {
   double eps = c.attr_float("epsilon", 1e-5);
   c.ignore_attr("spatial");   // opset < 9: 1 is the only form exporters write
   c.ignore_attr("consumed_inputs");
-  const bool training = c.attr_int("training_mode", 0) != 0;
+  // Training mode: training_mode=1 from opset 14; before opset 7, is_test=0.
+  const bool training = c.opset <= 6 ? c.attr_int("is_test", 0) == 0 : c.attr_int("training_mode", 0) != 0;
   const double momentum = c.attr_float("momentum", 0.9);
   Var x = c.in(0);
   int64_t r = x.rank();

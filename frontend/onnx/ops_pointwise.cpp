@@ -1,5 +1,7 @@
 // ONNX's elementwise operators: unary math and activations, broadcasting binary arithmetic and
 // comparisons, variadic Max/Min/Sum/Mean, Where, Clip, Cast.
+#include <fmt/format.h>
+
 #include <cmath>
 
 #include "frontend/onnx/op_table.h"
@@ -14,8 +16,29 @@ Converter unary(Op op) {
   return [op](NodeContext& c) { return one(c.b.op(op, {c.in(0)})); };
 }
 
+// The second operand of a binary operator. Before opset 7 (Add, Sub, Mul, Div, Pow, And, Or, Xor,
+// Equal, Less, Greater) it broadcasts only with broadcast=1, its dims matched to the first's from
+// `axis`, or to its last dims where no axis is given (what numpy broadcasting does); without
+// broadcast the shapes are equal.
+Var second_operand(NodeContext& c) {
+  Var b = c.in(1);
+  if (c.opset >= 7) return b;
+  const TensorMeta a = c.meta(0);
+  if (c.attr_int("broadcast", 0) == 0) {
+    if (a.shape != b.shape())
+      c.error(fmt::format("operands {} and {} differ without broadcast=1 (opset {})", shape_str(a.shape), shape_str(b.shape()), c.opset));
+    return b;
+  }
+  if (!c.has_attr("axis")) return b;
+  const int64_t axis = normalize_axis(c, c.attr_int("axis"), std::max<int64_t>(a.rank(), 1)), rb = b.rank();
+  if (axis + rb > a.rank()) c.error(fmt::format("B {} does not fit A {} from axis {}", shape_str(b.shape()), shape_str(a.shape), axis));
+  Shape s(static_cast<size_t>(a.rank()), 1);
+  for (int64_t d = 0; d < rb; ++d) s[static_cast<size_t>(axis + d)] = b.shape()[static_cast<size_t>(d)];
+  return c.b.reshape(b, s);
+}
+
 Converter binary(Op op) {
-  return [op](NodeContext& c) { return one(c.b.op(op, {c.in(0), c.in(1)})); };
+  return [op](NodeContext& c) { return one(c.b.op(op, {c.in(0), second_operand(c)})); };
 }
 
 // Integer Div and Mod: ONNX truncates (Div) or takes the divisor's sign (Mod) on integers, where
@@ -23,14 +46,14 @@ Converter binary(Op op) {
 // the magnitudes below 2^53 that shapes and indices have), then cast back.
 Var integer_op(NodeContext& c, Op op, bool truncate) {
   DType dt = c.meta(0).dtype;
-  Var a = c.b.to(c.in(0), DType::F64), d = c.b.to(c.in(1), DType::F64);
+  Var a = c.b.to(c.in(0), DType::F64), d = c.b.to(second_operand(c), DType::F64);
   Var r = c.b.op(op, {a, d});
   if (truncate) r = c.b.trunc(r);
   return c.b.to(r, dt);
 }
 
 std::vector<Out> div(NodeContext& c) {
-  if (is_floating(c.meta(0).dtype)) return one(c.b.div(c.in(0), c.in(1)));
+  if (is_floating(c.meta(0).dtype)) return one(c.b.div(c.in(0), second_operand(c)));
   return one(integer_op(c, Op::Div, true));
 }
 
@@ -44,7 +67,7 @@ std::vector<Out> mod(NodeContext& c) {
 std::vector<Out> pow(NodeContext& c) {
   // The result has the base's type (the exponent may be of another).
   DType dt = c.meta(0).dtype;
-  Var e = c.in(1);
+  Var e = second_operand(c);
   if (is_floating(dt)) e = c.b.to(e, dt);
   return one(c.b.to(c.b.pow(c.in(0), e), dt));
 }
@@ -61,7 +84,7 @@ Converter variadic(Op op, bool mean = false) {
   };
 }
 
-std::vector<Out> xor_op(NodeContext& c) { return one(c.b.ne(c.in(0), c.in(1))); }
+std::vector<Out> xor_op(NodeContext& c) { return one(c.b.ne(c.in(0), second_operand(c))); }
 
 std::vector<Out> identity(NodeContext& c) {
   if (const HostTensor* k = c.known(0)) return {Out::of_known(*k)};

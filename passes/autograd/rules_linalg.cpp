@@ -1,6 +1,6 @@
 // Derivative rules of matrix products and indexing: matmul (every torch.matmul case), bmm,
-// linear, addmm, gather, scatter_add, scatter, and sort and topk (which move values). Operands that broadcast over batch dims get their
-// gradient summed back with sum_to.
+// linear, addmm, gather, scatter_add, scatter, and sort and topk (which move values). Operands
+// that broadcast over batch dims get their gradient summed back with sum_to.
 #include "ir/error.h"
 #include "passes/autograd/rules.h"
 #include "passes/autograd/vjp.h"

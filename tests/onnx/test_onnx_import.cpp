@@ -153,6 +153,41 @@ TEST(OnnxImport, LargeWeightsAreInputsThatComeWithTheModelSmallOnesConstants) {
   }
 }
 
+// Before opset 7, a binary operator broadcasts its second operand only with broadcast=1: matched
+// to the first's dims from `axis` (or to its last dims); without it the shapes must be equal.
+TEST(OnnxImport, LegacyBroadcastOfBinaryOperators) {
+  auto model = [](bool broadcast, bool with_axis, std::vector<int64_t> b_dims) {
+    ModelBuilder b(6);
+    b.input("a", TensorProto::FLOAT, {int64_t{2}, int64_t{3}, int64_t{4}});
+    b.float_initializer("b", b_dims, 2.0f);
+    NodeProto* n = b.node("Mul", {"a", "b"}, {"y"});
+    if (broadcast) set_int_attr(n, "broadcast", 1);
+    if (with_axis) set_int_attr(n, "axis", 1);
+    b.output("y");
+    return b;
+  };
+  HostTensor a = HostTensor::empty(TensorMeta(DType::F32, {2, 3, 4}));
+  for (int64_t i = 0; i < a.numel(); ++i) a.set(i, static_cast<double>(i));
+  for (auto [with_axis, dims] : {std::pair{true, std::vector<int64_t>{3}}, std::pair{false, std::vector<int64_t>{4}}}) {
+    onnx::ImportedModel m = model(true, with_axis, dims).load();
+    HostTensor y = interpret(m.graph, std::vector<HostTensor>{a})[0];
+    EXPECT_EQ(y.shape(), (Shape{2, 3, 4}));
+    EXPECT_EQ(y.get(23), 46.0);
+  }
+  try {
+    model(false, false, {3}).load();
+    FAIL() << "imported a Mul of [2,3,4] and [3] without broadcast=1";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("differ without broadcast=1 (opset 6)"), std::string::npos) << e.what();
+  }
+  try {
+    model(true, true, {3, 4, 5}).load();
+    FAIL() << "imported B [3,4,5] from axis 1 of A [2,3,4]";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("does not fit A [2,3,4] from axis 1"), std::string::npos) << e.what();
+  }
+}
+
 TEST(OnnxImport, EveryUnsupportedOperatorIsListedAtOnce) {
   ModelBuilder b;
   b.input("x", TensorProto::FLOAT, {int64_t{1}, int64_t{3}, int64_t{8}, int64_t{8}});
