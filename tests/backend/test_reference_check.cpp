@@ -91,6 +91,20 @@ TEST(ErrorBounds, FollowTheGraphsConditioning) {
   return (%c)
 })", {big});
   EXPECT_GE(d.get(0), 2.0);
+  // remainder(a, b) where b is unsure and a / b is large: b moved within its bound sweeps the
+  // quotient past integers, where the result jumps by |b| (not judged); a small quotient stays
+  // judged.
+  HostTensor ab = HostTensor::from_doubles(DType::F32, {2}, std::vector<double>{0.59, 0.59});
+  HostTensor bb = HostTensor::from_doubles(DType::F32, {2}, std::vector<double>{-0.000649, -0.4});
+  HostTensor rem = bound_of(R"(graph g(%a: f32[2], %b: f32[2]) {
+  %e = exp(%b) : f32[2]
+  %one = full(size=[], fill_value=1.0) : f32[]
+  %d = sub(%e, %one) : f32[2]
+  %r = remainder(%a, %d) : f32[2]
+  return (%r)
+})", {ab, bb});
+  EXPECT_TRUE(std::isinf(rem.get(0))) << rem.get(0);
+  EXPECT_LT(rem.get(1), 1e-5) << rem.get(1);
   // An argmax of values equal in exact arithmetic (exp of equal inputs) may pick either: unsure;
   // a clear maximum is sure. A where on an unsure comparison is unsure.
   const char* argmax_graph = R"(graph g(%x: f32[3]) {
