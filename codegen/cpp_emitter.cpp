@@ -75,10 +75,9 @@ class CppEmitter : public CEmitter {
 
 namespace {
 
-// An attention kernel: a call of the prelude's routine over the pool (codegen/attention.h).
-std::string emit_attention_kernel(const Kernel& k) {
-  const AttentionKernel& a = *k.attention;
-  CppEmitter em;
+// The opening of a kernel whose body is a call of a prelude routine (attention, sort): its
+// signature and its buffers as typed pointers. Returns the buffers' names, each followed by ", ".
+std::string open_routine_kernel(CppEmitter& em, const Kernel& k) {
   if (!k.comment.empty()) em.line(0, "// " + k.comment);
   em.line(0, fmt::format("extern \"C\" void {}(void* const* buffers, const int64_t* scalars) {{", k.name));
   em.line(1, "(void)scalars;");
@@ -90,6 +89,14 @@ std::string emit_attention_kernel(const Kernel& k) {
                            c_storage_type(b.dtype), i, buffer_role_name(b.role), b.what));
     args += b.name + ", ";
   }
+  return args;
+}
+
+// An attention kernel: a call of the prelude's routine over the pool (codegen/attention.h).
+std::string emit_attention_kernel(const Kernel& k) {
+  const AttentionKernel& a = *k.attention;
+  CppEmitter em;
+  const std::string args = open_routine_kernel(em, k);
   const std::string types = fmt::format("{}, {}", attention_dtype_code(a.dtype), a.causal ? "true" : "false");
   const std::string sizes = fmt::format("{}, {}, {}, {}, {}, {}, {}", a.batch, a.L, a.S, a.E, a.Ev, float_literal(a.scale, DType::F64, cpp_dialect()), a.grain);
   switch (a.pass) {
@@ -108,16 +115,9 @@ std::string emit_attention_kernel(const Kernel& k) {
 // A sort kernel: a call of the prelude's routine over the pool (codegen/sort.h).
 std::string emit_sort_kernel(const Kernel& k) {
   const SortKernel& s = *k.sort;
+  KILN_INTERNAL_ASSERT(!s.scratch, "a CPU sort sorts in its outputs (scratch is a GPU's)");
   CppEmitter em;
-  if (!k.comment.empty()) em.line(0, "// " + k.comment);
-  em.line(0, fmt::format("extern \"C\" void {}(void* const* buffers, const int64_t* scalars) {{", k.name));
-  em.line(1, "(void)scalars;");
-  for (size_t i = 0; i < 3; ++i) {
-    const Buffer& b = k.buffers[i];
-    bool in = b.role == BufferRole::Input;
-    em.line(1, fmt::format("{}{}* {} = ({}{}*)buffers[{}];  // {} {}", in ? "const " : "", c_storage_type(b.dtype), b.name, in ? "const " : "",
-                           c_storage_type(b.dtype), i, buffer_role_name(b.role), b.what));
-  }
+  open_routine_kernel(em, k);
   em.line(1, fmt::format("kiln_sort_cpu<{}>(b0, b1, b2, {}, {}, {}, {}, {}, {});", sort_dtype_code(s.dtype), s.outer, s.n, s.inner, s.k,
                          s.descending ? "true" : "false", s.grain));
   em.line(0, "}");

@@ -754,25 +754,33 @@ int64_t cuda_shared_bytes(const Kernel& k) {
 
 namespace {
 
-// An attention kernel: a call of the prelude's routine with the schedule's tiles; blocks past
-// the grid's tiles (an empty call still launches one) return at once.
-std::string emit_attention_kernel(const Kernel& k) {
-  const AttentionKernel& a = *k.attention;
+// The opening of a kernel whose body is a call of a prelude routine (attention, sort): its
+// comment, its signature (every buffer __restrict__: none aliases another) and what each buffer
+// holds. Returns the buffers' names, each followed by ", ".
+std::string open_routine_kernel(std::string& out, const Kernel& k) {
   std::string params, args;
   for (const Buffer& b : k.buffers) {
     bool in = b.role == BufferRole::Input;
     params += fmt::format("{}{}{}* __restrict__ {}", params.empty() ? "" : ", ", in ? "const " : "", c_storage_type(b.dtype), b.name);
     args += fmt::format("{}, ", b.name);
   }
+  if (!k.comment.empty()) out += "// " + k.comment + "\n";
+  out += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", k.launch.block, k.name, params);
+  for (const Buffer& b : k.buffers) out += fmt::format("  // {}: {} {}\n", b.name, buffer_role_name(b.role), b.what);
+  return args;
+}
+
+// An attention kernel: a call of the prelude's routine with the schedule's tiles; blocks past
+// the grid's tiles (an empty call still launches one) return at once.
+std::string emit_attention_kernel(const Kernel& k) {
+  const AttentionKernel& a = *k.attention;
+  std::string out;
+  const std::string args = open_routine_kernel(out, k);
   const char* routine = a.pass == AttentionKernel::Pass::Forward      ? "kiln_attn_fwd"
                         : a.pass == AttentionKernel::Pass::BackwardKV ? "kiln_attn_bwd_kv"
                                                                       : "kiln_attn_bwd_q";
   const int64_t tiles = a.batch * (a.pass == AttentionKernel::Pass::BackwardKV ? (a.S + a.block_n - 1) / a.block_n
                                                                                : (a.L + a.block_m - 1) / a.block_m);
-  std::string out;
-  if (!k.comment.empty()) out += "// " + k.comment + "\n";
-  out += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", k.launch.block, k.name, params);
-  for (const Buffer& b : k.buffers) out += fmt::format("  // {}: {} {}\n", b.name, buffer_role_name(b.role), b.what);
   out += fmt::format("  if (blockIdx.x >= {}) return;\n", tiles);
   const std::string sizes = fmt::format("{}, {}, {}, {}, {}", a.L, a.S, a.E, a.Ev, float_literal(a.scale, DType::F64, cuda_dialect(64)));
   if (a.tensor_cores && a.pass == AttentionKernel::Pass::Forward)
@@ -791,15 +799,8 @@ std::string emit_attention_kernel(const Kernel& k) {
 // A sort kernel: a call of the prelude's routine (codegen/sort.h), a block per row.
 std::string emit_sort_kernel(const Kernel& k) {
   const SortKernel& s = *k.sort;
-  std::string params;
-  for (const Buffer& b : k.buffers) {
-    bool in = b.role == BufferRole::Input;
-    params += fmt::format("{}{}{}* {}{}", params.empty() ? "" : ", ", in ? "const " : "", c_storage_type(b.dtype), in ? "__restrict__ " : "", b.name);
-  }
   std::string out;
-  if (!k.comment.empty()) out += "// " + k.comment + "\n";
-  out += fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", k.launch.block, k.name, params);
-  for (const Buffer& b : k.buffers) out += fmt::format("  // {}: {} {}\n", b.name, buffer_role_name(b.role), b.what);
+  open_routine_kernel(out, k);
   out += fmt::format("  kiln_sort_rows<{}>(b0, b1, b2, {}, {}, {}LL, {}LL, {}LL, {}LL, {}, {});\n", sort_dtype_code(s.dtype),
                      s.scratch ? "b3" : "0", s.scratch ? "b4" : "0", s.outer, s.n, s.inner, s.k, s.descending ? "true" : "false",
                      s.in_shared ? "true" : "false");

@@ -33,7 +33,6 @@ void GraphLowering::lower_sort(const FusionGroup& grp) {
   Kernel k;
   k.name = kernel_name(&grp);
   k.comment = fmt::format("sort: %{} = {}", n->name(), op_name(n->op()));
-  const char* roles[] = {"input", "values", "indices", "scratch values", "scratch indices"};
   for (size_t i = 0; i < args.size(); ++i) {
     const GraphBuffer& gb = out_.buffers[static_cast<size_t>(args[i])];
     Buffer b;
@@ -41,7 +40,7 @@ void GraphLowering::lower_sort(const FusionGroup& grp) {
     b.dtype = gb.meta.dtype;
     b.role = i == 0 ? BufferRole::Input : i < 3 ? BufferRole::Output : BufferRole::Temp;
     b.numel = gb.meta.numel();
-    b.what = gb.what.empty() ? roles[i] : gb.what;
+    b.what = gb.what;
     k.buffers.push_back(b);
   }
   k.sort = s;

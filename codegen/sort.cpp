@@ -51,13 +51,11 @@ void schedule_sort(Kernel& k, const Target& t) {
   int64_t pairs = 1;
   while (2 * pairs < s.n) pairs <<= 1;
   k.launch.block = std::clamp<int64_t>((pairs + 31) / 32 * 32, 32, 1024);
-  k.launch.grid = std::max<int64_t>(1, std::min<int64_t>(rows, t.num_sms * std::max<int64_t>(1, 2048 / k.launch.block)));
   k.launch.dynamic_shared_bytes = s.in_shared ? sort_shared_bytes(s.dtype, s.n) : 0;
-  if (s.in_shared) {
-    // Blocks an SM holds at once, by their shared memory.
-    const int64_t per_sm = std::max<int64_t>(1, t.shared_memory_optin / std::max<int64_t>(k.launch.dynamic_shared_bytes, 1));
-    k.launch.grid = std::max<int64_t>(1, std::min<int64_t>(rows, t.num_sms * std::min<int64_t>(per_sm, 2048 / k.launch.block)));
-  }
+  // As many blocks as the SMs hold at once (2048 threads an SM, and their shared memory).
+  int64_t per_sm = 2048 / k.launch.block;
+  if (s.in_shared) per_sm = std::min<int64_t>(per_sm, t.shared_memory_optin / std::max<int64_t>(k.launch.dynamic_shared_bytes, 1));
+  k.launch.grid = std::max<int64_t>(1, std::min<int64_t>(rows, t.num_sms * std::max<int64_t>(per_sm, 1)));
   rec.mapping = "block per sorted row";
   rec.rows_per_block = 1;
   rec.threads_per_row = k.launch.block;
