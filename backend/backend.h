@@ -54,6 +54,10 @@ class Program {
   // checked them); returns new storages. A program of the host's memory (the CPU's) has none:
   // its default is a kiln::Error.
   virtual std::vector<StoragePtr> run_on_device(const ExecutableState& s, std::span<const StoragePtr> inputs) const;
+  // Per kernel, the grid it launches with where the device chose it at load (a persistent
+  // kernel's, codegen::LaunchConfig::persistent: what the SMs hold at once); empty before the
+  // first run and on devices that do not choose.
+  virtual std::vector<int64_t> launched_grids() const { return {}; }
 };
 
 // How much memory a compiled graph's runs may use on a device, and how to say it in an error:

@@ -106,11 +106,13 @@ class CudaProgram final : public Program {
   std::vector<HostTensor> run(const ExecutableState& s, std::span<const HostTensor> inputs) const override;
   std::vector<cu::DeviceTensor> run_device(const ExecutableState& s, std::span<const cu::DeviceTensor> inputs) const;
   std::vector<StoragePtr> run_on_device(const ExecutableState& s, std::span<const StoragePtr> inputs) const override;
+  std::vector<int64_t> launched_grids() const override { return loaded_ ? loaded_->grids : std::vector<int64_t>{}; }
 
   // Loaded on first use (a machine with no GPU compiles but never loads).
   struct Loaded {
     std::vector<cu::Module> modules;     // per program
     std::vector<CUfunction> functions;  // per kernel
+    std::vector<int64_t> grids;         // per kernel: the grid it launches with (cuda_launch_grid)
     std::vector<cu::Module> opaque_modules;
     std::vector<CUfunction> opaque_functions;
     std::optional<cu::Stream> stream;
@@ -156,6 +158,7 @@ void check_device_memory(const ExecutableState& s, bool with_inputs, int device)
                fmt::format("the {} free on cuda:{} (of {})", format_bytes(m.available_bytes), device, format_bytes(m.total_bytes)));
 }
 
+
 CudaProgram::Loaded& CudaProgram::load(const ExecutableState& s) const {
   if (loaded_) return *loaded_;
   require_device(device);
@@ -169,6 +172,7 @@ CudaProgram::Loaded& CudaProgram::load(const ExecutableState& s) const {
   for (size_t i = 0; i < s.lowered.kernels.size(); ++i) {
     const codegen::Kernel& k = s.lowered.kernels[i];
     L->functions.push_back(L->modules[static_cast<size_t>(binaries.program_of[i])].function(entries.empty() ? k.name : entries[i]));
+    L->grids.push_back(cuda_launch_grid(k, L->functions.back(), device));
   }
   for (const OpaqueLaunch& o : opaque) {
     L->opaque_modules.emplace_back(o.binary.cubin, o.entry, device);
@@ -256,7 +260,7 @@ class GpuSteps final : public DeviceSteps {
       args_[j] = cu::device_ptr(ptr[static_cast<size_t>(step.args[j])]);
       argp_[j] = &args_[j];
     }
-    cu::launch(L_.functions[static_cast<size_t>(step.kernel)], cu::Dim3{static_cast<unsigned>(k.launch.grid)},
+    cu::launch(L_.functions[static_cast<size_t>(step.kernel)], cu::Dim3{static_cast<unsigned>(L_.grids[static_cast<size_t>(step.kernel)])},
                cu::Dim3{static_cast<unsigned>(k.launch.block)}, static_cast<unsigned>(k.launch.dynamic_shared_bytes), *L_.stream,
                argp_.data(), k.name);
   }
@@ -453,6 +457,13 @@ std::vector<HostTensor> CudaProgram::run(const ExecutableState& s, std::span<con
 }
 
 }  // namespace
+
+int64_t cuda_launch_grid(const codegen::Kernel& k, CUfunction fn, int device) {
+  if (!k.launch.persistent || k.launch.cluster > 1) return k.launch.grid;
+  int per_sm = cu::resident_blocks_per_sm(fn, static_cast<int>(k.launch.block), static_cast<unsigned>(k.launch.dynamic_shared_bytes), device);
+  if (per_sm <= 0) return k.launch.grid;  // fits no SM: the launch says why
+  return std::max<int64_t>(1, std::min<int64_t>(k.launch.grid, int64_t(per_sm) * cu::device_info(device).num_sms));
+}
 
 void queue_matmul(const MatmulCall& mm, const void* a, const void* b, void* out, const void* bias, cu::Stream& stream,
                   cu::GemmOptions go) {

@@ -44,6 +44,11 @@ std::vector<double> time_cuda_kernels(const std::vector<codegen::Kernel>& candid
 // operands of its sizes; what each got, in step order.
 std::vector<runtime::TuningOutcome> tune_cuda_matmuls(const codegen::LoweredGraph& lowered, const CompileOptions& options);
 
+// The grid `k` launches with as `fn` on `device`: its schedule's, or for a persistent kernel
+// (codegen::LaunchConfig::persistent) at most the blocks the device's SMs hold at once for the
+// compiled code.
+int64_t cuda_launch_grid(const codegen::Kernel& k, CUfunction fn, int device);
+
 // Queues the product `mm` (a MatmulCall of the lowering) through cuBLASLt on these operands,
 // with the options `go` (TF32, tuning) and the call's epilogue.
 void queue_matmul(const codegen::MatmulCall& mm, const void* a, const void* b, void* out, const void* bias, runtime::cuda::Stream& stream,

@@ -52,8 +52,11 @@ std::vector<double> time_cuda_kernels(const std::vector<codegen::Kernel>& candid
   std::vector<cu::Module> modules;
   for (size_t m = 0; m < binaries.programs.size(); ++m) modules.emplace_back(binaries.programs[m].cubin, fmt::format("tuning program {}", m), device);
   std::vector<CUfunction> functions;
-  for (size_t c = 0; c < candidates.size(); ++c)
+  std::vector<int64_t> grids;  // as a graph's run launches each (cuda_launch_grid)
+  for (size_t c = 0; c < candidates.size(); ++c) {
     functions.push_back(modules[static_cast<size_t>(binaries.program_of[c])].function(candidates[c].name));
+    grids.push_back(cuda_launch_grid(candidates[c], functions.back(), device));
+  }
 
   // The kernel's buffers, zero-filled (every index a gather reads is then in range), the same
   // for every candidate (the candidates differ in schedule only).
@@ -75,7 +78,7 @@ std::vector<double> time_cuda_kernels(const std::vector<codegen::Kernel>& candid
 
   auto launch = [&](size_t c) {
     const codegen::Kernel& k = candidates[c];
-    cu::launch(functions[c], cu::Dim3{static_cast<unsigned>(k.launch.grid)}, cu::Dim3{static_cast<unsigned>(k.launch.block)},
+    cu::launch(functions[c], cu::Dim3{static_cast<unsigned>(grids[c])}, cu::Dim3{static_cast<unsigned>(k.launch.block)},
                static_cast<unsigned>(k.launch.dynamic_shared_bytes), stream, argp.data(), k.name);
   };
   std::vector<double> out;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "backend/executable_state.h"
@@ -40,7 +41,8 @@ std::string Profile::table() const {
   double total = steps_ms();
   std::string out = fmt::format("graph {} on {}: {} steps, median of {} runs: {:.3f} ms a run{}, {:.3f} ms in steps\n", graph,
                                 device, steps.size(), runs, run_ms,
-                                device.rfind("cuda", 0) == 0 ? " (host copies in and out included)" : "", total);
+                                host_copies ? " (host copies in and out included)" : "", total);
+  out += totals_by_kind() + "\n";
   out += fmt::format("{:>5} {:>10} {:>6} {:>8} {:>10}  {:<9} {:<24} {}\n", "step", "ms", "%", "GB/s", "MB", "kind", "name",
                      "computes");
   for (const StepProfile* s : order) {
@@ -49,6 +51,25 @@ std::string Profile::table() const {
                        s->computes.substr(0, 120));
     if (!s->schedule.empty()) out += fmt::format("{:>55}schedule: {}\n", "", s->schedule);
   }
+  return out;
+}
+
+std::string Profile::totals_by_kind() const {
+  std::vector<std::string> kinds;  // in order of first appearance
+  std::map<std::string, std::pair<int, double>> by_kind;
+  for (const StepProfile& s : steps) {
+    auto [it, fresh] = by_kind.try_emplace(s.kind, 0, 0.0);
+    if (fresh) kinds.push_back(s.kind);
+    ++it->second.first;
+    it->second.second += s.ms;
+  }
+  double total = steps_ms();
+  std::string out = "by kind:";
+  for (const std::string& k : kinds) {
+    auto [n, ms] = by_kind.at(k);
+    out += fmt::format(" {} {} x {:.3f} ms ({:.0f}%);", k, n, ms, total > 0 ? 100 * ms / total : 0);
+  }
+  if (!kinds.empty()) out.pop_back();
   return out;
 }
 
@@ -69,16 +90,22 @@ std::string Profile::chrome_trace() const {
 }
 
 Profile profile(const Executable& exe, std::span<const HostTensor> inputs, int runs) {
+  Profile p = profile_runs(exe, [&] { exe.run(inputs); }, runs);
+  p.host_copies = p.device.rfind("cuda", 0) == 0;
+  return p;
+}
+
+Profile profile_runs(const Executable& exe, const std::function<void()>& run_once, int runs) {
   if (runs < 1) fail("profile: runs must be at least 1, got {}", runs);
   const ExecutableState& s = exe.state();
   const codegen::LoweredGraph& lg = s.lowered;
-  exe.run(inputs);  // warm-up: loads modules, fills caches
+  run_once();  // warm-up: loads modules, fills caches
   std::vector<std::vector<StepTime>> per_run;
   std::vector<double> run_ms;
   for (int r = 0; r < runs; ++r) {
     StepRecorder rec;
     auto t0 = std::chrono::steady_clock::now();
-    exe.run(inputs);
+    run_once();
     run_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     if (rec.steps.size() != lg.steps.size())
       fail("profile: the {} backend recorded {} of {} steps of graph {}{}", s.device.str(), rec.steps.size(),
@@ -103,6 +130,7 @@ Profile profile(const Executable& exe, std::span<const HostTensor> inputs, int r
   std::sort(sums.begin(), sums.end());
   const std::vector<StepTime>& mid = per_run[sums[sums.size() / 2].second];
   bool cuda = s.device.kind == Device::Kind::CUDA;
+  const std::vector<int64_t> grids = s.program ? s.program->launched_grids() : std::vector<int64_t>{};
   for (size_t i = 0; i < lg.steps.size(); ++i) {
     const codegen::Step& step = lg.steps[i];
     StepProfile sp;
@@ -131,6 +159,9 @@ Profile profile(const Executable& exe, std::span<const HostTensor> inputs, int r
       sp.name = k.name;
       sp.computes = k.comment;
       if (!k.schedule.mapping.empty()) sp.schedule = codegen::print_schedule(k.schedule, k.launch);
+      if (step.kernel >= 0 && static_cast<size_t>(step.kernel) < grids.size() && grids[static_cast<size_t>(step.kernel)] != k.launch.grid)
+        sp.schedule += fmt::format("; launched with {} blocks of the {} scheduled (what the SMs hold at once)",
+                                   grids[static_cast<size_t>(step.kernel)], k.launch.grid);
       for (int b : step.args) sp.bytes += lg.buffers[b].nbytes();
     }
     p.steps.push_back(std::move(sp));

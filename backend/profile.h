@@ -11,6 +11,7 @@
 // Times: on the CPU the host clock around each step; on CUDA events around each step (device
 // time). Each step's time is its median over the runs; GB/s counts the bytes of every buffer
 // the step reads or writes once.
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -52,10 +53,14 @@ struct Profile {
   std::string graph, device;
   int runs = 0;
   double run_ms = 0;             // median wall time of a whole run (launch and synchronize included)
+  bool host_copies = false;      // a run copies its inputs from and its outputs to the host (profile())
   std::vector<StepProfile> steps;  // in schedule order
   double steps_ms() const;       // the sum of the steps' medians
-  // The steps sorted by time: time, % of the steps' sum, GB/s, kind, name, what each computes.
+  // The steps sorted by time: time, % of the steps' sum, GB/s, kind, name, what each computes;
+  // above them, the totals by kind (kernels, cuBLASLt calls, ...).
   std::string table() const;
+  // One line: the totals by kind, each its steps, ms and % of the steps' sum.
+  std::string totals_by_kind() const;
   // Chrome's trace event format: one complete event ("X") per step of the median run.
   std::string chrome_trace() const;
 };
@@ -67,5 +72,9 @@ double median_of(std::vector<double> v);
 // Runs the executable `runs` times after one warm-up run, recording every step.
 // kiln::Error for runs < 1 or a failing run.
 Profile profile(const Executable& exe, std::span<const HostTensor> inputs, int runs = 10);
+
+// The same, where `run_once` runs `exe` once as the caller runs it (the CUDA benchmark: on
+// inputs already on the device, so that no host copy is timed): one warm-up call, then `runs`.
+Profile profile_runs(const Executable& exe, const std::function<void()>& run_once, int runs = 10);
 
 }  // namespace kiln::backend

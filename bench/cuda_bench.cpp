@@ -22,7 +22,7 @@
 // With no GPU, every workload is still compiled (NVRTC, sm_90) and the compile times printed;
 // nothing runs. Prints a table last.
 //
-// Usage: kiln_bench_cuda [--quick] [--json FILE] [--npy DIR] [--only ID,ID] [--no-block] [--no-check] [--cpu-check]
+// Usage: kiln_bench_cuda [--quick] [--json FILE] [--npy DIR] [--dump DIR] [--profile DIR] [--only ID,ID] [--no-block] [--no-check] [--cpu-check]
 //   --quick      fewer repetitions (and no warm-up of the copy measurement beyond one call)
 //   --json FILE  the rows as JSON (bench/compare_torch.py reads it)
 //   --npy DIR    per workload, DIR/ID: its full-size inputs and kiln's outputs as .npy with a
@@ -33,6 +33,9 @@
 //                gpt2_block_train_step, gpt2_block_train_step_bf16, minigpt_train_step, resnet50,
 //                resnet50_train_step, vit_b16, vit_b16_train_step, gpt2_small_train_step,
 //                llama_1b_train_step_bf16)
+//   --dump DIR   every stage of each row's compilation in DIR/ID
+//   --profile DIR  each row's steps timed on its device inputs: DIR/ID.txt (the profiler's table,
+//                the totals by kind first) and DIR/ID.trace.json (Chrome trace)
 //   --no-block   skip the GPT-2 block rows
 //   --no-check   no comparison with the reference interpreter (timings only: before/after runs)
 //   --cpu-check  with no GPU: run each small-shape check on the CPU backend instead (checks the
@@ -44,6 +47,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -156,7 +160,22 @@ std::vector<std::vector<cu::DeviceTensor>> input_sets(const Case& c, Row& r) {
 struct Options : bench::CommonOptions {
   bool cpu_check = false;
   std::string dump;
+  std::string profile;  // a folder: each row's profile table and Chrome trace
 };
+
+// Where a row's device time goes, step by step, on the inputs it was timed on: DIR/ID.txt
+// (backend/profile.h's table) and DIR/ID.trace.json; the totals by kind printed.
+void write_row_profile(const Workload& w, const backend::Executable& exe, const std::vector<cu::DeviceTensor>& inputs,
+                       const std::string& dir, int reps) {
+  backend::Profile p = backend::profile_runs(exe, [&] { backend::run_on_device(exe, inputs); }, reps);
+  std::filesystem::create_directories(dir);
+  for (auto [suffix, text] : {std::pair{".txt", p.table()}, std::pair{".trace.json", p.chrome_trace()}}) {
+    std::ofstream f(dir + "/" + w.id + suffix);
+    if (!(f << text)) fail("cannot write {}/{}{}", dir, w.id, suffix);
+  }
+  fmt::print("{}: profile {:.3f} ms in {} steps, {}; the table in {}/{}.txt\n", w.id, p.steps_ms(), p.steps.size(),
+             p.totals_by_kind(), dir, w.id);
+}
 
 Row measure(const Workload& w, const Options& opt, const std::string& cache, bool device, double copy, int reps) {
   return bench::measure_row(w, [&](Row& r, const Case& full) {
@@ -165,9 +184,12 @@ Row measure(const Workload& w, const Options& opt, const std::string& cache, boo
     backend::CompiledGraph warm = bench::compile_cold_warm(r, full.graph, co, cache);
     co.dump_dir.clear();
     if (device) {
-      RunTimes t = time_run(warm.executable, input_sets(full, r), reps);
+      std::vector<std::vector<cu::DeviceTensor>> sets = input_sets(full, r);
+      RunTimes t = time_run(warm.executable, sets, reps);
       r.sync_ms = t.sync_ms;
       bench::set_run_figures(r, t.events_ms, copy);
+      if (!opt.profile.empty()) write_row_profile(w, warm.executable, sets[0], opt.profile, reps);
+      sets.clear();
       cu::empty_cache();
       auto run_cuda = [&](const Graph& g, const std::vector<HostTensor>& ins) {
         std::vector<HostTensor> got;
@@ -193,8 +215,9 @@ int main(int argc, char** argv) {
     if (bench::parse_common_option(opt, i, argc, argv)) continue;
     if (a == "--cpu-check") opt.cpu_check = true;
     else if (a == "--dump" && i + 1 < argc) opt.dump = argv[++i];
+    else if (a == "--profile" && i + 1 < argc) opt.profile = argv[++i];
     else {
-      fmt::print(stderr, "usage: kiln_bench_cuda [--quick] [--json FILE] [--npy DIR] [--dump DIR] [--only ID,ID] [--no-block] [--no-check] [--cpu-check]\n");
+      fmt::print(stderr, "usage: kiln_bench_cuda [--quick] [--json FILE] [--npy DIR] [--dump DIR] [--profile DIR] [--only ID,ID] [--no-block] [--no-check] [--cpu-check]\n");
       return 2;
     }
   }

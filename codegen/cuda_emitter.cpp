@@ -882,7 +882,9 @@ std::string emit_cuda_kernel(const Kernel& k) {
   // A kernel of thread-block clusters says its cluster size (compiled in: a plain launch then
   // forms the clusters, its grid a multiple of it).
   std::string cluster = k.launch.cluster > 1 ? fmt::format(" __cluster_dims__({}, 1, 1)", k.launch.cluster) : "";
-  em.line(0, fmt::format("extern \"C\" __global__ void{} __launch_bounds__({}) {}({}) {{", cluster, std::max<int64_t>(k.launch.block, 1), k.name, params));
+  std::string bounds = fmt::format("{}", std::max<int64_t>(k.launch.block, 1));
+  if (k.launch.min_blocks_per_sm > 0) bounds += fmt::format(", {}", k.launch.min_blocks_per_sm);
+  em.line(0, fmt::format("extern \"C\" __global__ void{} __launch_bounds__({}) {}({}) {{", cluster, bounds, k.name, params));
   for (const Buffer& b : k.buffers) em.line(1, fmt::format("// {}: {} {}", b.name, buffer_role_name(b.role), b.what));
   for (const Buffer& c : k.constants) {
     std::string values = c.data.empty() ? "0" : constant_table(c, d);

@@ -417,6 +417,7 @@ std::string print_schedule(const ScheduleRecord& r, const LaunchConfig& launch) 
   if (r.vector > 0) out += fmt::format(", {}-element vectors", r.vector);
   else if (launch.block > 1 && r.tiles.empty()) out += ", scalar accesses";  // (the CPU's vectors are clang's)
   if (r.unroll > 1) out += fmt::format(", {} iterations at once (their loads first)", r.unroll);
+  if (launch.min_blocks_per_sm > 0) out += fmt::format(", registers capped for {} blocks an SM", launch.min_blocks_per_sm);
   if (!r.held.empty())
     out += fmt::format(", row of {} held in {} ({} elements per thread)", fmt::join(r.held, ", "), r.held_shared ? "shared memory" : "registers",
                        r.held_elements);
@@ -449,8 +450,9 @@ std::string print_kernel(const Kernel& k) {
   for (const Buffer& c : k.constants) out += fmt::format(" {}: {}[{}] constant", c.name, dtype_name(c.dtype), c.numel);
   if (!k.comment.empty()) out += "  # " + k.comment;
   if (k.launch.block > 1 || k.launch.grid > 1)
-    out += fmt::format("\n  # launch grid {} x block {}, {} B shared, i{} indices", k.launch.grid, k.launch.block,
-                       k.launch.shared_bytes + k.launch.dynamic_shared_bytes, k.index_bits);
+    out += fmt::format("\n  # launch grid {} x block {}, {} B shared, i{} indices{}", k.launch.grid, k.launch.block,
+                       k.launch.shared_bytes + k.launch.dynamic_shared_bytes, k.index_bits,
+                       k.launch.persistent ? "; the grid at most what the SMs hold at once (the compiled code's occupancy, at load)" : "");
   if (!k.schedule.mapping.empty()) out += "\n  # schedule: " + print_schedule(k.schedule, k.launch);
   if (k.attention) {
     const AttentionKernel& a = *k.attention;

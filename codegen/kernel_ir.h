@@ -251,6 +251,14 @@ struct LaunchConfig {
   int64_t shared_bytes = 0;  // static shared memory the kernel's CombineAcross uses
   int64_t dynamic_shared_bytes = 0;  // shared memory given at launch (attention's tiles)
   int cluster = 1;                   // blocks per thread-block cluster (sm_90; compiled into the kernel)
+  // The blocks stride over the work by gridDim.x (a grid-stride loop; rows, chunks or tiles
+  // strided over the grid), so any grid of 1 to `grid` blocks computes the same: the launch takes
+  // at most as many as the SMs hold at once for the compiled code (its registers, known only
+  // after NVRTC: cuOccupancyMaxActiveBlocksPerMultiprocessor at load). A grid sized for 8 blocks
+  // an SM whose code fits 6 ran 1.33 waves, the last third of the blocks alone at a quarter of
+  // the occupancy (ncu, bench/NOTES.md stop 40).
+  bool persistent = false;
+  int min_blocks_per_sm = 0;  // __launch_bounds__'s second argument (Target::min_blocks_per_sm); 0: none
 };
 
 // How the schedule step mapped a kernel, in words a user reads (kernels.txt, kiln explain,

@@ -542,6 +542,11 @@ void schedule_cuda(Kernel& k, const Target& t) {
     int64_t per_sm = std::max<int64_t>(1, t.shared_memory_optin / (k.launch.dynamic_shared_bytes + k.launch.shared_bytes));
     k.launch.grid = std::min<int64_t>(k.launch.grid, t.num_sms * std::min<int64_t>(per_sm, t.blocks_per_sm));
   }
+  // Every mapping above strides over its work by gridDim.x; a cluster's grid is whole clusters
+  // placed together, left as it is.
+  k.launch.persistent = grid_loops > 0 && k.launch.cluster <= 1;
+  if (grid_loops > 0 && t.min_blocks_per_sm > 0 && t.min_blocks_per_sm * k.launch.block <= kThreadsPerSm)
+    k.launch.min_blocks_per_sm = t.min_blocks_per_sm;
   // 32-bit indices when every buffer and loop (and a grid-stride step past the end, `unroll`
   // grid strides for an unrolled loop) fits.
   int64_t biggest = 0, steps = 1;

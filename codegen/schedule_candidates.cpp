@@ -21,6 +21,7 @@ const std::map<std::string, std::function<void(Target&, int64_t)>>& knob_setters
       {"pointwise_block", [](Target& t, int64_t v) { t.pointwise_block = static_cast<int>(v); }},
       {"blocks_per_sm", [](Target& t, int64_t v) { t.blocks_per_sm = static_cast<int>(v); }},
       {"pointwise_unroll", [](Target& t, int64_t v) { t.pointwise_unroll = static_cast<int>(v); }},
+      {"min_blocks_per_sm", [](Target& t, int64_t v) { t.min_blocks_per_sm = static_cast<int>(v); }},
       {"tile_blocks_per_sm", [](Target& t, int64_t v) { t.tile_blocks_per_sm = static_cast<int>(v); }},
       {"warp_rows_per_block", [](Target& t, int64_t v) { t.warp_rows_per_block = static_cast<int>(v); }},
       {"warp_row_max", [](Target& t, int64_t v) { t.warp_row_max = v; }},
@@ -55,14 +56,16 @@ std::vector<Knobs> variants_of(const std::string& m, bool tiled, AttentionTiles 
   if (attention == AttentionTiles::TensorCoreForward) return {{{"attention_rows_per_warp", 16}}, {{"attention_key_tile", 32}}};
   if (attention == AttentionTiles::Ffma)
     return {{{"attention_ffma_rows", 32}}, {{"attention_ffma_keys", 32}}, {{"attention_ffma_rows", 32}, {"attention_ffma_keys", 32}}};
+  // (More blocks than an SM holds is no candidate: the launch caps a grid-stride grid at what the
+  // SMs hold at once, LaunchConfig::persistent.)
   if (m == "grid-stride")
     return {{{"pointwise_block", 128}},
             {{"pointwise_block", 512}, {"blocks_per_sm", 4}},
             {{"pointwise_block", 1024}, {"blocks_per_sm", 2}},
-            {{"blocks_per_sm", 16}},
             {{"pointwise_block", 128}, {"blocks_per_sm", 16}},
             {{"pointwise_unroll", 1}},
-            {{"pointwise_unroll", 4}}};
+            {{"pointwise_unroll", 4}},
+            {{"min_blocks_per_sm", 8}}};
   if (m == "thread per row") return {{{"pointwise_block", 64}}, {{"pointwise_block", 128}}, {{"pointwise_block", 512}}};
   if (m == "block per tile" && tiled)
     return {{{"tile_blocks_per_sm", 4}}, {{"tile_blocks_per_sm", 16}}, {{"pointwise_block", 512}}};
@@ -73,7 +76,8 @@ std::vector<Knobs> variants_of(const std::string& m, bool tiled, AttentionTiles 
             {{"warp_row_max", t.thread_row_max}, {"reduction_block", 128}},
             {{"warp_row_max", t.thread_row_max}, {"reduction_block", 256}},
             {{"row_prefetch_bytes_per_thread", 0}},
-            {{"row_prefetch_bytes_per_thread", 256}}};
+            {{"row_prefetch_bytes_per_thread", 256}},
+            {{"min_blocks_per_sm", 6}}};
   if (m == "block per row")
     return {{{"reduction_block", 128}},
             {{"reduction_block", 256}},
@@ -81,7 +85,10 @@ std::vector<Knobs> variants_of(const std::string& m, bool tiled, AttentionTiles 
             {{"held_bytes_per_thread", 64}},
             {{"held_bytes_per_thread", 256}},
             {{"held_min_bytes_per_thread", 16}},
-            {{"row_prefetch_bytes_per_thread", 0}}};
+            {{"row_prefetch_bytes_per_thread", 0}},
+            {{"min_blocks_per_sm", 3}},
+            {{"min_blocks_per_sm", 4}},
+            {{"row_prefetch_bytes_per_thread", 0}, {"min_blocks_per_sm", 4}}};
   // A chunk's block starts at reduction_block threads and grows until what each holds fits.
   if (m == "block per chunk of rows")
     return {{{"chunk_held_bytes_per_thread", 64}},

@@ -56,6 +56,7 @@ void schedule_sort(Kernel& k, const Target& t) {
   int64_t per_sm = 2048 / k.launch.block;
   if (s.in_shared) per_sm = std::min<int64_t>(per_sm, t.shared_memory_optin / std::max<int64_t>(k.launch.dynamic_shared_bytes, 1));
   k.launch.grid = std::max<int64_t>(1, std::min<int64_t>(rows, t.num_sms * std::max<int64_t>(per_sm, 1)));
+  k.launch.persistent = true;  // the blocks stride over the rows
   rec.mapping = "block per sorted row";
   rec.rows_per_block = 1;
   rec.threads_per_row = k.launch.block;

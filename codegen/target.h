@@ -92,6 +92,11 @@ struct Target {
   // gelu(x*w+b)*sigmoid(x) over [16384,4096] 0.170 ms at 1, 0.160 at 2, 0.157 at 4; 2 keeps the
   // emitted body three copies, not five, for NVRTC.)
   int pointwise_unroll = 2;
+  // The blocks an SM should hold at once, asked of the compiler (__launch_bounds__'s second
+  // argument: registers capped at 65536 / (this * block)); 0 asks nothing, the compiler spends
+  // registers as it likes and the occupancy follows. A tuning candidate (ncu, stop 40: the f32
+  // layer norm ran 53 registers, 2 blocks of 512 an SM; Triton's 32 and 4).
+  int min_blocks_per_sm = 0;
   // A tiled loop's (transposed reads) grid: num_sms * this many blocks. 8 blocks of 256 fill an
   // SM's 2048 threads; with 4 the tuner beat the default on every tiled kernel of the benchmark
   // rows (block 512 or 8-16 blocks an SM: bench/NOTES.md, stop 31).

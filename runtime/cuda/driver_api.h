@@ -18,7 +18,7 @@ namespace kiln::runtime::cuda::detail {
   X(cuMemcpyDtoH) X(cuMemcpyDtoD) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync)                 \
   X(cuMemcpyDtoDAsync) X(cuMemsetD8Async) X(cuStreamBeginCapture) X(cuStreamEndCapture)      \
   X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)   \
-  X(cuGraphGetNodes) X(cuStreamIsCapturing)
+  X(cuGraphGetNodes) X(cuStreamIsCapturing) X(cuOccupancyMaxActiveBlocksPerMultiprocessor)
 
 struct DriverApi {
 #define KILN_CUDA_DECLARE(fn) decltype(&::fn) fn = nullptr;

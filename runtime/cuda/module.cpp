@@ -65,6 +65,19 @@ CUfunction Module::function(const std::string& name) {
   return f;
 }
 
+int resident_blocks_per_sm(CUfunction kernel, int block, unsigned dynamic_shared_bytes, int device) {
+  ScopedContext ctx(device);
+  constexpr unsigned kDefaultSharedLimit = 48 * 1024;
+  if (dynamic_shared_bytes > kDefaultSharedLimit)  // counted only once opted into (as launch does)
+    check(api().cuFuncSetAttribute(kernel, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(dynamic_shared_bytes)),
+          fmt::format("opting into {} bytes of dynamic shared memory", dynamic_shared_bytes));
+  int blocks = 0;
+  check(api().cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, block, dynamic_shared_bytes),
+        fmt::format("cuOccupancyMaxActiveBlocksPerMultiprocessor (block {}, {} bytes of dynamic shared memory)", block,
+                    dynamic_shared_bytes));
+  return blocks;
+}
+
 void launch(CUfunction kernel, Dim3 grid, Dim3 block, unsigned shared_bytes, Stream& stream, void** args,
             std::string_view what) {
   ScopedContext ctx(stream.device());

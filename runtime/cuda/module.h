@@ -38,6 +38,10 @@ class Module {
   std::map<std::string, CUfunction> functions_;
 };
 
+// How many blocks of `block` threads (and `dynamic_shared_bytes` given at launch) of `kernel`
+// one SM holds at once, by its registers, shared memory and threads; 0 when it fits none.
+int resident_blocks_per_sm(CUfunction kernel, int block, unsigned dynamic_shared_bytes, int device);
+
 struct Dim3 {
   unsigned x = 1, y = 1, z = 1;
 };

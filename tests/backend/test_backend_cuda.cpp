@@ -20,10 +20,13 @@ TEST(BackendCuda, NotBuilt) { GTEST_SKIP() << "no CUDA backend in this build"; }
 #include <random>
 #include <sstream>
 
+#include "backend/backend.h"
 #include "backend/cuda_backend.h"
+#include "backend/executable_state.h"
 #include "ir/builder.h"
 #include "runtime/cuda/allocator.h"
 #include "runtime/cuda/device_tensor.h"
+#include "runtime/cuda/driver.h"
 #include "tests/backend/backend_check.h"
 
 namespace kiln::testing {
@@ -291,6 +294,35 @@ TEST(BackendCuda, HeldRowsAreDeterministicAndMatchTheInterpreter) {
     expect_matches(first, interpret(g, in), 5);
   }
   KILN_REQUIRE_CUDA_DEVICE();
+}
+
+// Kernels that stride over their work by gridDim.x (codegen::LaunchConfig::persistent): a flat
+// loop, warp rows, block rows and column chunks. Each launches at most what the SMs hold at once
+// for its compiled code, and computes what the interpreter does at that grid.
+TEST(BackendCuda, PersistentKernelsLaunchWhatTheSmsHoldAtOnce) {
+  Graph g("persistent");
+  Builder b(g);
+  Var x = input(b, "x", F({2048, 4096})), w = input(b, "w", F({4096})), bias = input(b, "bias", F({4096}));
+  g.set_outputs({b.mul(b.op(Op::Gelu, {b.add(b.mul(x, w), bias)}), b.sigmoid(x)), b.op(Op::Softmax, {x}, {{"dim", int64_t(-1)}}),
+                 b.sum(x, {0}), b.op(Op::LayerNorm, {x, w, bias}, {{"normalized_shape", IntList{4096}}})});
+  backend::CompiledGraph cg = compile_cuda(g);
+  const std::vector<codegen::Kernel>& kernels = cg.executable.lowered().kernels;
+  for (const codegen::Kernel& k : kernels) EXPECT_TRUE(k.launch.persistent) << k.name << ": " << k.schedule.mapping;
+  KILN_REQUIRE_CUDA_DEVICE();
+  std::vector<HostTensor> in = inputs_for(g, 5);
+  std::vector<HostTensor> got = cg.run(in);
+  expect_matches(got, interpret(g, in), 5);
+  std::vector<int64_t> grids = cg.executable.state().program->launched_grids();
+  ASSERT_EQ(grids.size(), kernels.size());
+  const int sms = cu::device_info(0).num_sms;
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const codegen::Kernel& k = kernels[i];
+    EXPECT_GE(grids[i], 1);
+    EXPECT_LE(grids[i], k.launch.grid) << k.name;
+    if (grids[i] < k.launch.grid) {
+      EXPECT_EQ(grids[i] % sms, 0) << k.name << ": whole waves of the " << sms << " SMs";
+    }
+  }
 }
 
 TEST(BackendCuda, CudaGraphsRefillTheirStaticInputs) {

@@ -49,6 +49,13 @@ TEST_P(BackendProfile, EveryStepIsTimedAndNamed) {
   std::string table = p.table();
   EXPECT_TRUE(has(table, "matmul 64x256x128")) << table;
   EXPECT_TRUE(has(table, "%s")) << table;
+  // The totals by kind: each kind's steps counted once.
+  std::string totals = p.totals_by_kind();
+  EXPECT_TRUE(has(totals, fmt::format("kernel {} x", c.report.kernels))) << totals;
+  EXPECT_TRUE(has(totals, fmt::format("{} {} x", test_device().kind == Device::Kind::CUDA ? "cuBLASLt" : "BLAS",
+                                      c.report.blas_calls)))
+      << totals;
+  EXPECT_TRUE(has(table, totals)) << table;
   nlohmann::json trace = nlohmann::json::parse(p.chrome_trace());
   int events = 0;
   for (const auto& e : trace["traceEvents"])

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "codegen/kernel_ir.h"
+#include "codegen/cuda_emitter.h"
 #include "codegen/schedule.h"
 #include "ir/error.h"
 #include "tests/support/support.h"
@@ -58,9 +59,31 @@ TEST(Schedule, PointwiseIsAGridStrideLoopOnAGpuAndChunksOnTheCpu) {
   // 2^16 elements: 16384 iterations; blocks of 256 would leave 68 of the 132 SMs idle.
   std::string small = scheduled(pointwise(1 << 16), cuda_target());
   EXPECT_TRUE(has(small, "launch grid 128 x block 128")) << small;
+  // A grid-stride loop is correct at any grid: the launch may take fewer blocks (what the SMs
+  // hold at once for the compiled code), and kernels.txt says so.
+  EXPECT_TRUE(has(gpu, "the grid at most what the SMs hold at once")) << gpu;
+  EXPECT_FALSE(has(scheduled(pointwise(1 << 20), cpu_target()), "the grid at most"));
   std::string cpu = scheduled(pointwise(1 << 20), cpu_target());
   EXPECT_TRUE(has(cpu, "@cpu_threads(grain 32768)")) << cpu;
   EXPECT_TRUE(has(scheduled(pointwise(100), cpu_target()), "@cpu_vector"));
+}
+
+// Target::min_blocks_per_sm asks the compiler to fit that many blocks an SM (the tuner's
+// candidate): the launch records it, the record says it, the emitter prints it; a block count
+// the SM cannot hold is not asked.
+TEST(Schedule, MinBlocksPerSmReachesLaunchBounds) {
+  Target t = cuda_target();
+  t.min_blocks_per_sm = 4;
+  Kernel k = pointwise(1 << 20);
+  schedule(k, t);
+  EXPECT_EQ(k.launch.min_blocks_per_sm, 4);
+  EXPECT_TRUE(has(print_kernel(k), "registers capped for 4 blocks an SM")) << print_kernel(k);
+  EXPECT_TRUE(has(emit_cuda_kernel(k), "__launch_bounds__(256, 4)")) << emit_cuda_kernel(k);
+  t.min_blocks_per_sm = 16;  // 16 blocks of 256 threads: twice what an SM holds
+  Kernel too_many = pointwise(1 << 20);
+  schedule(too_many, t);
+  EXPECT_EQ(too_many.launch.min_blocks_per_sm, 0);
+  EXPECT_TRUE(has(emit_cuda_kernel(too_many), "__launch_bounds__(256)")) << emit_cuda_kernel(too_many);
 }
 
 TEST(Schedule, RowReductionsMapByRowLength) {
@@ -143,6 +166,11 @@ TEST(Schedule, RecordsItsMappingAndHoldsRowsThatFitInRegisters) {
   EXPECT_EQ(odd.launch.grid, 132 * 8) << "132 SMs of 8 blocks of 256 threads: 132 clusters of 8";
   EXPECT_TRUE(has(print_kernel(odd), "cluster per row, 2048 threads per row in a cluster of 8 blocks")) << print_kernel(odd);
   EXPECT_TRUE(has(print_kernel(odd), "hold(b1: 25 vectors per thread) cluster(8 blocks per row)")) << print_kernel(odd);
+  // Blocks that stride over their rows take any grid; a cluster's grid is whole clusters placed
+  // together, launched as scheduled.
+  EXPECT_TRUE(block.launch.persistent);
+  EXPECT_TRUE(grown.launch.persistent);
+  EXPECT_FALSE(odd.launch.persistent);
   // 100000 words: clusters of 8 blocks of 512.
   Kernel longer = two_pass(64, 100000);
   schedule(longer, cuda_target());
