@@ -64,6 +64,9 @@ static inline void kiln_parallel(int64_t n, int64_t grain, F f) {
 // 1/x (the GPU's prelude uses its hardware reciprocal).
 KILN_FN float kiln_rcp(float x) { return 1.0f / x; }
 KILN_FN double kiln_rcp(double x) { return 1.0 / x; }
+// 1 / (1 + e) for sigmoid and silu (e = exp(-x) >= 0, inf or NaN): a division here.
+KILN_FN float kiln_inv_1p(float e) { return 1.0f / (1.0f + e); }
+KILN_FN double kiln_inv_1p(double e) { return 1.0 / (1.0 + e); }
 
 // ---- f16 (round to nearest even, as ir/half.h). With F16C (-march=native on x86) clang's
 // storage-only __fp16 converts in hardware and vectorizes; elsewhere, bit arithmetic.

@@ -45,6 +45,17 @@ typedef unsigned long long uint64_t;
 // a division takes a dozen and a slow path (Welford's running mean divides per element).
 KILN_FN float kiln_rcp(float x) { return __frcp_rn(x); }
 KILN_FN double kiln_rcp(double x) { return __drcp_rn(x); }
+// 1 / (1 + e) for sigmoid and silu (e = exp(-x) >= 0, inf or NaN) by div.full.f32 (2 ulp over
+// the whole range, subnormal quotients kept: Triton's division): the IEEE one is MUFU.RCP, two
+// Newton steps and a range check with a slow-path call, ~10 instructions an element where the
+// pointwise row [16384,4096] issues ~60 and waits on issue, not memory (ncu, bench/NOTES.md
+// stop 40). f64 divides exactly.
+KILN_FN float kiln_inv_1p(float e) {
+  float r;
+  asm("div.full.f32 %0, %1, %2;" : "=f"(r) : "f"(1.0f), "f"(1.0f + e));
+  return r;
+}
+KILN_FN double kiln_inv_1p(double e) { return 1.0 / (1.0 + e); }
 
 // The approximate f32 forms of kernels whose every result is 16-bit (Target::
 // approx_math_for_16bit_results), where a bf16 rounding is 2^15 f32 ulps: exp by ex2.approx

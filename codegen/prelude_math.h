@@ -18,6 +18,8 @@
 //                             1: f32 exp, log, log1p and tanh call the library (CUDA: fast and
 //                             accurate there); 0: inline branch-free polynomials that clang
 //                             vectorizes (the CPU: libm calls keep loops scalar)
+//   kiln_rcp, kiln_inv_1p     1/x and 1/(1+e) (a division on the CPU; the GPU's hardware
+//                             reciprocal, and div.full.f32 for f32 sigmoid and silu)
 //   kiln_h2f, kiln_f2h        f16 bits <-> float (F16C or bit arithmetic on the CPU, PTX cvt on
 //                             CUDA), and kiln_report_index_error_at(int64_t index, int64_t size, int64_t site)
 //                             (the CPU runtime's callback; CUDA's device error record)
@@ -31,9 +33,9 @@ namespace kiln::codegen {
 // Every prelude function generated code may call, on either target: those of
 // codegen/pointwise_exprs.def and those the emitters print (conversions, accumulator steps,
 // index checks). Both preludes define each (tests/codegen/test_prelude_math.cpp checks it);
-// the first four are the targets' own (see above), the rest are prelude_math()'s.
-inline constexpr std::array<std::string_view, 55> kPreludeMathFunctions = {
-    "kiln_h2f",        "kiln_f2h",         "kiln_report_index_error_at", "kiln_rcp",
+// the first five are the targets' own (see above), the rest are prelude_math()'s.
+inline constexpr std::array<std::string_view, 56> kPreludeMathFunctions = {
+    "kiln_h2f",        "kiln_f2h",         "kiln_report_index_error_at", "kiln_rcp",  "kiln_inv_1p",
     "kiln_bf2f",       "kiln_f2bf",        "kiln_round_f16",   "kiln_round_bf16",  "kiln_bf16_bits",
     "kiln_f2i64",      "kiln_f2i32",
     "kiln_wrap_add",   "kiln_wrap_sub",    "kiln_wrap_mul",    "kiln_ipow",

@@ -507,11 +507,16 @@ TEST(CudaEmitter, ARowSharedByAClusterCombinesThroughDistributedSharedMemory) {
   EXPECT_FALSE(has(k, "kiln_block_combine")) << k;
 }
 
-// A warp's row of 256 floats (8 a lane, 32 bytes: within Target::row_prefetch_bytes_per_thread)
+// A warp's row of 256 floats (8 a lane, 32 bytes: within a Target::row_prefetch_bytes_per_thread of 32)
 // is loaded one row ahead: the warp's first row before the loop, each next row's loads issued
 // at the top of this one, so that they are in flight through its shuffles and arithmetic.
 TEST(CudaEmitter, ARowLoopLoadsItsNextHeldRowWhileThisOneComputes) {
-  std::string k = emit_cuda_kernel(held_row_kernel(256));
+  Kernel ahead = row_kernel(256);
+  ahead.name = "held256";
+  Target with = vectors_target(0, ahead.launch.shared_bytes);
+  with.row_prefetch_bytes_per_thread = 32;  // (off by default: stop 40)
+  choose_vectors(ahead, 32, with);
+  std::string k = emit_cuda_kernel(ahead);
   EXPECT_TRUE(has(k, "kiln_vec<float, 4> b1_next[2];")) << k;
   EXPECT_TRUE(has(k, "const int row_first = (int)(blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32);\n    if (row_first < 64) {")) << k;
   EXPECT_TRUE(has(k, "for (int h = 0; h < 2; ++h) b1_held[h] = b1_next[h];")) << k;
