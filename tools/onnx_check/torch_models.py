@@ -57,6 +57,32 @@ def models():
         out["torchvision_vit_small"] = (torchvision.models.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=4,
                                                                              hidden_dim=64, mlp_dim=128, num_classes=10),
                                         (torch.randn(2, 3, 32, 32),))
+        # More of torchvision's families (stop 40): squeeze-excitation (EfficientNet, RegNet),
+        # channel shuffle, depthwise stacks, a segmentation head with Resize (LR-ASPP), shifted
+        # windows with their masks (Swin) and ConvNeXt's layer norms over permuted channels; the
+        # last two in small configurations (their full ones are 107 MB each).
+        from torchvision.models.convnext import CNBlockConfig, ConvNeXt
+        from torchvision.models.swin_transformer import SwinTransformer
+
+        class SegmentationOut(nn.Module):  # the segmentation models return a dict
+            def __init__(self, inner):
+                super().__init__()
+                self.inner = inner
+
+            def forward(self, x):
+                return self.inner(x)["out"]
+
+        tv = torchvision.models
+        out["torchvision_efficientnet_b0"] = (tv.efficientnet_b0(num_classes=10), (torch.randn(1, 3, 64, 64),))
+        out["torchvision_regnet_y_400mf"] = (tv.regnet_y_400mf(num_classes=10), (torch.randn(1, 3, 64, 64),))
+        out["torchvision_shufflenet_v2"] = (tv.shufflenet_v2_x0_5(num_classes=10), (torch.randn(1, 3, 64, 64),))
+        out["torchvision_mnasnet"] = (tv.mnasnet0_5(num_classes=10), (torch.randn(1, 3, 64, 64),))
+        out["torchvision_lraspp"] = (SegmentationOut(tv.segmentation.lraspp_mobilenet_v3_large(num_classes=4, weights_backbone=None)),
+                                     (torch.randn(1, 3, 64, 64),))
+        out["torchvision_swin_small"] = (SwinTransformer(patch_size=[4, 4], embed_dim=32, depths=[2, 2], num_heads=[2, 4],
+                                                         window_size=[4, 4], num_classes=10), (torch.randn(1, 3, 64, 64),))
+        out["torchvision_convnext_small"] = (ConvNeXt([CNBlockConfig(32, 64, 2), CNBlockConfig(64, None, 2)], num_classes=10),
+                                             (torch.randn(2, 3, 64, 64),))
     except ImportError:
         pass
     out["activations"] = (nn.Sequential(nn.Linear(16, 32), nn.SiLU(), nn.Linear(32, 32), nn.Hardswish(), nn.Linear(32, 32), nn.Mish(),
