@@ -48,9 +48,13 @@ void GraphLowering::lower_pointwise(const FusionGroup& grp) {
 void GraphLowering::lower_scatter(const FusionGroup& grp) {
   const Node* n = nullptr;
   for (const Node* m : grp.nodes)
-    if (m->op() == Op::ScatterAdd || m->op() == Op::Scatter) n = m;
-  KILN_INTERNAL_ASSERT(n, "a scatter group holds a scatter_add or a scatter");
+    if (m->op() == Op::ScatterAdd || m->op() == Op::Scatter || m->op() == Op::ScatterFold) n = m;
+  KILN_INTERNAL_ASSERT(n, "a scatter group holds a scatter_add, a scatter or a scatter_fold");
   const bool adds = n->op() == Op::ScatterAdd;  // scatter writes: the last write in index order stays
+  // scatter_fold: each arriving element multiplied in (prod), or the larger (amax) or smaller
+  // (amin) kept, by the pointwise ops of those names (NaN propagating).
+  const std::string fold = n->op() == Op::ScatterFold ? n->attrs().get_string("reduce") : std::string();
+  const char* fold_op = fold == "prod" ? "mul" : fold == "amax" ? "maximum" : fold == "amin" ? "minimum" : nullptr;
   Value self = n->input(0), index = n->input(1), src = n->input(2);
   const Shape& ss = self.meta().shape;
   DType dt = n->meta().dtype;
@@ -58,10 +62,11 @@ void GraphLowering::lower_scatter(const FusionGroup& grp) {
   int64_t dim = normalize_dim(n->attrs().get_int("dim"), rank);
   Value out{const_cast<Node*>(n), 0};
   int out_gb = new_buffer(out);
-  // f16/bf16 sums accumulate in f32, as the reference's do (in double, rounded once) and
-  // PyTorch's embedding backward's: rounding every partial sum to 16 bits lost 2 ulps over 24
-  // additions (found by kiln fuzz). The sums then go to the result in one rounding pass.
-  const DType acc = adds ? compute_dtype(dt) : dt;
+  // f16/bf16 sums (and products) accumulate in f32, as the reference's do (in double, rounded
+  // once) and PyTorch's embedding backward's: rounding every partial sum to 16 bits lost 2 ulps
+  // over 24 additions (found by kiln fuzz). The sums then go to the result in one rounding pass.
+  // A max or min is one of its arguments: exact in the result's dtype.
+  const DType acc = adds || fold == "prod" ? compute_dtype(dt) : dt;
   const bool widened = acc != dt;
   const int acc_gb = widened ? temp_buffer(acc, ss, "f32 sums of %" + n->name()) : out_gb;
 
@@ -109,6 +114,7 @@ void GraphLowering::lower_scatter(const FusionGroup& grp) {
   ExprPtr at = ss.empty() ? imm(0) : simplify(ravel(tidx, ss));
   ExprPtr value = cast(acc, cast(dt, kb.value_at(src, jidx)));
   if (adds) value = call("add", acc, {load(ob, acc, at), value});
+  else if (fold_op) value = call(fold_op, acc, {load(ob, acc, at), value});
   kb.emit(store(ob, at, widened ? value : cast(dt, value)));
   kb.pop_scope();
   StmtPtr ordered = for_loop("j", nd, LoopKind::Ordered, std::move(jbody), fmt::format("{} %{} in index order along its dim", op_name(n->op()), n->name()));

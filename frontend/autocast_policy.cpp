@@ -52,6 +52,8 @@ constexpr std::array kRows = {
     std::pair{Op::Cat, AutocastPolicy::Promote},
     std::pair{Op::ScatterAdd, AutocastPolicy::Promote},
     std::pair{Op::Scatter, AutocastPolicy::Promote},
+    std::pair{Op::ScatterReduce, AutocastPolicy::Promote},
+    std::pair{Op::ScatterFold, AutocastPolicy::Promote},
 };
 
 }  // namespace

@@ -282,6 +282,13 @@ Tensor gather(const Tensor& self, int64_t dim, const Tensor& index) {
 Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
   return call1(Op::Scatter, {self, index, src}, attrs({{"dim", dim}}));
 }
+Tensor scatter_reduce(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce,
+                      bool include_self) {
+  return call1(Op::ScatterReduce, {self, index, src}, attrs({{"dim", dim}, {"reduce", reduce}, {"include_self", include_self}}));
+}
+Tensor scatter_fold(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce) {
+  return call1(Op::ScatterFold, {self, index, src}, attrs({{"dim", dim}, {"reduce", reduce}}));
+}
 ValuesIndices sort(const Tensor& self, int64_t dim, bool descending, bool stable) {
   std::vector<Tensor> r = call(Op::Sort, {self}, attrs({{"dim", dim}, {"descending", descending}, {"stable", stable}}));
   return {r[0], r[1]};

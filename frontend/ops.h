@@ -265,6 +265,13 @@ Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const T
 // torch.scatter: src written where index says along dim (of two writes to one place the later
 // one in index order stays).
 Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+// torch.scatter_reduce (out of place): src's elements reduced into self's along dim where index
+// says, by "sum", "prod", "mean" (floats), "amax" or "amin" (NaN propagating), self's own element
+// among them (include_self) or not (an element nothing reaches keeps self's).
+Tensor scatter_reduce(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce,
+                      bool include_self = true);
+// Its primitive (ir/ops.def): "prod", "amax" or "amin" folded into self's elements.
+Tensor scatter_fold(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce);
 // torch.sort and torch.topk: the values and their int64 indices along dim. Equal values keep
 // their order (stable, descending too; topk keeps the first of equal values), NaN is above every
 // number; topk's values come out sorted.

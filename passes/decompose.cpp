@@ -40,6 +40,7 @@ std::unordered_map<Op, DecompositionFn>& installed_table() {
     decompositions::install_norms();
     decompositions::install_bitwise();
     decompositions::install_einsum();
+    decompositions::install_scatter();
     installing = false;
   });
   return table();

@@ -1,6 +1,6 @@
 #pragma once
 // Decompositions: each composite op (and mean, var) rewritten into primitives — pointwise,
-// sum/prod/amax/amin/argmax, views, matmul/bmm, gather, scatter_add, creation — the only ops
+// sum/prod/amax/amin/argmax, views, matmul/bmm, gather, scatter_add, scatter_fold, creation — the only ops
 // the backends generate code for (PyTorch's decomposition table, torch._decomp).
 //
 // A decomposition receives the node and builds, with the Builder, one value per result that

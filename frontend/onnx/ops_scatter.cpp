@@ -1,5 +1,6 @@
-// ONNX's element-indexed operators, written with kiln's gather, scatter and scatter_add: Scatter (opset
-// 9) and ScatterElements (reduction none or add), ScatterND (none or add) and GatherND (any
+// ONNX's element-indexed operators, written with kiln's gather, scatter, scatter_add and
+// scatter_fold: Scatter (opset 9) and ScatterElements (reduction none, add, mul, max, min),
+// ScatterND (the same) and GatherND (any
 // batch_dims). The N-d forms flatten the indexed leading dims into one, so that each index
 // tuple becomes one position along it (a dot product with the dims' strides), and go through
 // the element forms along that dim.
@@ -18,10 +19,16 @@ Var wrap_negative(Builder& b, Var idx, int64_t size) {
 }
 
 // data with updates written at idx along axis (reduction "none": replaced, the later of two
-// writes to one place staying, as ONNX's reference applies them in order; "add": added).
+// writes to one place staying, as ONNX's reference applies them in order; "add": added; "mul"
+// (opset 16): multiplied in; "max"/"min" (opset 18, past ONNX 1.12's 17, taken as well): the
+// larger or smaller kept).
 Var scatter_along(NodeContext& c, Var data, Var idx, Var updates, int64_t axis, const std::string& reduction) {
   Builder& b = c.b;
   if (reduction == "add") return b.scatter_add(data, idx, updates, axis);
+  if (reduction == "mul" || reduction == "max" || reduction == "min") {
+    const std::string fold = reduction == "mul" ? "prod" : reduction == "max" ? "amax" : "amin";
+    return b.op(Op::ScatterFold, {data, idx, updates}, Attrs{{"dim", axis}, {"reduce", fold}});
+  }
   if (reduction != "none") c.unsupported(fmt::format("reduction '{}'", reduction));
   return b.scatter(data, idx, updates, axis);
 }

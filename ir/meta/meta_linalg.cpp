@@ -181,6 +181,26 @@ Metas meta_scatter_add(In in, const Attrs& a) {
   return {self.contiguous()};
 }
 
+Metas meta_scatter_reduce(In in, const Attrs& a) {
+  const std::string& reduce = a.get_string("reduce");
+  if (reduce != "sum" && reduce != "prod" && reduce != "mean" && reduce != "amax" && reduce != "amin")
+    fail("reduce must be one of sum, prod, mean, amax, amin; got '{}'", reduce);
+  if (reduce == "mean" && !is_floating(in[0].dtype))
+    fail("reduce='mean' of {} is not supported (PyTorch floors an integer mean): reduce a float tensor", dtype_name(in[0].dtype));
+  if (in[0].dtype == DType::Bool && reduce != "amax" && reduce != "amin")
+    fail("reduce='{}' of bool is not supported: amax and amin are (or, and)", reduce);
+  return meta_scatter_add(in, a);
+}
+
+Metas meta_scatter_fold(In in, const Attrs& a) {
+  const std::string& reduce = a.get_string("reduce");
+  if (reduce != "prod" && reduce != "amax" && reduce != "amin")
+    fail("reduce must be one of prod, amax, amin; got '{}' (sum is scatter_add)", reduce);
+  if (in[0].dtype == DType::Bool && reduce == "prod")
+    fail("reduce='prod' of bool is not supported");
+  return meta_scatter_add(in, a);
+}
+
 }  // namespace kiln::meta
 
 #include "ir/meta/conv_geometry.h"

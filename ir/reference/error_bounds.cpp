@@ -50,6 +50,11 @@ Rule rule_of(const Node& n) {
     case OpCategory::Sort: return Rule::SortRule;
     default: break;
   }
+  if (n.op() == Op::ScatterReduce || n.op() == Op::ScatterFold) {
+    // A max or min is one of its arguments; sums and means are sums; a product is probed.
+    const std::string& reduce = n.attrs().get_string("reduce");
+    return reduce == "amax" || reduce == "amin" ? Rule::Linear : reduce == "prod" ? Rule::Probe : Rule::Summation;
+  }
   switch (n.op()) {
     case Op::Amax: case Op::Amin: case Op::Where: case Op::Maximum: case Op::Minimum:
     case Op::MaskedFill: case Op::To: case Op::Scatter: return Rule::Linear;
@@ -367,11 +372,12 @@ class Tracker {
         break;
       }
       case Rule::Summation: {
-        // sum(E) + u * sqrt(n) * sum|x|
+        // sum(E) + u * sqrt(n) * sum|x| (a scatter's index is not made absolute, and its terms are src's)
+        const bool scatters = n.op() == Op::ScatterAdd || n.op() == Op::ScatterReduce;
         std::vector<double> b = any_bound ? doubles(run(n, with(args, bounds_in, {Arg::Bound}), n.attrs())[0]) : zeros(0);
         std::vector<double> magnitude =
-            doubles(run(n, with(args, bounds_in, {Arg::Absolute}, n.op() != Op::ScatterAdd), n.attrs())[0]);
-        const HostTensor& summed = n.op() == Op::ScatterAdd ? args[2] : args[0];
+            doubles(run(n, with(args, bounds_in, {Arg::Absolute}, !scatters), n.attrs())[0]);
+        const HostTensor& summed = scatters ? args[2] : args[0];
         const double terms = static_cast<double>(summed.numel()) / static_cast<double>(std::max<int64_t>(results[0].numel(), 1)) + 1;
         const double gamma = compute_roundoff(results[0].dtype()) * std::sqrt(terms);
         for (size_t i = 0; i < b.size(); ++i)

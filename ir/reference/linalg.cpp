@@ -1,6 +1,8 @@
 // Reference kernels of matrix products. Sums accumulate in double (int64 for integer
 // tensors, so integer matmul is exact) and are rounded once, after bias and scaling, into the
 // result dtype.
+#include <cmath>
+#include <type_traits>
 #include <variant>
 
 #include "ir/einsum.h"
@@ -158,6 +160,51 @@ std::vector<HostTensor> scatter_into(Ins in, const Attrs& a, Outs outs) {
   return {out};
 }
 
+// scatter_reduce and scatter_fold: per destination element, self's value (include_self) and the
+// src elements index sends there, in index order, reduced in double (int64 for integers:
+// products wrap as two's complement); amax/amin propagate NaN; mean divides by how many were
+// reduced. An element nothing reached keeps self's.
+std::vector<HostTensor> scatter_reduce(Ins in, const Attrs& a, Outs outs) {
+  const HostTensor &self = in[0], &index = in[1], &src = in[2];
+  const int64_t dim = normalize_dim(a.get_int("dim"), std::max<int64_t>(self.rank(), 1));
+  const std::string& reduce = a.get_string("reduce");
+  const bool include_self = !a.has("include_self") || a.get_bool("include_self");
+  const bool exact = !is_floating(self.dtype());
+  const size_t n = static_cast<size_t>(self.numel());
+  std::vector<double> acc(n);
+  std::vector<int64_t> iacc(exact ? n : 0), count(n, include_self ? 1 : 0);
+  for (size_t i = 0; i < n; ++i) exact ? void(iacc[i] = self.get_int(static_cast<int64_t>(i))) : void(acc[i] = self.get(static_cast<int64_t>(i)));
+  auto fold = [&](auto x, auto v) -> decltype(x) {
+    using T = decltype(x);
+    if (reduce == "sum" || reduce == "mean") {
+      if constexpr (std::is_same_v<T, int64_t>) return static_cast<int64_t>(static_cast<uint64_t>(x) + static_cast<uint64_t>(v));
+      else return x + v;
+    }
+    if (reduce == "prod") {
+      if constexpr (std::is_same_v<T, int64_t>) return static_cast<int64_t>(static_cast<uint64_t>(x) * static_cast<uint64_t>(v));
+      else return x * v;
+    }
+    if constexpr (std::is_same_v<T, double>)
+      if (std::isnan(x) || std::isnan(v)) return std::isnan(x) ? x : v;
+    return reduce == "amax" ? (v > x ? v : x) : (v < x ? v : x);
+  };
+  std::vector<int64_t> pos;
+  for (int64_t i = 0; i < index.numel(); ++i) {
+    const size_t to = static_cast<size_t>(indexed_offset(index, i, dim, self.shape(), pos));
+    const int64_t from = src.rank() == 0 ? 0 : ravel(unravel(i, index.shape()), src.shape());
+    const bool first = count[to] == 0;  // the first element reduced here (self's left out)
+    if (exact) iacc[to] = first ? src.get_int(from) : fold(iacc[to], src.get_int(from));
+    else acc[to] = first ? src.get(from) : fold(acc[to], src.get(from));
+    ++count[to];
+  }
+  HostTensor out = HostTensor::empty(outs[0]);
+  for (size_t i = 0; i < n; ++i) {
+    if (exact) out.set_int(static_cast<int64_t>(i), iacc[i]);
+    else out.set(static_cast<int64_t>(i), reduce == "mean" && count[i] > 0 ? acc[i] / static_cast<double>(count[i]) : acc[i]);
+  }
+  return {out};
+}
+
 // einsum by its definition: every assignment of the labels' values, the product of the
 // operands' elements it picks added to the result element it names.
 template <typename T>
@@ -221,6 +268,8 @@ void install_linalg(const Setter& set) {
   set(Op::Gather, gather);
   set(Op::ScatterAdd, scatter_into<true>);
   set(Op::Scatter, scatter_into<false>);
+  set(Op::ScatterReduce, scatter_reduce);
+  set(Op::ScatterFold, scatter_reduce);  // include_self absent: true
   set(Op::Matmul, matmul);
   set(Op::Bmm, matmul);  // bmm is matmul restricted (by its shape rule) to 3-d operands
   set(Op::Linear, linear);

@@ -6,7 +6,7 @@ namespace kiln::autograd {
 void install_pointwise_vjps();   // rules_pointwise.cpp
 void install_reduction_vjps();   // rules_reduction.cpp
 void install_view_vjps();        // rules_view.cpp
-void install_linalg_vjps();      // rules_linalg.cpp: matmul, bmm, linear, addmm, gather, scatter_add
+void install_linalg_vjps();      // rules_linalg.cpp: matmul, bmm, linear, addmm, gather, scatter_add, scatter_fold
 void install_composite_vjps();   // rules_composite.cpp: softmax, layer_norm, losses, embedding, dropout, tril/triu
 void install_collective_vjps();  // rules_collective.cpp: all_reduce, all_gather, reduce_scatter, broadcast, reduce
 void install_attention_vjps();   // rules_attention.cpp: scaled_dot_product_attention, flash_attention

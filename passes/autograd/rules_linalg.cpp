@@ -135,6 +135,52 @@ std::vector<Value> sort_backward(VjpContext& c) {
   return grads;
 }
 
+// `x` cut at the end of each dim down to `shape` (never larger than x's): the part of a scatter's
+// src that its index reads.
+Var crop_to(Builder& b, Var x, const Shape& shape) {
+  for (int64_t d = 0; d < x.rank(); ++d)
+    if (shape[static_cast<size_t>(d)] < x.shape()[static_cast<size_t>(d)]) x = b.slice(x, d, 0, shape[static_cast<size_t>(d)]);
+  return x;
+}
+
+// scatter_fold (PyTorch's scatter_reduce derivatives). amax/amin: the gradient of each result
+// element shared evenly by the elements equal to it (self's and src's). prod: an element's
+// gradient is the product of the others: result / x where no factor is 0; where exactly one is,
+// the product of the nonzero ones for that one and 0 for the rest; where two or more are, 0.
+std::vector<Value> scatter_fold_backward(VjpContext& c) {
+  std::vector<Value> grads(3);
+  Builder& b = c.b;
+  const int64_t dim = c.attrs().get_int("dim");
+  const std::string& reduce = c.attrs().get_string("reduce");
+  Var self = c.input(0), index = c.input(1), g = c.grad(), r = c.result(0);
+  const Shape& src_shape = c.node.input(2).meta().shape;
+  Var src = crop_to(b, c.input(2), index.shape());
+  const DType dt = self.dtype();
+  Var zero = b.scalar(0, dt);
+  auto at_src = [&](Var x) { return b.gather(x, index, dim); };  // x at each src element's destination
+  if (reduce == "amax" || reduce == "amin") {
+    Var self_is = b.eq(self, r), src_is = b.eq(src, at_src(r));
+    Var ties = b.scatter_add(b.to(self_is, dt), index, b.to(src_is, dt), dim);
+    Var share = g / ties;  // read only where an element equals its result: ties >= 1 there
+    if (wants(c, 0)) grads[0] = b.where(self_is, share, zero);
+    if (wants(c, 2)) grads[2] = pad_to(b, b.where(src_is, at_src(share), zero), src_shape);
+    return grads;
+  }
+  Var one = b.scalar(1, dt);
+  Var self_zero = b.eq(self, zero), src_zero = b.eq(src, zero);
+  Var nonzero_product = b.op(Op::ScatterFold, {b.where(self_zero, one, self), index, b.where(src_zero, one, src)},
+                             Attrs{{"dim", dim}, {"reduce", std::string("prod")}});
+  Var zeros_count = b.scatter_add(b.to(self_zero, dt), index, b.to(src_zero, dt), dim);
+  // d(result)/dx for x at its destination's product p (of the nonzero factors) and count z of zeros.
+  auto others = [&](Var x, Var x_zero, Var p, Var z) {
+    return b.where(b.eq(z, zero), p / x, b.where(b.logical_and(x_zero, b.eq(z, one)), p, zero));
+  };
+  if (wants(c, 0)) grads[0] = g * others(self, self_zero, nonzero_product, zeros_count);
+  if (wants(c, 2))
+    grads[2] = pad_to(b, at_src(g) * others(src, src_zero, at_src(nonzero_product), at_src(zeros_count)), src_shape);
+  return grads;
+}
+
 std::vector<Value> scatter_backward(VjpContext& c) {
   std::vector<Value> grads(3);
   Builder& b = c.b;
@@ -155,6 +201,7 @@ void install_linalg_vjps() {
   register_vjp(Op::Gather, gather_backward);
   register_vjp(Op::ScatterAdd, scatter_add_backward);
   register_vjp(Op::Scatter, scatter_backward);
+  register_vjp(Op::ScatterFold, scatter_fold_backward);
   register_vjp(Op::Sort, sort_backward);
   register_vjp(Op::Topk, sort_backward);
 }

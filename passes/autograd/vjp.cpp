@@ -50,11 +50,12 @@ const VjpRule* find_vjp(Op op) {
 
 // Ops differentiated through their decompositions' parts: attention (its flash kernels have
 // their own backward, chosen after), convolution and the pools (slices, cat and matmul, whose
-// rules give the transposed convolution and the windows' scatter), rms_norm, group_norm and
-// einsum (permutes, diagonals as strided slices, sums and matmuls).
+// rules give the transposed convolution and the windows' scatter), rms_norm, group_norm,
+// einsum (permutes, diagonals as strided slices, sums and matmuls) and scatter_reduce
+// (scatter_add, where and scatter_fold, whose rule gives PyTorch's derivatives).
 std::span<const Op> decomposed_before_differentiation() {
   static constexpr Op ops[] = {Op::ScaledDotProductAttention, Op::Convolution, Op::MaxPool, Op::AvgPool, Op::RmsNorm, Op::GroupNorm,
-                               Op::Einsum};
+                               Op::Einsum, Op::ScatterReduce};
   return ops;
 }
 

@@ -19,6 +19,7 @@ void install_conv();        // convolution, max_pool, avg_pool
 void install_norms();       // rms_norm, group_norm
 void install_bitwise();     // bitwise_not
 void install_einsum();      // einsum
+void install_scatter();     // scatter_reduce
 
 // The dtype a decomposition computes in: f16 and bf16 go through f32 and are rounded once at
 // the end (the reference kernels compute in double and round once); others compute in place.

@@ -58,6 +58,8 @@ TEST(OpCoverage, EveryOpHasAWrapper) {
         out.push_back(gather(x, 1, idx.unsqueeze(1)));
         out.push_back(scatter_add(x, 1, idx.unsqueeze(1), x));
         out.push_back(scatter(x, 1, idx.unsqueeze(1), x));
+        out.push_back(scatter_reduce(x, 1, idx.unsqueeze(1), x, "amax", false));
+        out.push_back(scatter_fold(x, 1, idx.unsqueeze(1), x, "prod"));
         out.push_back(einsum("ij,jk->ki", {x, x}));
         ValuesIndices sorted = sort(x, 0, true);
         ValuesIndices top = topk(x, 2);

@@ -155,6 +155,42 @@ TEST(OnnxImport, LargeWeightsAreInputsThatComeWithTheModelSmallOnesConstants) {
 
 // Before opset 7, a binary operator broadcasts its second operand only with broadcast=1: matched
 // to the first's dims from `axis` (or to its last dims); without it the shapes must be equal.
+// ScatterElements' reductions: mul (opset 16) and max/min (opset 18's, taken too) fold into the
+// data's elements (scatter_fold), in index order; any other is refused by name.
+TEST(OnnxImport, ScatterElementsReductions) {
+  auto model = [](const std::string& reduction) {
+    ModelBuilder b;
+    b.input("data", TensorProto::FLOAT, {int64_t{5}});
+    b.input("updates", TensorProto::FLOAT, {int64_t{3}});
+    b.ints_initializer("indices", {0, 0, -2});
+    NodeProto* n = b.node("ScatterElements", {"data", "indices", "updates"}, {"y"});
+    auto* a = n->add_attribute();
+    a->set_name("reduction");
+    a->set_type(::onnx::AttributeProto::STRING);
+    a->set_s(reduction);
+    b.output("y");
+    return b;
+  };
+  HostTensor data = HostTensor::empty(TensorMeta(DType::F32, {5})), updates = HostTensor::empty(TensorMeta(DType::F32, {3}));
+  for (int64_t i = 0; i < 5; ++i) data.set(i, static_cast<double>(i + 1));
+  for (int64_t i = 0; i < 3; ++i) updates.set(i, static_cast<double>(i + 2));
+  for (auto [reduction, want] : {std::pair{"mul", std::vector<double>{6, 2, 3, 16, 5}}, std::pair{"max", std::vector<double>{3, 2, 3, 4, 5}},
+                                 std::pair{"min", std::vector<double>{1, 2, 3, 4, 5}}}) {
+    onnx::ImportedModel m = model(reduction).load();
+    EXPECT_EQ(count_ops(m.graph, Op::ScatterFold), 1) << reduction;
+    HostTensor y = interpret(m.graph, std::vector<HostTensor>{data, updates})[0];
+    std::vector<double> got;
+    for (int64_t i = 0; i < 5; ++i) got.push_back(y.get(i));
+    EXPECT_EQ(got, want) << reduction;
+  }
+  try {
+    model("mean").load();
+    FAIL() << "imported reduction 'mean'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("reduction 'mean'"), std::string::npos) << e.what();
+  }
+}
+
 TEST(OnnxImport, LegacyBroadcastOfBinaryOperators) {
   auto model = [](bool broadcast, bool with_axis, std::vector<int64_t> b_dims) {
     ModelBuilder b(6);

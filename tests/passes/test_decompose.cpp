@@ -214,6 +214,23 @@ TEST(Decompose, Embedding) {
             check({Op::Embedding, {T(dt, w), T(it, idx)}, A({{"padding_idx", padding}}), w[0]});
 }
 
+// ---- scatter_reduce: into scatter_add, scatter_fold, scatter and where (passes/decompose/scatter.cpp)
+
+TEST(Decompose, ScatterReduce) {
+  for (DType dt : {kF64, kF32, DType::BF16, DType::I64, DType::I32, DType::Bool})
+    for (const char* reduce : {"sum", "prod", "mean", "amax", "amin"})
+      for (bool include_self : {true, false}) {
+        const std::string r = reduce;
+        if ((r == "mean" && !is_floating(dt)) || (dt == DType::Bool && r != "amax" && r != "amin")) continue;  // refused
+        // Along dim 0 of [5, 4] (an index of 7 rows: repeats, rows reached by nothing) and along
+        // the last dim of [3, 5] from a wider src.
+        check({Op::ScatterReduce, {T(dt, {5, 4}), T(DType::I64, {7, 4}), T(dt, {7, 4})},
+               A({{"dim", int64_t{0}}, {"reduce", r}, {"include_self", include_self}}), 5});
+        check({Op::ScatterReduce, {T(dt, {3, 5}), T(DType::I64, {2, 3}), T(dt, {3, 6})},
+               A({{"dim", int64_t{-1}}, {"reduce", r}, {"include_self", include_self}}), 5});
+      }
+}
+
 // ---- tril / triu
 
 TEST(Decompose, TrilTriu) {

@@ -49,7 +49,7 @@ TEST(FuzzGenerator, GraphsAreValidDeterministicAndVaried) {
   }
   // Every family the issue names shows up in 400 graphs.
   for (const char* op : {"add", "mul", "where", "sum", "amax", "argmax", "var", "transpose", "permute", "slice", "expand",
-                         "reshape", "cat", "split", "matmul", "linear", "softmax", "layer_norm", "gather", "scatter_add",
+                         "reshape", "cat", "split", "matmul", "linear", "softmax", "layer_norm", "gather", "scatter_add", "scatter_reduce",
                          "embedding", "cross_entropy", "to", "masked_fill", "exp", "log"})
     EXPECT_GT(ops[op], 0) << op;
   for (DType t : {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I64, DType::I32, DType::Bool})

@@ -29,7 +29,8 @@ void collect_bounds(Value v, std::optional<int64_t>& bound, int depth) {
     } else if ((n.op() == Op::CrossEntropy || n.op() == Op::NllLoss) && u.input_index == 1) {
       const Shape& logits = n.input(0).meta().shape;  // [N, C] or [C]
       if (!logits.empty()) tighten(logits.size() >= 2 ? logits[1] : logits[0]);
-    } else if ((n.op() == Op::Gather || n.op() == Op::ScatterAdd || n.op() == Op::Scatter) && u.input_index == 1) {
+    } else if ((n.op() == Op::Gather || n.op() == Op::ScatterAdd || n.op() == Op::Scatter || n.op() == Op::ScatterReduce ||
+                n.op() == Op::ScatterFold) && u.input_index == 1) {
       const Shape& data = n.input(0).meta().shape;  // indices select along `dim` of input 0
       int64_t rank = std::max<int64_t>(static_cast<int64_t>(data.size()), 1);
       int64_t dim = n.attrs().get_int("dim");

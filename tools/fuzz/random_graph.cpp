@@ -461,7 +461,7 @@ class Generator {
     return add(Op::LayerNorm, in, {{"normalized_shape", IntList(norm.begin(), norm.end())}}).has_value();
   }
 
-  // gather, scatter_add, scatter, sort or topk.
+  // gather, scatter_add, scatter, scatter_reduce, sort or topk.
   bool gather_or_scatter() {
     auto a = pick([](const TensorMeta& m) { return m.rank() >= 1 && m.numel() > 0; });
     if (!a) return false;
@@ -479,6 +479,13 @@ class Generator {
     Value index = new_input(TensorMeta(DType::I64, idx), s[static_cast<size_t>(dim)]);
     if (chance(0.6)) return add(Op::Gather, {*a, index}, {{"dim", dim}}).has_value();
     Value src = new_input(TensorMeta(a->meta().dtype, idx));
+    if (chance(0.4)) {  // scatter_reduce: any reduction its dtype takes, with or without self
+      std::vector<std::string> reductions{"sum", "prod", "amax", "amin"};
+      if (is_floating(a->meta().dtype)) reductions.push_back("mean");
+      if (a->meta().dtype == DType::Bool) reductions = {"amax", "amin"};
+      const std::string reduce = reductions[static_cast<size_t>(uniform(0, static_cast<int64_t>(reductions.size()) - 1))];
+      return add(Op::ScatterReduce, {*a, index, src}, {{"dim", dim}, {"reduce", reduce}, {"include_self", chance(0.5)}}).has_value();
+    }
     return add(chance(0.5) ? Op::ScatterAdd : Op::Scatter, {*a, index, src}, {{"dim", dim}}).has_value();
   }
 

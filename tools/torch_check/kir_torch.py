@@ -581,6 +581,12 @@ def make_ops(torch, F):
         # unspecified.
         return ins[0].cpu().scatter(a["dim"], ins[1].long().cpu(), ins[2].cpu()).to(ins[0].device)
 
+    def scatter_reduce(ins, a):
+        return ins[0].scatter_reduce(a["dim"], ins[1].long(), ins[2], a["reduce"], include_self=A(a, "include_self", True))
+
+    def scatter_fold(ins, a):
+        return ins[0].scatter_reduce(a["dim"], ins[1].long(), ins[2], a["reduce"])
+
     def sort(ins, a):
         # stable: equal values keep their order, kiln's rule in either direction
         r = torch.sort(ins[0], dim=A(a, "dim", -1), descending=A(a, "descending", False), stable=True)
@@ -686,7 +692,7 @@ def make_ops(torch, F):
         "addmm": lambda ins, a: torch.addmm(ins[0], ins[1], ins[2], beta=A(a, "beta", 1), alpha=A(a, "alpha", 1)),
         "tril": tri(torch.tril), "triu": tri(torch.triu),
         "softmax": softmax(torch.softmax), "log_softmax": softmax(torch.log_softmax),
-        "layer_norm": layer_norm, "embedding": embedding, "gather": gather, "scatter_add": scatter_add, "scatter": scatter, "sort": sort, "topk": topk, "cross_entropy": cross_entropy, "nll_loss": nll_loss,
+        "layer_norm": layer_norm, "embedding": embedding, "gather": gather, "scatter_add": scatter_add, "scatter": scatter, "scatter_reduce": scatter_reduce, "scatter_fold": scatter_fold, "sort": sort, "topk": topk, "cross_entropy": cross_entropy, "nll_loss": nll_loss,
         "dropout": dropout, "rand": rand,
     }
     return ops
