@@ -158,7 +158,6 @@ void check_device_memory(const ExecutableState& s, bool with_inputs, int device)
                fmt::format("the {} free on cuda:{} (of {})", format_bytes(m.available_bytes), device, format_bytes(m.total_bytes)));
 }
 
-
 CudaProgram::Loaded& CudaProgram::load(const ExecutableState& s) const {
   if (loaded_) return *loaded_;
   require_device(device);
