@@ -13,6 +13,7 @@
 #include "frontend/nn/resnet.h"
 #include "frontend/nn/vit.h"
 #include "frontend/ops.h"
+#include "ir/for_chunks.h"
 #include "ir/parser.h"
 #include "passes/autograd/joint.h"
 #include "passes/autograd/partition.h"
@@ -180,7 +181,9 @@ std::vector<HostTensor> train_step_inputs(const TrainStepWorkload& w, int64_t in
   for (int i = 0; i < ts.num_state; ++i) {
     HostTensor s = random_tensor(st.state[static_cast<size_t>(i)].meta(), seed + static_cast<uint64_t>(i));
     const bool sq = ts.state_names[static_cast<size_t>(i)].ends_with("exp_avg_sq");
-    for (int64_t k = 0; k < s.numel(); ++k) s.set(k, sq ? std::abs(s.get(k)) * 1e-4 : s.get(k) * 1e-2);
+    for_chunks(s.numel(), [&](int64_t begin, int64_t end) {
+      for (int64_t k = begin; k < end; ++k) s.set(k, sq ? std::abs(s.get(k)) * 1e-4 : s.get(k) * 1e-2);
+    });
     ins.push_back(std::move(s));
   }
   const auto& gin = ts.graph.inputs();

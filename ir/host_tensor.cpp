@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "ir/error.h"
+#include "ir/for_chunks.h"
 #include "ir/half.h"
 #include "ir/random.h"
 
@@ -207,16 +208,20 @@ std::vector<int64_t> HostTensor::to_ints() const {
 
 HostTensor random_tensor(const TensorMeta& meta, uint64_t seed, int64_t int_bound) {
   HostTensor t = HostTensor::empty(meta);
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    uint64_t idx = static_cast<uint64_t>(i);
-    switch (dtype_kind(meta.dtype)) {
-      case DTypeKind::Floating: t.set(i, 2.0 * random_uniform(seed, idx) - 1.0); break;
-      case DTypeKind::Integral:
-        t.set_int(i, static_cast<int64_t>(random_bits(seed, idx) % static_cast<uint64_t>(std::max<int64_t>(int_bound, 1))));
-        break;
-      case DTypeKind::Bool: t.set_int(i, random_bits(seed, idx) & 1u); break;
+  // Element i's value depends on (seed, i) alone (counter-based): chunks on several cores give
+  // the same tensor.
+  for_chunks(t.numel(), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      uint64_t idx = static_cast<uint64_t>(i);
+      switch (dtype_kind(meta.dtype)) {
+        case DTypeKind::Floating: t.set(i, 2.0 * random_uniform(seed, idx) - 1.0); break;
+        case DTypeKind::Integral:
+          t.set_int(i, static_cast<int64_t>(random_bits(seed, idx) % static_cast<uint64_t>(std::max<int64_t>(int_bound, 1))));
+          break;
+        case DTypeKind::Bool: t.set_int(i, random_bits(seed, idx) & 1u); break;
+      }
     }
-  }
+  });
   return t;
 }
 
