@@ -65,12 +65,20 @@ CUfunction Module::function(const std::string& name) {
   return f;
 }
 
+namespace {
+// Dynamic shared memory above the default 48 KB is usable (and counted by the occupancy query)
+// only once the kernel opts into it.
+void opt_into_dynamic_shared(CUfunction kernel, unsigned bytes, std::string_view what) {
+  constexpr unsigned kDefaultSharedLimit = 48 * 1024;
+  if (bytes > kDefaultSharedLimit)
+    check(api().cuFuncSetAttribute(kernel, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(bytes)),
+          fmt::format("{}: opting into {} bytes of dynamic shared memory", what, bytes));
+}
+}  // namespace
+
 int resident_blocks_per_sm(CUfunction kernel, int block, unsigned dynamic_shared_bytes, int device) {
   ScopedContext ctx(device);
-  constexpr unsigned kDefaultSharedLimit = 48 * 1024;
-  if (dynamic_shared_bytes > kDefaultSharedLimit)  // counted only once opted into (as launch does)
-    check(api().cuFuncSetAttribute(kernel, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(dynamic_shared_bytes)),
-          fmt::format("opting into {} bytes of dynamic shared memory", dynamic_shared_bytes));
+  opt_into_dynamic_shared(kernel, dynamic_shared_bytes, "the occupancy query");
   int blocks = 0;
   check(api().cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, block, dynamic_shared_bytes),
         fmt::format("cuOccupancyMaxActiveBlocksPerMultiprocessor (block {}, {} bytes of dynamic shared memory)", block,
@@ -81,11 +89,7 @@ int resident_blocks_per_sm(CUfunction kernel, int block, unsigned dynamic_shared
 void launch(CUfunction kernel, Dim3 grid, Dim3 block, unsigned shared_bytes, Stream& stream, void** args,
             std::string_view what) {
   ScopedContext ctx(stream.device());
-  constexpr unsigned kDefaultSharedLimit = 48 * 1024;
-  if (shared_bytes > kDefaultSharedLimit) {
-    check(api().cuFuncSetAttribute(kernel, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(shared_bytes)),
-          fmt::format("{}: opting into {} bytes of dynamic shared memory", what, shared_bytes));
-  }
+  opt_into_dynamic_shared(kernel, shared_bytes, what);
   CUresult r = api().cuLaunchKernel(kernel, grid.x, grid.y, grid.z, block.x, block.y, block.z, shared_bytes,
                                     stream.raw(), args, nullptr);
   if (r != CUDA_SUCCESS) {
