@@ -187,53 +187,39 @@ void GraphLowering::lower_matmul(const FusionGroup& grp) {
   mm.label = fmt::format("%{} = {}(%{}, %{})", n->name(), op_name(n->op()), a.name(), b.name());
   if (!is_floating(mm.dtype)) return lower_int_matmul(grp, n, batch, mm);
 
-  // An operand goes to BLAS as it is when it is a contiguous buffer (or the transpose of
-  // one, as a flag) whose batch is the whole batch or a single matrix; otherwise a copy
-  // kernel lays it out as [batch, rows, cols].
+  // An operand goes to BLAS where it lies when its matrices are contiguous (or transposed
+  // contiguous, as a flag) over its whole batch or a single matrix, however many views lead
+  // there (a weight gradient's reshape and transpose of a [batch, seq, features] activation);
+  // otherwise a copy kernel lays it out as [batch, rows, cols].
   auto operand = [&](Value v, const Shape& s2, const Shape& vb, int64_t rows, int64_t cols, bool& trans, int64_t& bstride) {
-    auto contiguous_buffer = [&](Value x) -> int {
-      if (x.node->is_input()) {
-        if (!x.meta().is_contiguous()) return -1;
-      } else if (plan_.groups[plan_.group_of.at(x.node)].kind == KernelKind::Alias) {
-        return -1;
-      }
-      return buffer_of(x);
-    };
     int64_t vbatch = numel(vb);
     bool batch_ok = vbatch == mm.batch ? (Shape(batch.end() - static_cast<long>(vb.size()), batch.end()) == vb &&
                                           numel(Shape(batch.begin(), batch.end() - static_cast<long>(vb.size()))) == 1)
                                        : vbatch == 1;
-    if (batch_ok) {
-      int gb = contiguous_buffer(v);
-      if (gb >= 0) {
+    std::optional<Placement> at = batch_ok ? placement(v) : std::nullopt;
+    if (at) {
+      const Shape& vs = v.meta().shape;
+      // Strides match where a dim has more than one element (a dim of one has any stride).
+      auto same = [&](const Strides& want) {
+        for (size_t d = 0; d < vs.size(); ++d)
+          if (vs[d] != 1 && at->strides[d] != want[d]) return false;
+        return true;
+      };
+      Strides swapped_strides;
+      if (vs.size() >= 2) {  // contiguous with the last two dims swapped, read back unswapped
+        Shape swapped = vs;
+        std::swap(swapped[vs.size() - 1], swapped[vs.size() - 2]);
+        swapped_strides = contiguous_strides(swapped);
+        std::swap(swapped_strides[vs.size() - 1], swapped_strides[vs.size() - 2]);
+      }
+      bstride = vbatch == 1 ? 0 : rows * cols;
+      if (same(contiguous_strides(vs))) {
         trans = false;
-        bstride = vbatch == 1 ? 0 : rows * cols;
-        return gb;
+        return at->buffer;
       }
-      // transpose of the last two dims of a contiguous buffer: a BLAS transpose flag.
-      const Node* t = v.node;
-      bool swaps_last = false;
-      if (!t->is_input() && plan_.groups[plan_.group_of.at(t)].kind == KernelKind::Alias && v.meta().rank() >= 2) {
-        int64_t r = v.meta().rank();
-        if (t->op() == Op::Transpose) {
-          int64_t d0 = normalize_dim(t->attrs().get_int("dim0"), r), d1 = normalize_dim(t->attrs().get_int("dim1"), r);
-          swaps_last = std::min(d0, d1) == r - 2 && std::max(d0, d1) == r - 1;
-        } else if (t->op() == Op::Permute) {
-          IntList dims = t->attrs().get_ints("dims");
-          swaps_last = true;
-          for (int64_t d = 0; d < r; ++d) {
-            int64_t want = d == r - 2 ? r - 1 : d == r - 1 ? r - 2 : d;
-            swaps_last = swaps_last && normalize_dim(dims[d], r) == want;
-          }
-        }
-      }
-      if (swaps_last) {
-        int gb2 = contiguous_buffer(t->input(0));
-        if (gb2 >= 0) {
-          trans = true;
-          bstride = vbatch == 1 ? 0 : rows * cols;
-          return gb2;
-        }
+      if (vs.size() >= 2 && same(swapped_strides)) {
+        trans = true;
+        return at->buffer;
       }
     }
     // Copy into [batch..., rows, cols], broadcasting the batch dims.
@@ -289,8 +275,48 @@ void GraphLowering::lower_matmul(const FusionGroup& grp) {
 }
 
 int GraphLowering::contiguous_buffer(Value v, const std::string& why) {
-  const bool own = v.node->is_input() ? v.meta().is_contiguous() : plan_.groups[plan_.group_of.at(v.node)].kind != KernelKind::Alias;
-  return own ? buffer_of(v) : lower_copy(v, v.meta().shape, [](const Index& i) { return i; }, why);
+  std::optional<Placement> at = placement(v);
+  if (at) {
+    const Shape& vs = v.meta().shape;
+    const Strides want = contiguous_strides(vs);
+    bool contiguous = true;
+    for (size_t d = 0; d < vs.size(); ++d) contiguous = contiguous && (vs[d] == 1 || at->strides[d] == want[d]);
+    if (contiguous) return at->buffer;
+  }
+  return lower_copy(v, v.meta().shape, [](const Index& i) { return i; }, why);
+}
+
+std::optional<GraphLowering::Placement> GraphLowering::placement(Value v) const {
+  if (v.node->is_input() || plan_.groups[plan_.group_of.at(v.node)].kind != KernelKind::Alias) {
+    int gb = buffer_of(v);
+    return Placement{gb, out_.buffers[gb].meta.strides};
+  }
+  const Node& n = *v.node;
+  if (n.inputs().empty() || n.num_results() != 1) return std::nullopt;
+  std::optional<Placement> base = placement(n.input(0));
+  if (!base) return std::nullopt;
+  const TensorMeta in(n.input(0).meta().dtype, n.input(0).meta().shape, base->strides);
+  const meta::In ins(&in, 1);
+  switch (n.op()) {
+    case Op::Reshape: {
+      std::optional<Strides> st = meta::view_strides(in.shape, in.strides, v.meta().shape);
+      if (!st) return std::nullopt;
+      return Placement{base->buffer, *st};
+    }
+    case Op::Transpose: return Placement{base->buffer, meta::meta_transpose(ins, n.attrs())[0].strides};
+    case Op::Permute: return Placement{base->buffer, meta::meta_permute(ins, n.attrs())[0].strides};
+    case Op::Squeeze: return Placement{base->buffer, meta::meta_squeeze(ins, n.attrs())[0].strides};
+    case Op::Unsqueeze: return Placement{base->buffer, meta::meta_unsqueeze(ins, n.attrs())[0].strides};
+    case Op::Expand: return Placement{base->buffer, meta::meta_expand(ins, n.attrs())[0].strides};
+    case Op::Slice: {
+      const int64_t d = normalize_dim(n.attrs().get_int("dim"), in.rank()), size = in.shape[static_cast<size_t>(d)];
+      int64_t start = n.attrs().opt_int("start").value_or(0);
+      if (start < 0) start += size;
+      if (start > 0 && size > 0) return std::nullopt;  // starts further in: the base's start is not the view's
+      return Placement{base->buffer, meta::meta_slice(ins, n.attrs())[0].strides};
+    }
+    default: return std::nullopt;
+  }
 }
 
 // A custom op's own kernel, or a collective (a call of the process group's engine): a call on

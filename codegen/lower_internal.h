@@ -336,9 +336,18 @@ class GraphLowering {
   void lower_call(const FusionGroup& grp, Step::Kind kind);  // opaque ops and collectives
   void lower_attention(const FusionGroup& grp);               // codegen/lower_attention.cpp
   void lower_sort(const FusionGroup& grp);                    // codegen/lower_sort.cpp
-  // The buffer of `v` laid out contiguously: its own, or a copy where it is a view or a
-  // strided graph input (`why` names the copy in kernels.txt).
+  // The buffer of `v` laid out contiguously: its own, its base's where it is a view that
+  // starts at its base and is contiguous there, or a copy (`why` names it in kernels.txt).
   int contiguous_buffer(Value v, const std::string& why);
+  // Where a value lies in memory: the buffer it starts at and its strides there. A kernel's
+  // result or a graph input is its own buffer; a view (an Alias group) is followed down to
+  // one when every view on the way keeps the start (reshape, transpose, permute, squeeze,
+  // unsqueeze, expand, a slice from the start); nullopt otherwise.
+  struct Placement {
+    int buffer;
+    Strides strides;
+  };
+  std::optional<Placement> placement(Value v) const;
   // The epilogue a GEMM can apply for `next` (the group after a matmul group), or None.
   void lower_int_matmul(const FusionGroup& grp, const Node* n, const Shape& batch, const MatmulCall& mm);
   // A reduction group's outputs as kernel buffers: those over the full space S (written in

@@ -207,6 +207,47 @@ TEST(Lower, ABatchTimesOneMatrixIsOneProductOfAllItsRows) {
   EXPECT_EQ(batched.m, 3);
 }
 
+// A weight gradient reads its operands through views: dyᵀ @ x over reshapes of [batch, seq,
+// features] tensors. Views that keep their base's start and leave its matrices contiguous or
+// transposed go to BLAS where they lie; a slice that starts further in is copied.
+TEST(Lower, MatmulOperandsAreReadThroughViewChainsWithoutCopies) {
+  Graph g("wgrad");
+  Builder b(g);
+  Var x = b.wrap(g.add_input("x", F({4, 3, 5})));
+  Var dy = b.wrap(g.add_input("dy", F({4, 3, 7})));
+  Var xr = b.reshape(x, {12, 5});
+  Var dyt = b.transpose(b.reshape(dy, {12, 7}), 0, 1);
+  Var dw = b.op(Op::Matmul, {dyt, xr}, {}, "dw");
+  Var head = b.slice(xr, 0, 0, 10);  // rows 0..9: the same start
+  Var tail = b.slice(xr, 0, 2, 12);  // rows 2..11: starts further in
+  Var w = b.wrap(g.add_input("w", F({5, 6})));
+  Var mh = b.op(Op::Matmul, {head, w}, {}, "mh");
+  Var mt = b.op(Op::Matmul, {tail, w}, {}, "mt");
+  g.set_outputs({dw, mh, mt});
+  std::vector<std::string> views;
+  for (Var v : {xr, dyt, head, tail}) views.push_back(v.v.name());
+  views.push_back(dyt.v.node->input(0).name());
+  LoweredGraph lg = lower(g, plan_of(g, {{fusion::KernelKind::Alias, views},
+                                         {fusion::KernelKind::Matmul, {"dw"}},
+                                         {fusion::KernelKind::Matmul, {"mh"}},
+                                         {fusion::KernelKind::Matmul, {"mt"}}}));
+  ASSERT_EQ(lg.kernels.size(), 1u);  // the tail's copy alone
+  EXPECT_TRUE(has(lg.kernels[0].comment, "matmul operand %" + tail.v.name())) << lg.kernels[0].comment;
+  std::vector<MatmulCall> mms;
+  for (const Step& s : lg.steps)
+    if (s.kind == Step::Kind::Matmul) mms.push_back(s.matmul);
+  ASSERT_EQ(mms.size(), 3u);
+  EXPECT_TRUE(mms[0].trans_a && !mms[0].trans_b);
+  EXPECT_EQ(mms[0].a, 1);  // dy's own buffer (the graph's second input)
+  EXPECT_EQ(mms[0].b, 0);  // x's
+  EXPECT_EQ(mms[0].m, 7);
+  EXPECT_EQ(mms[0].k, 12);
+  EXPECT_EQ(mms[0].n, 5);
+  EXPECT_EQ(mms[1].a, 0);  // the head: x's buffer, its first 10 rows
+  EXPECT_EQ(mms[1].m, 10);
+  EXPECT_NE(mms[2].a, 0);  // the tail: a copy
+}
+
 // One numbering everywhere: a kernel is named after its fusion group (as fused.kir and the
 // fusion log call it), whatever the kernels before it.
 TEST(Lower, KernelsAreNamedAfterTheirFusionGroup) {
