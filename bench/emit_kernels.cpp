@@ -9,7 +9,7 @@
 // compiles it; no GPU is needed), with the compile report's kernel and BLAS counts in
 // summary.txt. Also the decomposed and fused graphs (ID.cpu.fused.kir, ID.cuda.fused.kir).
 //
-// Usage: kiln_bench_emit_kernels DIR [--only ID,ID] [--no-cuda]
+// Usage: kiln_bench_emit_kernels DIR [--only ID,ID] [--no-cuda] [--no-cpu]
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -44,7 +44,7 @@ void write_file(const fs::path& p, const std::string& text) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fmt::print(stderr, "usage: kiln_bench_emit_kernels DIR [--only ID,ID] [--no-cuda]\n");
+    fmt::print(stderr, "usage: kiln_bench_emit_kernels DIR [--only ID,ID] [--no-cuda] [--no-cpu]\n");
     return 2;
   }
   const fs::path out = argv[1];
@@ -54,11 +54,13 @@ int main(int argc, char** argv) {
 #else
   bool cuda = false;
 #endif
+  bool cpu = true;  // --no-cpu: the CUDA module alone (a big row's CPU graph may not fit this machine)
   for (int i = 2; i < argc; ++i) {
     if (bench::parse_common_option(opt, i, argc, argv)) continue;
     if (std::string(argv[i]) == "--no-cuda") cuda = false;
+    else if (std::string(argv[i]) == "--no-cpu") cpu = false;
     else {
-      fmt::print(stderr, "usage: kiln_bench_emit_kernels DIR [--only ID,ID] [--no-cuda]\n");
+      fmt::print(stderr, "usage: kiln_bench_emit_kernels DIR [--only ID,ID] [--no-cuda] [--no-cpu]\n");
       return 2;
     }
   }
@@ -70,7 +72,8 @@ int main(int argc, char** argv) {
     int64_t divisor;
     const char* ext;
   };
-  std::vector<Target> targets{{Device::cpu(), 8, "cpp"}};
+  std::vector<Target> targets;
+  if (cpu) targets.push_back({Device::cpu(), 8, "cpp"});
   if (cuda) targets.push_back({Device::cuda(0), 1, "cu"});
   try {
     for (const Target& t : targets) {

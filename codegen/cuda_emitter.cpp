@@ -67,20 +67,28 @@ bool divides_and_wraps(const Stmt& loop) {
   return div && mod;
 }
 
-// The loop body for element j of the vector: loads of b[v] read `b_v.v[j]`, stores write it.
-StmtPtr vector_element(const StmtPtr& s, const Kernel& k, const std::string& v, int j) {
-  auto lane = [&](const ExprPtr& e) {
-    return rewrite(e, [&](const ExprPtr& x) {
-      if (x->kind != ExprKind::Load || period_of(x->args[0], v) < 0) return x;
-      const Buffer* b = k.find_buffer(x->name);
-      if (b && b->role == BufferRole::Constant) return x;
-      return load(x->name + "_v.v", x->dtype, imm(j));
-    });
+// The loop body for element j of the vector: a load that one of the loop's vector loads gives
+// reads `<name>_v.v[j]`, others (under a select that varies within a vector) stay loads at v;
+// stores write `b_v.v[j]`.
+StmtPtr vector_element(const StmtPtr& s, const std::vector<VectorLoad>& vloads, int j) {
+  std::vector<LoadGuard> guards;
+  std::function<ExprPtr(const ExprPtr&)> lane = [&](const ExprPtr& e) -> ExprPtr {
+    if (e->kind == ExprKind::Load)
+      if (const VectorLoad* vl = find_vector_load(vloads, *e, guards)) return load(vl->name + "_v.v", e->dtype, imm(j));
+    if (e->args.empty()) return e;
+    auto c = std::make_shared<Expr>(*e);
+    for (size_t i = 0; i < c->args.size(); ++i) {
+      const bool branch = e->kind == ExprKind::Select && i > 0;
+      if (branch) guards.push_back({e->args[0], i == 1});
+      c->args[i] = lane(e->args[i]);
+      if (branch) guards.pop_back();
+    }
+    return c;
   };
   switch (s->kind) {
     case StmtKind::Block: {
       std::vector<StmtPtr> body;
-      for (auto& b : s->body) body.push_back(vector_element(b, k, v, j));
+      for (auto& b : s->body) body.push_back(vector_element(b, vloads, j));
       return block(std::move(body));
     }
     case StmtKind::Let: return let(s->name, lane(s->exprs[0]));
@@ -639,15 +647,11 @@ class CudaEmitter : public CEmitter {
   void vectorized(const StmtPtr& s, int width, int ind) {
     const std::string& v = s->name;
     std::string_view I = d_.index_type;
-    std::set<std::string> loaded, stored;
+    std::set<std::string> stored;
     visit(s, [&](const Stmt& st) {
       if (st.kind == StmtKind::Store) stored.insert(st.name);
-      for (auto& e : st.exprs)
-        visit(e, [&](const Expr& x) {
-          const Buffer* b = x.kind == ExprKind::Load ? k_.find_buffer(x.name) : nullptr;
-          if (b && b->role != BufferRole::Constant) loaded.insert(x.name);
-        });
     });
+    const std::vector<VectorLoad> vloads = grid_stride_vector_loads(k_, s, width);
     auto vec_type = [&](const std::string& b) {
       return fmt::format("kiln_vec<{}, {}>", c_storage_type(k_.find_buffer(b)->dtype), width);
     };
@@ -658,20 +662,34 @@ class CudaEmitter : public CEmitter {
       line(ind, fmt::format("// {} elements per thread per iteration: one 16-byte load per input, one store per output", width));
       line(ind, "// (every buffer is 16-byte aligned; see codegen/cuda_emitter.h)");
       std::string q = v + "_vec";
-      std::map<std::string, int64_t> period = load_periods(k_, s);
-      // The loads of the iteration at vector `at`, into `<buffer>_v<suffix>`.
+      // The loads of the iteration at vector `at`, into `<name>_v<suffix>`.
       auto loads = [&](int at_ind, const std::string& at, const std::string& suffix) {
-        for (const std::string& b : loaded) {
-          int64_t p = period[b];
-          std::string i = p > 0 ? fmt::format("{} % {}", paren(at), int_literal(p / width, d_)) : at;
-          line(at_ind, fmt::format("const {0} {1}_v{3} = ((const {0}*){1})[{2}];", vec_type(b), b, i, suffix));
+        const ExprPtr at_var = var(paren(at), 0, std::max<int64_t>(vectors - 1, 0));
+        for (const VectorLoad& vl : vloads) {
+          const ExprPtr& x = vl.index;
+          const bool direct = x->kind == ExprKind::Var && x->name == v;
+          const bool row = x->kind == ExprKind::Mod && x->args[0]->kind == ExprKind::Var && x->args[0]->name == v &&
+                           x->args[1]->kind == ExprKind::IntImm;
+          std::string i = direct ? at
+                          : row  ? fmt::format("{} % {}", paren(at), int_literal(x->args[1]->i / width, d_))
+                                 : expr(simplify(vector_index(x, v, at_var, width)));
+          // Under selects: read where they hold (the same over the vector's elements), else zeros.
+          std::string when;
+          auto at_vector = [&](const ExprPtr& e) {
+            return rewrite(e, [&](const ExprPtr& y) { return y->kind == ExprKind::Var && y->name == v ? mul(at_var, imm(width)) : y; });
+          };
+          for (const LoadGuard& g : vl.guards)
+            when += fmt::format("{}{}{}", when.empty() ? "" : " && ", g.when_true ? "" : "!", paren(expr(simplify(at_vector(g.condition)))));
+          std::string read = fmt::format("((const {0}*){1})[{2}]", vec_type(vl.buffer), vl.buffer, i);
+          if (!when.empty()) read = fmt::format("{} ? {} : {}{{}}", when, read, vec_type(vl.buffer));
+          line(at_ind, fmt::format("const {0} {1}_v{3} = {2};", vec_type(vl.buffer), vl.name, read, suffix));
         }
       };
       // The iteration at vector q: its elements from its loads (`<buffer>_v`), and its stores.
       auto compute_and_store = [&](int at_ind) {
         for (const std::string& b : stored) line(at_ind, fmt::format("{} {}_v;", vec_type(b), b));
         for (int j = 0; j < width; ++j) {
-          StmtPtr el = vector_element(block(s->body), k_, v, j);
+          StmtPtr el = vector_element(block(s->body), vloads, j);
           line(at_ind, "{");
           if (uses_var(el, v)) line(at_ind + 1, fmt::format("const {} {} = {} * {} + {};", I, v, q, width, j));
           stmt(el, at_ind + 1);
@@ -694,7 +712,7 @@ class CudaEmitter : public CEmitter {
         for (int u = 0; u < unroll; ++u) {
           line(ind + 1, "{");
           line(ind + 2, fmt::format("const {} {} = {} + {} * kiln_stride;", I, q, base, u));
-          for (const std::string& b : loaded) line(ind + 2, fmt::format("const {0}& {1}_v = {1}_v{2};", vec_type(b), b, u));
+          for (const VectorLoad& vl : vloads) line(ind + 2, fmt::format("const {0}& {1}_v = {1}_v{2};", vec_type(vl.buffer), vl.name, u));
           compute_and_store(ind + 2);
           line(ind + 1, "}");
         }

@@ -299,6 +299,30 @@ TEST_P(BackendShapes, TransposedAndPermutedReads) {
   }
 }
 
+// Copies that move attention's heads beside the sequence and rotations of a head's halves
+// (RoPE): CUDA reads them as 16-byte vectors where a head's runs (and halves) are a multiple of
+// the vector (heads of 16 in every type; of 12, 4-wide f32 vectors only), one element at a
+// time elsewhere (a head of 4, whose halves of 2 split a vector).
+TEST_P(BackendShapes, PermutedHeadsAndRotatedHalves) {
+  KILN_REQUIRE_JIT();
+  for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+    for (int64_t head : {16, 12, 4}) {
+      SCOPED_TRACE(fmt::format("heads of {} in {}", head, dtype_name(dt)));
+      Graph g(fmt::format("heads_{}_{}", head, dtype_name(dt)));
+      Builder b(g);
+      Var x = input(b, "x", T(dt, {2, 3, 5, head}));  // [batch, heads, seq, head]
+      Var cos = input(b, "cos", T(dt, {5, head}));
+      Var sin = input(b, "sin", T(dt, {5, head}));
+      const int64_t h2 = head / 2;
+      Var rotated = b.cat({b.neg(b.slice(x, 3, h2, head)), b.slice(x, 3, 0, h2)}, 3);
+      Var rope = x * cos + rotated * sin;
+      Var moved = b.reshape(b.contiguous(b.permute(rope, {0, 2, 1, 3})), {2, 5, 3 * head});  // [batch, seq, heads * head]
+      g.set_outputs({rope, moved, b.contiguous(b.permute(x, {0, 2, 1, 3}))});
+      expect_matches_reference(g, inputs_for(g, 31));
+    }
+  }
+}
+
 // ------------------------------------------------------------------ empty tensors
 
 TEST_P(BackendShapes, EmptyTensors) {

@@ -15,6 +15,7 @@
 #include "codegen/cuda_emitter.h"
 #include "codegen/kernel_ir.h"
 #include "codegen/schedule.h"
+#include "codegen/vectorize.h"
 #include "ir/error.h"
 #include "tests/support/support.h"
 
@@ -394,6 +395,61 @@ TEST(CudaEmitter, AShortLaneLoopThatDividesAndWrapsItsIndexIsRolledWithA64BitVar
   std::string t = emit_cuda_kernel(copy);
   EXPECT_TRUE(has(t, "b1[(i % 7) * 10 + (i / 7)]")) << t;
   EXPECT_FALSE(has(t, "long long")) << t;
+}
+
+// What reads W consecutive elements for W consecutive values of the loop variable, from a
+// multiple of W (codegen/vectorize.h): v, a row broadcast, a head permute whose runs are a
+// multiple of W; not a shift off the grid, a stride, a run shorter than W, or a gather.
+TEST(Vectorize, LaneContiguousIndices) {
+  ExprPtr i = var("i", 0, 16383);
+  // [2, 32, 4, 64] read as [2, 4, 32, 64]: b[(i / 8192) * 8192 + (i / 64 % 32) * 256 + (i / 2048 % 4) * 64 + i % 64]
+  ExprPtr permuted = add(add(add(mul(floordiv(i, imm(8192)), imm(8192)), mul(mod(floordiv(i, imm(64)), imm(32)), imm(256))),
+                             mul(mod(floordiv(i, imm(2048)), imm(4)), imm(64))),
+                         mod(i, imm(64)));
+  EXPECT_TRUE(lane_contiguous(i, "i", 8));
+  EXPECT_TRUE(lane_contiguous(mod(i, imm(96)), "i", 8));
+  EXPECT_TRUE(lane_contiguous(permuted, "i", 8));
+  EXPECT_TRUE(lane_contiguous(add(i, imm(32)), "i", 8));
+  EXPECT_FALSE(lane_contiguous(add(i, imm(3)), "i", 8)) << "off the 16-byte grid";
+  EXPECT_FALSE(lane_contiguous(mul(i, imm(2)), "i", 8)) << "strided";
+  EXPECT_FALSE(lane_contiguous(mod(i, imm(12)), "i", 8)) << "runs of 12 are no multiple of 8";
+  EXPECT_TRUE(lane_contiguous(mod(i, imm(12)), "i", 4));
+  EXPECT_FALSE(lane_contiguous(mul(floordiv(i, imm(8)), imm(8)), "i", 8)) << "the same element 8 times";
+  EXPECT_FALSE(lane_contiguous(load("b2", DType::I32, i), "i", 8)) << "a gather";
+  EXPECT_TRUE(lane_contiguous(add(mul(load("b2", DType::I32, floordiv(i, imm(64))), imm(64)), mod(i, imm(64))), "i", 8))
+      << "a gather of whole rows of 64";
+}
+
+// A permuted copy (attention's heads moved beside the sequence) reads 16-byte vectors at the
+// permuted position; a rotation's halves (RoPE: x[d + 32] for d < 32, else x[d - 32]) read
+// each half as vectors under the select that picks it, zeros elsewhere.
+TEST(CudaEmitter, PermutedCopiesAndRotatedHalvesUse16ByteVectors) {
+  ExprPtr i = var("i", 0, 16383);
+  auto at = [&](ExprPtr d) {  // [2, 4, 32, 64] read as [2, 32, 4, 64], d the position in a head
+    return add(add(add(mul(floordiv(i, imm(8192)), imm(8192)), mul(mod(floordiv(i, imm(64)), imm(32)), imm(256))),
+                   mul(mod(floordiv(i, imm(2048)), imm(4)), imm(64))),
+               std::move(d));
+  };
+  ExprPtr d = mod(i, imm(64));
+  ExprPtr first_half = call("lt", DType::Bool, {d, imm(32)});
+  ExprPtr rotated = select(first_half, call("neg", DType::F32, {f32("b1", at(add(d, imm(32))))}), f32("b1", at(sub(d, imm(32)))));
+  Kernel k = kernel("rope", {buf("b0", DType::F32, BufferRole::Output, 16384), buf("b1", DType::F32, BufferRole::Input, 16384)},
+                    block({with_map(for_loop("i", 16384, LoopKind::Parallel, {store("b0", i, add(f32("b1", at(d)), rotated))}),
+                                    LoopMap::GpuGridStride)}),
+                    256);
+  std::string c = emit_cuda_kernel(k);
+  EXPECT_TRUE(has(c, "4 elements per thread per iteration")) << c;
+  EXPECT_TRUE(has(c, "const kiln_vec<float, 4> b1_v = ((const kiln_vec<float, 4>*)b1)[")) << c;
+  EXPECT_TRUE(has(c, "const kiln_vec<float, 4> b1_f1_v = (((i_vec * 4) % 64) < 32) ? ((const kiln_vec<float, 4>*)b1)[")) << c;
+  EXPECT_TRUE(has(c, "const kiln_vec<float, 4> b1_f2_v = !(((i_vec * 4) % 64) < 32) ? ((const kiln_vec<float, 4>*)b1)[")) << c;
+  EXPECT_TRUE(has(c, ": kiln_vec<float, 4>{};")) << c;
+  EXPECT_FALSE(has(c, "b1[")) << "every read is a vector\n" << c;
+  // A rotation of halves of 2 (a head of 4) varies within a vector of 4: the loop stays scalar.
+  ExprPtr d4 = mod(i, imm(4));
+  ExprPtr small = select(call("lt", DType::Bool, {d4, imm(2)}), f32("b1", add(i, imm(2))), f32("b1", sub(i, imm(2))));
+  Kernel k4 = kernel("rope4", {buf("b0", DType::F32, BufferRole::Output, 16384), buf("b1", DType::F32, BufferRole::Input, 16384)},
+                     block({with_map(for_loop("i", 16384, LoopKind::Parallel, {store("b0", i, small)}), LoopMap::GpuGridStride)}), 256);
+  EXPECT_FALSE(has(emit_cuda_kernel(k4), "kiln_vec"));
 }
 
 TEST(CudaEmitter, GatherStaysAScalarGridStrideLoopWith64BitIndices) {
