@@ -129,6 +129,7 @@ std::string emit_sort_kernel(const Kernel& k) {
 std::string emit_cpp_kernel(const Kernel& k) {
   if (k.attention) return emit_attention_kernel(k);
   if (k.sort) return emit_sort_kernel(k);
+  KILN_INTERNAL_ASSERT(!k.sorted_scatter, "a sorted scatter is a GPU's (the CPU's scatter runs along the index in order)");
   CppEmitter em;
   if (!k.comment.empty()) em.line(0, "// " + k.comment);
   em.line(0, fmt::format("extern \"C\" void {}(void* const* buffers, const int64_t* scalars) {{", k.name));

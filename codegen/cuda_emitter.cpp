@@ -826,6 +826,17 @@ std::string emit_sort_kernel(const Kernel& k) {
   return out;
 }
 
+// A sorted scatter kernel: a call of the prelude's routine (codegen/sorted_scatter.h).
+std::string emit_sorted_scatter_kernel(const Kernel& k) {
+  const SortedScatterKernel& s = *k.sorted_scatter;
+  std::string out;
+  open_routine_kernel(out, k);
+  out += fmt::format("  kiln_sorted_scatter_add<{}, {}>(b0, b1, b2, b3, {}LL, {}LL, {}LL, {}LL);\n", sort_dtype_code(s.src),
+                     sort_dtype_code(s.acc), s.outer, s.n, s.rows, s.inner);
+  out += "}\n";
+  return out;
+}
+
 }  // namespace
 
 namespace {
@@ -879,6 +890,7 @@ std::string cuda_kernel_identity(const Kernel& k) {
 std::string emit_cuda_kernel(const Kernel& k) {
   if (k.attention) return emit_attention_kernel(k);
   if (k.sort) return emit_sort_kernel(k);
+  if (k.sorted_scatter) return emit_sorted_scatter_kernel(k);
   const CDialect d = cuda_dialect(k.index_bits);
   CudaEmitter em(k);
   if (!k.comment.empty()) em.line(0, "// " + k.comment);

@@ -10,6 +10,7 @@
 #include "codegen/cuda_emitter.h"
 #include "codegen/prelude_math.h"
 #include "codegen/sort.h"
+#include "codegen/sorted_scatter.h"
 
 namespace kiln::codegen {
 
@@ -355,7 +356,8 @@ template <class T, class Merge> KILN_FN void kiln_cluster_triple(T& a, T& b, T& 
 
 std::string_view cuda_prelude() {
   static const std::string text = std::string(kAbi) + std::string(prelude_math()) + std::string(kGpuTail) +
-                                 std::string(cuda_attention_prelude()) + std::string(cuda_sort_prelude()) + "\n// ---- end of prelude\n";
+                                 std::string(cuda_attention_prelude()) + std::string(cuda_sort_prelude()) +
+                                 std::string(cuda_sorted_scatter_prelude()) + "\n// ---- end of prelude\n";
   return text;
 }
 

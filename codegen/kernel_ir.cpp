@@ -460,6 +460,11 @@ std::string print_kernel(const Kernel& k) {
                              attention_pass_name(a.pass), dtype_name(a.dtype), a.batch, a.L, a.S, a.E, a.Ev,
                              a.causal ? ", causal" : "", a.scale);
   }
+  if (k.sorted_scatter) {
+    const SortedScatterKernel& s = *k.sorted_scatter;
+    return out + fmt::format(" {{\n  scatter_add by sorted index: {} rows of [{}, {}, {}] {} into [{}, {}, {}] {} sums\n}}\n", s.n, s.outer,
+                             s.n, s.inner, dtype_name(s.src), s.outer, s.rows, s.inner, dtype_name(s.acc));
+  }
   if (k.sort) {
     const SortKernel& s = *k.sort;
     return out + fmt::format(" {{\n  sort {}: {} rows of {} (stride {}), {} {} kept{}\n}}\n", dtype_name(s.dtype), s.rows(), s.n,

@@ -319,6 +319,18 @@ struct SortKernel {
   int64_t rows() const { return outer * inner; }
 };
 
+// scatter_add by sorted index on a GPU (codegen/sorted_scatter.h): the destination rows of a
+// scatter whose index is the same across the other dims (an embedding's gradient), added to
+// by one thread per run of equal sorted indices and column, in index order. Buffers: b0 the
+// sums (in `acc`, read and written), b1 the sorted indices, b2 their positions, b3 the source.
+struct SortedScatterKernel {
+  DType src = DType::F32;  // the source's storage type
+  DType acc = DType::F32;  // the sums' (f32 for f16/bf16 sources)
+  // The source is [outer, n, inner], the sums [outer, rows, inner]: row j of the source goes
+  // to row index[j].
+  int64_t outer = 1, n = 0, rows = 0, inner = 1;
+};
+
 struct Kernel {
   std::string name;             // k0, k1, ... (the extern "C" symbol)
   std::vector<Buffer> buffers;  // argument order: the runtime passes buffers[i] as buffers[i]
@@ -332,6 +344,7 @@ struct Kernel {
   ScheduleRecord schedule;
   std::optional<AttentionKernel> attention;  // set: the body is empty, the routine is the kernel
   std::optional<SortKernel> sort;            // set: the body is empty, the routine is the kernel
+  std::optional<SortedScatterKernel> sorted_scatter;  // likewise
   const Buffer* find_buffer(const std::string& name) const;
 };
 

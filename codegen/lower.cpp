@@ -87,7 +87,10 @@ void GraphLowering::lower_scatter(const FusionGroup& grp) {
   // Kernel 2: index element j adds src[j] at its position with dim d replaced by index[j].
   // Two elements can only meet when they differ in dim d alone, so the loop is parallel over
   // the other dims and ordered along d: each destination sees its additions in the
-  // reference's order, with no atomics and no race.
+  // reference's order, with no atomics and no race. On a GPU, an index that is the same
+  // across the other dims (an embedding's gradient) is sorted instead, and each run of equal
+  // indices added by its own thread per column (codegen/sorted_scatter.h): the same sums.
+  if (!(adds && lower_sorted_scatter(grp, n, acc_gb))) {
   const Shape& is = index.meta().shape;
   Shape ishape = is.empty() ? Shape{1} : is;
   Shape across;  // the index's dims but dim
@@ -130,6 +133,7 @@ void GraphLowering::lower_scatter(const FusionGroup& grp) {
   kb.pop_scope();
   Kernel k = kb.finish(block(std::move(top)));
   add_kernel_step(kb, std::move(k), grp.id);
+  }
   }
 
   // Kernel 3 (f16/bf16): the f32 sums rounded once into the result.

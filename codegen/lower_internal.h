@@ -336,6 +336,12 @@ class GraphLowering {
   void lower_call(const FusionGroup& grp, Step::Kind kind);  // opaque ops and collectives
   void lower_attention(const FusionGroup& grp);               // codegen/lower_attention.cpp
   void lower_sort(const FusionGroup& grp);                    // codegen/lower_sort.cpp
+  // scatter_add node n of grp by sorted index into the sums buffer acc_gb (already a copy of
+  // self), when the target and the index allow it (codegen/sorted_scatter.h); false otherwise.
+  bool lower_sorted_scatter(const FusionGroup& grp, const Node* n, int acc_gb);  // codegen/lower_sort.cpp
+  // A kernel whose body is a routine of the preludes (sort, sorted scatter) over graph buffers
+  // `args`, each with its role; the caller sets the routine's record.
+  Kernel routine_kernel(const FusionGroup& grp, const std::vector<int>& args, const std::vector<BufferRole>& roles, std::string comment);
   // The buffer of `v` laid out contiguously: its own, its base's where it is a view that
   // starts at its base and is contiguous there, or a copy (`why` names it in kernels.txt).
   int contiguous_buffer(Value v, const std::string& why);

@@ -3,6 +3,7 @@
 
 #include "codegen/attention.h"
 #include "codegen/sort.h"
+#include "codegen/sorted_scatter.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -621,10 +622,11 @@ void choose_vectors(Kernel& k, int64_t max_row_threads, const Target& t) {
 void schedule(Kernel& k, const Target& target) {
   if (k.attention) schedule_attention(k, target);
   else if (k.sort) schedule_sort(k, target);
+  else if (k.sorted_scatter) schedule_sorted_scatter(k, target);
   else if (target.is_gpu()) schedule_cuda(k, target);
   else schedule_cpu(k, target);
   // After the mapping, so that each reciprocal lands before the loop as it finally runs.
-  if (!k.attention && !k.sort) k.body = hoist_invariant_reciprocals(k.body);
+  if (!k.attention && !k.sort && !k.sorted_scatter) k.body = hoist_invariant_reciprocals(k.body);
   verify(k);
 }
 

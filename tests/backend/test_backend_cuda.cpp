@@ -383,6 +383,30 @@ TEST(BackendCuda, OutOfRangeGatherIndexNamesTheKernelAndIsReset) {
   }
 }
 
+// An embedding gradient's scatter by sorted index checks its index as the ordered kernel does:
+// an id out of range is reported, naming the kernel, and the next run with good ids works.
+TEST(BackendCuda, OutOfRangeIdOfASortedScatterIsReported) {
+  Graph g("scatter_oob");
+  Builder b(g);
+  Var ids = input(b, "ids", I({256}));
+  Var src = input(b, "src", F({256, 64}));
+  Var index = b.op(Op::Expand, {b.unsqueeze(ids, 1)}, {{"size", IntList{256, 64}}});
+  g.set_outputs({b.scatter_add(b.zeros({100, 64}, DType::F32), index, src, 0)});
+  backend::CompiledGraph cg = compile_cuda(g, {});
+  EXPECT_TRUE(has(cg.executable.source(), "kiln_sorted_scatter_add<0, 0>")) << "the sorted path";
+  KILN_REQUIRE_CUDA_DEVICE();
+  std::vector<HostTensor> in = inputs_for(g, 17, 100);
+  std::vector<HostTensor> bad = in;
+  bad[0] = in[0].clone();
+  bad[0].set_int(200, 100);
+  std::string msg = error_of([&] { cg.run(bad); });
+  EXPECT_TRUE(has(msg, "kernel k") && has(msg, "out of range") && has(msg, "100")) << msg;
+  expect_matches(cg.run(in), interpret(g, in));
+  // Two runs, the same bits.
+  std::vector<HostTensor> once = cg.run(in), twice = cg.run(in);
+  EXPECT_TRUE(tensors_close(once[0], twice[0], 0, 0));
+}
+
 // Kernels that share one NVRTC program share its module's error record: the record's site
 // still names the op and the kernel that met the bad index.
 TEST(BackendCuda, KernelsOfOneProgramReportTheirOwnIndexErrors) {

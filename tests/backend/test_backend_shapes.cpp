@@ -426,5 +426,37 @@ TEST_P(BackendShapes, ScatterAddWithRepeatedIndices) {
   }
 }
 
+// An embedding's gradient: rows of a source added to the rows their ids name, the index the
+// same across the features (an expanded column). On a GPU, rows of 32 and more are sorted by
+// destination and each run added by its own thread (codegen/sorted_scatter.h), in every float
+// type, along dims 0, 1 (the index expanded over the leading dim) and the middle of three, with
+// repeated and negative ids; a short index (20 rows) keeps the ordered kernel.
+TEST_P(BackendShapes, ScatterAddOfRowsByAnExpandedIndex) {
+  KILN_REQUIRE_JIT();
+  for (DType dt : {DType::F32, DType::BF16, DType::F16, DType::F64}) {
+    SCOPED_TRACE(fmt::format("scatter_add by an expanded index in {}", dtype_name(dt)));
+    Graph g(fmt::format("scatter_rows_{}", dtype_name(dt)));
+    Builder b(g);
+    Var ids = input(b, "ids", I({300}));
+    Var few = input(b, "few", I({20}));
+    Var s0 = input(b, "s0", T(dt, {300, 24}));
+    Var s1 = input(b, "s1", T(dt, {6, 300}));
+    Var s2 = input(b, "s2", T(dt, {2, 300, 5}));
+    Var s3 = input(b, "s3", T(dt, {20, 24}));
+    Var x1 = input(b, "x1", T(dt, {6, 50}));
+    Var i0 = b.op(Op::Expand, {b.unsqueeze(ids, 1)}, {{"size", IntList{300, 24}}});
+    Var i1 = b.op(Op::Expand, {b.unsqueeze(ids, 0)}, {{"size", IntList{6, 300}}});
+    Var i2 = b.op(Op::Expand, {b.unsqueeze(b.unsqueeze(ids, 0), 2)}, {{"size", IntList{2, 300, 5}}});
+    Var i3 = b.op(Op::Expand, {b.unsqueeze(few, 1)}, {{"size", IntList{20, 24}}});
+    g.set_outputs({b.scatter_add(b.zeros({50, 24}, dt), i0, s0, 0), b.scatter_add(x1, i1, s1, 1),
+                   b.scatter_add(b.zeros({2, 50, 5}, dt), i2, s2, 1), b.scatter_add(b.zeros({50, 24}, dt), i3, s3, 0)});
+    std::vector<HostTensor> in = inputs_for(g, 47, 1000);
+    // Ids in [-50, 50): negatives count from the end; most rows repeat (300 ids, 50 rows).
+    for (int64_t i = 0; i < in[0].numel(); ++i) in[0].set_int(i, in[0].get_int(i) % 100 - 50);
+    for (int64_t i = 0; i < in[1].numel(); ++i) in[1].set_int(i, in[1].get_int(i) % 50);
+    expect_matches_reference(g, in, 10);
+  }
+}
+
 }  // namespace
 }  // namespace kiln::testing

@@ -248,6 +248,45 @@ TEST(Lower, MatmulOperandsAreReadThroughViewChainsWithoutCopies) {
   EXPECT_NE(mms[2].a, 0);  // the tail: a copy
 }
 
+// An embedding's gradient (scatter_add by an index expanded over the features): on a GPU its
+// index's column is checked, sorted with its positions, and each run of equal rows added by
+// the sorted scatter routine; on the CPU (and on a GPU for a non-expanded index) the ordered
+// kernel runs along the index.
+TEST(Lower, AScatterByAnExpandedIndexIsSortedOnAGpu) {
+  auto kernels_of = [](bool expanded, const Target& t) {
+    Graph g("embedding_grad");
+    Builder b(g);
+    Var table = b.wrap(g.add_input("table", F({100, 16})));
+    Var ids = b.wrap(g.add_input("ids", I({64})));
+    Var full_ids = b.wrap(g.add_input("full_ids", I({64, 16})));
+    Var src = b.wrap(g.add_input("src", F({64, 16})));
+    Var index = expanded ? b.op(Op::Expand, {b.unsqueeze(ids, 1)}, {{"size", IntList{64, 16}}}) : full_ids;
+    Var s = b.op(Op::ScatterAdd, {table, index, src}, {{"dim", int64_t(0)}}, "s");
+    g.set_outputs({s});
+    std::vector<std::pair<fusion::KernelKind, std::vector<std::string>>> groups;
+    if (expanded) groups.push_back({fusion::KernelKind::Alias, {index.v.node->input(0).name(), index.v.name()}});
+    groups.push_back({fusion::KernelKind::Scatter, {"s"}});
+    return lower(g, plan_of(g, groups), t).kernels;
+  };
+  std::vector<Kernel> gpu = kernels_of(true, cuda_target());
+  ASSERT_EQ(gpu.size(), 4u);
+  EXPECT_TRUE(has(gpu[0].comment, "copy of self")) << gpu[0].comment;
+  EXPECT_TRUE(has(gpu[1].comment, "its index's column")) << gpu[1].comment;
+  EXPECT_TRUE(has(print_kernel(gpu[1]), "check_index")) << print_kernel(gpu[1]);
+  ASSERT_TRUE(gpu[2].sort.has_value());
+  EXPECT_EQ(gpu[2].sort->n, 64);
+  EXPECT_FALSE(gpu[2].sort->descending);
+  ASSERT_TRUE(gpu[3].sorted_scatter.has_value());
+  EXPECT_EQ(gpu[3].sorted_scatter->n, 64);
+  EXPECT_EQ(gpu[3].sorted_scatter->rows, 100);
+  EXPECT_EQ(gpu[3].sorted_scatter->inner, 16);
+  for (const std::vector<Kernel>& ordered : {kernels_of(true, cpu_target()), kernels_of(false, cuda_target())}) {
+    ASSERT_EQ(ordered.size(), 2u);
+    EXPECT_FALSE(ordered[1].sorted_scatter.has_value());
+    EXPECT_TRUE(has(print_kernel(ordered[1]), "in index order along its dim")) << print_kernel(ordered[1]);
+  }
+}
+
 // One numbering everywhere: a kernel is named after its fusion group (as fused.kir and the
 // fusion log call it), whatever the kernels before it.
 TEST(Lower, KernelsAreNamedAfterTheirFusionGroup) {
