@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <vector>
 
 namespace kiln::codegen {
 
@@ -107,6 +108,32 @@ const ExprPtr* single_atom(const Lin& l) {
   return &l.terms.begin()->second.first;
 }
 
+// l as big + small with big's coefficients multiples of a g that divides c, and small (the
+// other terms and the constant) in [0, g): then l / c = (big / g) / (c / g) and l % c =
+// big % c + small (row * 32000 + r over a [2048, 32000] buffer, r < 32000: l / 65536000 is
+// row / 2048). The largest such g among the terms' coefficients; false when none.
+bool split_below(const Lin& l, int64_t c, Lin& big_over_g, Lin& small, int64_t& g) {
+  std::vector<int64_t> candidates;
+  for (auto& [key, t] : l.terms)
+    if (t.second > 1 && c % t.second == 0) candidates.push_back(t.second);
+  std::sort(candidates.rbegin(), candidates.rend());
+  for (int64_t cand : candidates) {
+    Lin b, sm;
+    for (auto& [key, t] : l.terms) {
+      if (t.second % cand == 0) b.add_term(t.first, t.second / cand);
+      else sm.add_term(t.first, t.second);
+    }
+    sm.c = l.c;
+    auto r = range_of(sm);
+    if (!r || r->lo < 0 || r->hi >= cand) continue;
+    big_over_g = b;
+    small = sm;
+    g = cand;
+    return true;
+  }
+  return false;
+}
+
 Lin div_lin(const Lin& l, int64_t c) {
   if (c == 1) return l;
   Lin q, r;
@@ -127,6 +154,12 @@ Lin div_lin(const Lin& l, int64_t c) {
       return q;
     }
   }
+  Lin big, small;
+  int64_t g = 0;
+  if (split_below(r, c, big, small, g)) {
+    q.add(div_lin(big, c / g), 1);
+    return q;
+  }
   q.add_term(floordiv(from_lin(r), imm(c)), 1);
   return q;
 }
@@ -145,6 +178,15 @@ Lin mod_lin(const Lin& l, int64_t c) {
     int64_t inner = 0;
     if (is_const((*a)->args[1], &inner) && inner > 0 && inner % c == 0)  // (x % (k*c)) % c = x % c
       return mod_lin(simplify_lin((*a)->args[0]), c);
+  }
+  Lin big, small;
+  int64_t g = 0;
+  if (split_below(r, c, big, small, g) && !small.is_const()) {
+    Lin out = mod_lin(big, c / g);  // (big % c) = (big / g % (c / g)) * g
+    Lin scaled;
+    scaled.add(out, g);
+    scaled.add(small, 1);
+    return scaled;
   }
   return atom(mod(from_lin(r), imm(c)));
 }

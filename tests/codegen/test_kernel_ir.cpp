@@ -85,6 +85,21 @@ TEST(Simplifier, DividesOutMultiplesAndUsesRanges) {
   EXPECT_EQ(s(max(i, imm(-1))), "i");
 }
 
+// A sum of a multiple of g and a remainder below g, divided by a multiple of g: the remainder
+// drops out of the quotient and stays whole in the modulus. Cross-entropy's row over a [4,
+// 2048, 32000] logits view: ((row*32000 + r) / 65536000)*65536000 + (row % 2048)*32000 + r
+// is row*32000 + r, which the row loop then reads as vectors.
+TEST(Simplifier, DropsARemainderBelowACommonFactor) {
+  ExprPtr row = var("row", 0, 8191), r = var("r", 0, 31999), x = var("x", -50, 50);
+  ExprPtr flat = add(mul(row, imm(32000)), r);
+  EXPECT_EQ(s(floordiv(flat, imm(65536000))), "row / 2048");
+  EXPECT_EQ(s(mod(flat, imm(65536000))), "(row % 2048)*32000 + r");
+  EXPECT_EQ(s(add(add(mul(floordiv(flat, imm(65536000)), imm(65536000)), mul(mod(row, imm(2048)), imm(32000))), r)), "row*32000 + r");
+  EXPECT_EQ(s(floordiv(add(mul(x, imm(4)), imm(3)), imm(8))), "x / 2");  // floor, also below 0
+  // A remainder that can reach the factor keeps the division.
+  EXPECT_EQ(s(floordiv(add(mul(row, imm(32000)), add(r, imm(1))), imm(64000))), "(row*32000 + r + 1) / 64000");
+}
+
 TEST(Simplifier, MergesUnraveledIndicesBackIntoOneVar) {
   ExprPtr p = var("p", 0, 230), n = var("n", 0, 1000000), i = var("i", 0, 1022);
   // p unraveled over [7, 33] and raveled with contiguous strides of [7, 33, 1023]:
