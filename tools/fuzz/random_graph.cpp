@@ -473,6 +473,18 @@ class Generator {
       if (chance(0.5)) return add(Op::Sort, {*a}, {{"dim", dim}, {"descending", chance(0.5)}}).has_value();
       return add(Op::Topk, {*a}, {{"k", uniform(0, n)}, {"dim", dim}, {"largest", chance(0.5)}}).has_value();
     }
+    if (chance(0.15) && is_floating(a->meta().dtype)) {
+      // An embedding's gradient: scatter_add of rows by an index that is the same across the
+      // other dims (a column expanded), up to 80 rows (a GPU sorts 32 or more: sorted_scatter.h).
+      const int64_t n = uniform(1, 80);
+      Value ids = new_input(TensorMeta(DType::I64, {n}), s[static_cast<size_t>(dim)]);
+      Shape column(static_cast<size_t>(rank), 1), full = s;
+      column[static_cast<size_t>(dim)] = full[static_cast<size_t>(dim)] = n;
+      auto col = add(Op::Reshape, {ids}, {{"shape", IntList(column.begin(), column.end())}});
+      auto index = col ? add(Op::Expand, {*col}, {{"size", IntList(full.begin(), full.end())}}) : std::nullopt;
+      if (!index) return false;
+      return add(Op::ScatterAdd, {*a, *index, new_input(TensorMeta(a->meta().dtype, full))}, {{"dim", dim}}).has_value();
+    }
     Shape idx = s;
     for (int64_t& d : idx) d = uniform(1, std::max<int64_t>(1, d));
     idx[static_cast<size_t>(dim)] = uniform(1, 6);
