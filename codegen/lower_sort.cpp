@@ -61,7 +61,7 @@ bool GraphLowering::lower_sorted_scatter(const FusionGroup& grp, const Node* n, 
   Value self = n->input(0), index = n->input(1), src = n->input(2);
   const Shape &ss = self.meta().shape, &is = index.meta().shape;
   const DType dt = n->meta().dtype;
-  if (!target_.is_gpu() || ss.empty() || is != src.meta().shape || src.meta().dtype != dt) return false;
+  if (!target_.is_gpu() || ss.empty() || is != src.meta().shape || src.meta().dtype != dt || numel(is) == 0) return false;
   if (dt != DType::F32 && dt != DType::F64 && dt != DType::F16 && dt != DType::BF16) return false;
   const size_t dim = static_cast<size_t>(normalize_dim(n->attrs().get_int("dim"), static_cast<int64_t>(ss.size())));
   int64_t outer = 1, inner = 1;

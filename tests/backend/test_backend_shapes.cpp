@@ -430,7 +430,7 @@ TEST_P(BackendShapes, ScatterAddWithRepeatedIndices) {
 // same across the features (an expanded column). On a GPU, rows of 32 and more are sorted by
 // destination and each run added by its own thread (codegen/sorted_scatter.h), in every float
 // type, along dims 0, 1 (the index expanded over the leading dim) and the middle of three, with
-// repeated and negative ids; a short index (20 rows) keeps the ordered kernel.
+// repeated and negative ids; a short index (20 rows) and an empty one keep the ordered kernel.
 TEST_P(BackendShapes, ScatterAddOfRowsByAnExpandedIndex) {
   KILN_REQUIRE_JIT();
   for (DType dt : {DType::F32, DType::BF16, DType::F16, DType::F64}) {
@@ -448,8 +448,11 @@ TEST_P(BackendShapes, ScatterAddOfRowsByAnExpandedIndex) {
     Var i1 = b.op(Op::Expand, {b.unsqueeze(ids, 0)}, {{"size", IntList{6, 300}}});
     Var i2 = b.op(Op::Expand, {b.unsqueeze(b.unsqueeze(ids, 0), 2)}, {{"size", IntList{2, 300, 5}}});
     Var i3 = b.op(Op::Expand, {b.unsqueeze(few, 1)}, {{"size", IntList{20, 24}}});
+    Var none = input(b, "none", T(dt, {300, 0}));  // no features: nothing to add
+    Var i4 = b.op(Op::Expand, {b.unsqueeze(ids, 1)}, {{"size", IntList{300, 0}}});
     g.set_outputs({b.scatter_add(b.zeros({50, 24}, dt), i0, s0, 0), b.scatter_add(x1, i1, s1, 1),
-                   b.scatter_add(b.zeros({2, 50, 5}, dt), i2, s2, 1), b.scatter_add(b.zeros({50, 24}, dt), i3, s3, 0)});
+                   b.scatter_add(b.zeros({2, 50, 5}, dt), i2, s2, 1), b.scatter_add(b.zeros({50, 24}, dt), i3, s3, 0),
+                   b.scatter_add(b.zeros({50, 0}, dt), i4, none, 0)});
     std::vector<HostTensor> in = inputs_for(g, 47, 1000);
     // Ids in [-50, 50): negatives count from the end; most rows repeat (300 ids, 50 rows).
     for (int64_t i = 0; i < in[0].numel(); ++i) in[0].set_int(i, in[0].get_int(i) % 100 - 50);
