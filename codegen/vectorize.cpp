@@ -139,10 +139,6 @@ std::string guards_key(const std::vector<LoadGuard>& guards) {
   return key;
 }
 
-namespace {
-
-}  // namespace
-
 bool lane_contiguous(const ExprPtr& index, const std::string& v, int w, const std::set<std::string>& varying) {
   return w > 0 && lane_form(index, v, w, varying).kind == LaneForm::Lane;
 }
