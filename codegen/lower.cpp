@@ -10,6 +10,14 @@ namespace detail {
 
 // ---------------------------------------------------------------- GraphLowering
 
+// Whether strides `have` lay out `shape` as `want` does: equal where a dim has more than one
+// element (a dim of one has any stride).
+bool same_layout(const Shape& shape, const Strides& have, const Strides& want) {
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] != 1 && have[d] != want[d]) return false;
+  return true;
+}
+
 std::string group_comment(const FusionGroup& grp) {
   std::string names;
   for (size_t i = 0; i < grp.nodes.size() && i < 8; ++i) names += (i ? " " : "") + ("%" + grp.nodes[i]->name());
@@ -203,12 +211,7 @@ void GraphLowering::lower_matmul(const FusionGroup& grp) {
     std::optional<Placement> at = batch_ok ? placement(v) : std::nullopt;
     if (at) {
       const Shape& vs = v.meta().shape;
-      // Strides match where a dim has more than one element (a dim of one has any stride).
-      auto same = [&](const Strides& want) {
-        for (size_t d = 0; d < vs.size(); ++d)
-          if (vs[d] != 1 && at->strides[d] != want[d]) return false;
-        return true;
-      };
+      auto same = [&](const Strides& want) { return same_layout(vs, at->strides, want); };
       Strides swapped_strides;
       if (vs.size() >= 2) {  // contiguous with the last two dims swapped, read back unswapped
         Shape swapped = vs;
@@ -282,10 +285,7 @@ int GraphLowering::contiguous_buffer(Value v, const std::string& why) {
   std::optional<Placement> at = placement(v);
   if (at) {
     const Shape& vs = v.meta().shape;
-    const Strides want = contiguous_strides(vs);
-    bool contiguous = true;
-    for (size_t d = 0; d < vs.size(); ++d) contiguous = contiguous && (vs[d] == 1 || at->strides[d] == want[d]);
-    if (contiguous) return at->buffer;
+    if (same_layout(vs, at->strides, contiguous_strides(vs))) return at->buffer;
   }
   return lower_copy(v, v.meta().shape, [](const Index& i) { return i; }, why);
 }
