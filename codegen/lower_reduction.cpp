@@ -249,6 +249,82 @@ void GraphLowering::lower_reduction(const FusionGroup& grp) {
   add_kernel_step(kb, std::move(k), grp.id);
 }
 
+// A GPU with kept points enough for a thread each on every SM: each thread holds its kept
+// point's accumulators in registers and walks the reduced dims in order (the tile form's order,
+// so the same sums), its loads coalesced across the warp's consecutive kept points. The tile
+// form below keeps its accumulators in memory, read and written at each reduced step: GQA's
+// dK/dV sums over the 8 query heads a key head serves ran at 1300 GB/s there (1.6 ms of the
+// Llama step, bench/NOTES.md stop 42).
+constexpr int64_t kColumnThreadsPerSm = 1024;
+
+void GraphLowering::lower_column_reduction_by_thread(const FusionGroup& grp, const std::vector<const Node*>& reductions,
+                                                     std::map<const Node*, int>& level, int levels) {
+  const Shape& S = reductions[0]->input(0).meta().shape;
+  std::vector<bool> red = reduced_dims_of(reductions[0]);
+  Shape kept, rdims;
+  for (size_t d = 0; d < S.size(); ++d) (red[d] ? rdims : kept).push_back(S[d]);
+  const int64_t nred = product(rdims), nrow = product(kept);
+  KernelBuilder kb(*this, &grp, group_comment(grp));
+  auto [full_outs, row_outs] = split_reduction_outputs(kb, grp, S);
+  std::vector<StmtPtr> top, body;
+  kb.push_scope(&top, {});
+  ExprPtr row = var("row", 0, nrow - 1), r = var("r", 0, nred - 1);
+  kb.push_scope(&body, {"row"});
+  Index kept_idx = unravel(row, kept), red_idx = unravel(r, rdims);
+  auto full_index = [&]() { return merge_index(red, kept_idx, red_idx); };
+  for (int lvl = 1; lvl <= levels; ++lvl) {
+    std::vector<const Node*> here;
+    for (const Node* n : reductions)
+      if (level[n] == lvl) here.push_back(n);
+    if (here.empty()) continue;
+    std::map<const Node*, std::string> acc;
+    std::string names;
+    for (const Node* n : here) {
+      acc[n] = kb.fresh(n->name() + "_acc");
+      kb.emit(decl_acc(acc[n], reduction_acc_dtype(n), combine_of(n)));
+      for (const char* part : {"", "_idx", "_max", "_mean", "_n"}) kb.define(acc[n] + part);
+      names += " %" + n->name();
+    }
+    std::vector<StmtPtr> rbody;
+    kb.push_scope(&rbody, {"r"});
+    for (const Node* n : here) {
+      ExprPtr x = kb.value_at(n->input(0), full_index());
+      if (n->op() == Op::Sum || n->op() == Op::Prod) x = cast(n->meta().dtype, x);
+      kb.emit(accumulate(acc[n], combine_of(n), cast(reduction_acc_dtype(n), x)));
+    }
+    kb.pop_scope();
+    kb.emit(for_loop("r", nred, LoopKind::Ordered, std::move(rbody), "reduces" + names + " in order"));
+    for (const Node* n : here) {
+      std::string fin = kb.fresh(n->name());
+      kb.emit(let(fin, cast(n->meta().dtype, value_var(acc[n], reduction_acc_dtype(n)))));
+      kb.define(fin);
+      kb.set_reduced(n, value_var(fin, n->meta().dtype));
+    }
+  }
+  for (auto& [v, name] : row_outs) {
+    Index idx = unravel(row, v.meta().shape);
+    for (auto& e : idx) e = simplify(e);
+    kb.emit(store(name, row, cast(v.meta().dtype, kb.value_at(v, idx))));
+  }
+  if (!full_outs.empty()) {
+    std::vector<StmtPtr> rbody;
+    kb.push_scope(&rbody, {"r"});
+    for (auto& [v, name] : full_outs) {
+      Index full = full_index();
+      kb.emit(store(name, simplify(ravel(full, S)), cast(v.meta().dtype, kb.value_at(v, full))));
+    }
+    kb.pop_scope();
+    std::vector<Value> vs;
+    for (auto& [v, name] : full_outs) vs.push_back(v);
+    kb.emit(for_loop("r", nred, LoopKind::Ordered, std::move(rbody), outputs_comment(vs)));
+  }
+  kb.pop_scope();
+  kb.emit(for_loop("row", nrow, LoopKind::Parallel, std::move(body), "kept points, a thread each, of " + outputs_comment(grp.outputs)));
+  kb.pop_scope();
+  Kernel k = kb.finish(block(std::move(top)));
+  add_kernel_step(kb, std::move(k), grp.id);
+}
+
 // Reductions over leading dims that keep the innermost one (a bias gradient: sum over the
 // rows of [N, C]) as S = [outer, reduced, inner]. Iterating one kept point at a time would
 // read the input with a stride of C; instead each parallel iteration takes a tile of T
@@ -275,6 +351,10 @@ bool GraphLowering::lower_column_reduction(const FusionGroup& grp, const std::ve
   for (size_t d = 0; d < S.size(); ++d) (red[d] ? rdims : kept).push_back(S[d]);
   int64_t C = product(S, d1), nred = product(rdims), nrow = product(kept);
   if (C < 8 || nred < 2 || nrow == 0) return false;
+  if (target_.is_gpu() && nrow >= int64_t(target_.num_sms) * kColumnThreadsPerSm) {
+    lower_column_reduction_by_thread(grp, reductions, level, levels);
+    return true;
+  }
   // The tile: a divisor of C (so tiles never straddle an outer index) up to the target's
   // widest tile, narrow enough for the tiles it wants to exist when C allows (not under 32).
   const Target& target = target_;

@@ -401,6 +401,7 @@ void schedule_cuda(Kernel& k, const Target& t) {
   LaunchConfig launch{1, 1, 0};
   auto grid_of = [&](int64_t items_per_block, int64_t extent) {
     int64_t want = std::max<int64_t>(1, (extent + items_per_block - 1) / items_per_block);
+    if (t.blocks_per_sm <= 0) return want;  // a full grid: every block one step of its loop
     return std::min<int64_t>(want, int64_t(t.num_sms) * t.blocks_per_sm);
   };
   for (auto& s : top) {
@@ -526,7 +527,12 @@ void schedule_cuda(Kernel& k, const Target& t) {
     int64_t block = std::min<int64_t>(t.pointwise_block, std::max<int64_t>(32, round_up(items, 32)));
     while (block > kSmallestFlatBlock && (items + block - 1) / block < t.num_sms) block /= 2;
     k.launch.block = block;
-    k.launch.grid = grid_of(block, items);
+    // (A full grid gives each thread its unrolled iterations, not one.)
+    int64_t unroll = 1;
+    visit(k.body, [&](const Stmt& x) {
+      if (x.kind == StmtKind::For && x.map == LoopMap::GpuGridStride) unroll = std::max<int64_t>(1, x.unroll);
+    });
+    k.launch.grid = grid_of(t.blocks_per_sm > 0 ? block : block * unroll, items);
   }
   if (k.launch.cluster > 1) {
     // Clusters of blocks per row, as many as the SMs run at once.
@@ -541,11 +547,12 @@ void schedule_cuda(Kernel& k, const Target& t) {
     // As many blocks as the SMs hold at once, each walking its rows (a block waiting for a
     // slot would only add a wave's tail).
     int64_t per_sm = std::max<int64_t>(1, t.shared_memory_optin / (k.launch.dynamic_shared_bytes + k.launch.shared_bytes));
-    k.launch.grid = std::min<int64_t>(k.launch.grid, t.num_sms * std::min<int64_t>(per_sm, t.blocks_per_sm));
+    k.launch.grid = std::min<int64_t>(k.launch.grid, t.num_sms * std::min<int64_t>(per_sm, t.blocks_per_sm > 0 ? t.blocks_per_sm : per_sm));
   }
   // Every mapping above strides over its work by gridDim.x; a cluster's grid is whole clusters
   // placed together, left as it is.
-  k.launch.persistent = grid_loops > 0 && k.launch.cluster <= 1;
+  // blocks_per_sm 0 asks for a full grid, each block one step, as Triton's kernels launch.
+  k.launch.persistent = grid_loops > 0 && k.launch.cluster <= 1 && t.blocks_per_sm > 0;
   if (grid_loops > 0 && t.min_blocks_per_sm > 0 && t.min_blocks_per_sm * k.launch.block <= kThreadsPerSm)
     k.launch.min_blocks_per_sm = t.min_blocks_per_sm;
   // 32-bit indices when every buffer and loop (and a grid-stride step past the end, `unroll`

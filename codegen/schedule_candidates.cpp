@@ -59,14 +59,17 @@ std::vector<Knobs> variants_of(const std::string& m, bool tiled, AttentionTiles 
   // (More blocks than an SM holds is no candidate: the launch caps a grid-stride grid at what the
   // SMs hold at once, LaunchConfig::persistent. Nor is min_blocks_per_sm: registers capped for a
   // full SM ran 4-38% slower on every row kernel and the pointwise row, stop 40.)
+  // blocks_per_sm 8: the persistent grid (the default until stop 42).
   if (m == "grid-stride")
     return {{{"pointwise_block", 128}},
-            {{"pointwise_block", 512}, {"blocks_per_sm", 4}},
-            {{"pointwise_block", 1024}, {"blocks_per_sm", 2}},
-            {{"pointwise_block", 128}, {"blocks_per_sm", 16}},
-            {{"pointwise_unroll", 1}},
-            {{"pointwise_unroll", 4}}};
-  if (m == "thread per row") return {{{"pointwise_block", 64}}, {{"pointwise_block", 128}}, {{"pointwise_block", 512}}};
+            {{"pointwise_block", 512}},
+            {{"pointwise_unroll", 2}},
+            {{"pointwise_unroll", 4}},
+            {{"blocks_per_sm", 8}},
+            {{"blocks_per_sm", 8}, {"pointwise_unroll", 2}},
+            {{"pointwise_block", 128}, {"blocks_per_sm", 16}}};
+  if (m == "thread per row")
+    return {{{"pointwise_block", 64}}, {{"pointwise_block", 128}}, {{"pointwise_block", 512}}, {{"blocks_per_sm", 8}}};
   if (m == "block per tile" && tiled)
     return {{{"tile_blocks_per_sm", 4}}, {{"tile_blocks_per_sm", 16}}, {{"pointwise_block", 512}}};
   if (m == "warp per row")
@@ -76,15 +79,18 @@ std::vector<Knobs> variants_of(const std::string& m, bool tiled, AttentionTiles 
             {{"warp_row_max", t.thread_row_max}, {"reduction_block", 128}},
             {{"warp_row_max", t.thread_row_max}, {"reduction_block", 256}},
             {{"row_prefetch_bytes_per_thread", 32}},
-            {{"row_prefetch_bytes_per_thread", 256}}};
+            {{"row_prefetch_bytes_per_thread", 256}},
+            {{"warp_rows_per_block", 1}},
+            {{"blocks_per_sm", 8}}};
   if (m == "block per row")
     return {{{"reduction_block", 128}},
-            {{"reduction_block", 256}},
+            {{"reduction_block", 512}},
             {{"reduction_block", 1024}},
             {{"held_bytes_per_thread", 64}},
             {{"held_bytes_per_thread", 256}},
             {{"held_min_bytes_per_thread", 16}},
-            {{"row_prefetch_bytes_per_thread", 32}}};
+            {{"row_prefetch_bytes_per_thread", 32}},
+            {{"blocks_per_sm", 8}}};
   // A chunk's block starts at reduction_block threads and grows until what each holds fits.
   if (m == "block per chunk of rows")
     return {{{"chunk_held_bytes_per_thread", 64}},
@@ -134,7 +140,8 @@ Target with_knobs(Target target, const std::string& knobs) {
     std::string digits = one.substr(space + 1);
     auto [end_of, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
     // A byte budget of 0 turns its feature off; every other knob counts something there is.
-    const int64_t least = it->first == "row_prefetch_bytes_per_thread" ? 0 : 1;
+    // blocks_per_sm 0: no cap, a full grid (each block one step of its loop, not persistent).
+    const int64_t least = it->first == "row_prefetch_bytes_per_thread" || it->first == "blocks_per_sm" ? 0 : 1;
     if (ec != std::errc() || end_of != digits.data() + digits.size() || value < least)
       fail("schedule knobs '{}': the value of '{}' is not a {} integer", knobs, one, least == 0 ? "non-negative" : "positive");
     // Blocks of threads (pointwise_block, reduction_block): what a launch and the block combines take.

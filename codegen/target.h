@@ -81,17 +81,26 @@ struct Target {
   int64_t shared_memory_per_block = 48 * 1024;
   int64_t shared_memory_optin = 227 * 1024;  // with cuFuncSetAttribute (attention's tiles); read off the device
   int pointwise_block = 256;      // threads per block of a grid-stride loop
-  int reduction_block = 512;      // threads per block of a block-per-row reduction
+  // Threads per block of a block-per-row reduction (a row held in registers grows it until what
+  // each thread holds fits). 256 since stop 42: with full grids the f32 layer norm over
+  // [16384,4096] ran 0.134 ms at 256, 0.138 at 512 (the tuner's times, H200).
+  int reduction_block = 256;
   int warp_rows_per_block = 8;    // warps (rows) per block of a warp-per-row reduction
   int64_t warp_row_max = 1024;    // rows up to this long get a warp; longer ones a block
   int64_t thread_row_max = 16;    // rows up to this long get one thread each
-  int blocks_per_sm = 8;          // a grid-stride loop's grid: at most num_sms * this many blocks
+  // A loop over blocks or threads (grid-stride, rows, chunks): its grid at most num_sms * this
+  // many blocks, each striding over the rest (a persistent grid, capped at launch at what the
+  // SMs hold); 0: a full grid, each block one step of its loop, as Triton launches. The tuner's
+  // times on the H200 (bench/NOTES.md, stop 42): softmax f32 0.137 -> 0.130 ms, bf16 0.074 ->
+  // 0.068, layer_norm f32 0.142 -> 0.134 (with 256-thread rows), bf16 0.076 -> 0.073; the
+  // pointwise row the same either way.
+  int blocks_per_sm = 0;
   // Iterations of a vectorized grid-stride loop a thread runs at once, their loads issued
-  // together (Stmt::unroll): a pointwise kernel with much arithmetic an element otherwise has
-  // one 16-byte load a thread in flight while it computes. 1: one at a time. (H200, stop 38:
-  // gelu(x*w+b)*sigmoid(x) over [16384,4096] 0.170 ms at 1, 0.160 at 2, 0.157 at 4; 2 keeps the
-  // emitted body three copies, not five, for NVRTC.)
-  int pointwise_unroll = 2;
+  // together (Stmt::unroll). 1: one at a time. (H200: gelu(x*w+b)*sigmoid(x) over
+  // [16384,4096] at stop 38 0.170 ms at 1, 0.160 at 2; at stop 42, with div.full for the
+  // sigmoid and 40 registers, 0.147 at 1, 0.157 at 2 and 4: the tuner keeps 2 and 4 as
+  // candidates.)
+  int pointwise_unroll = 1;
   // The blocks an SM should hold at once, asked of the compiler (__launch_bounds__'s second
   // argument: registers capped at 65536 / (this * block)); 0 asks nothing, the compiler spends
   // registers as it likes and the occupancy follows. A tuning candidate (ncu, stop 40: the f32

@@ -1,7 +1,10 @@
 #include "passes/canonicalize.h"
 
+#include <algorithm>
+
 #include "ir/error.h"
 #include "ir/log.h"
+#include "ir/meta/meta.h"
 #include "ir/tensor_meta.h"
 #include "passes/pattern.h"
 
@@ -48,9 +51,22 @@ RewriteFn compose_permutes(Var x, Var inner, Var outer) {
   };
 }
 
-// reshape(reshape(x, s1), s2) is reshape(x, s2): only the last shape matters.
-RewriteFn merge_reshapes(Var x, Var outer) {
-  return [=](const Match& m, Why&) -> Rewrite { return NewNode{Op::Reshape, {m[x]}, m.node(outer)->attrs()}; };
+// reshape(reshape(x, s1), s2) is reshape(x, s2): only the last shape matters. Not where the
+// inner reshape is a copy (x's layout does not view as s1) that something else reads too: the
+// outer one is a view of that copy, where reading x again would copy it a second time (CSE
+// shares such copies on purpose).
+RewriteFn merge_reshapes(Var x, Var inner, Var outer) {
+  return [=](const Match& m, Why& why) -> Rewrite {
+    const TensorMeta& in = m[x].meta();
+    const Node* first = m.node(inner);
+    const std::vector<Value>& outs = first->graph()->outputs();
+    const size_t readers = first->result_info().uses.size() +
+                           static_cast<size_t>(std::count(outs.begin(), outs.end(), Value{const_cast<Node*>(first), 0}));
+    if (!meta::view_strides(in.shape, in.strides, first->meta().shape) && readers > 1)
+      return why.no("the inner reshape copies %{} (its layout {} does not view as {}) and has other users", m[x].name(),
+                    in.str(), first->meta().str());
+    return NewNode{Op::Reshape, {m[x]}, m.node(outer)->attrs()};
+  };
 }
 
 RewriteFn if_contiguous(Var x) {
@@ -79,7 +95,8 @@ std::vector<Rule> make_rules() {
            undo_transpose(x, inner, outer)),
       rule("permute(permute(x)) -> permute(x)", op(Op::Permute, op(Op::Permute, x).bind(inner)).bind(outer),
            compose_permutes(x, inner, outer)),
-      rule("reshape(reshape(x)) -> reshape(x)", op(Op::Reshape, op(Op::Reshape, x)).bind(outer), merge_reshapes(x, outer)),
+      rule("reshape(reshape(x)) -> reshape(x)", op(Op::Reshape, op(Op::Reshape, x).bind(inner)).bind(outer),
+           merge_reshapes(x, inner, outer)),
       // The type check makes these "to x's own shape / dtype" rules.
       rule("reshape(x) -> x", op(Op::Reshape, x), x),
       rule("expand(x) -> x", op(Op::Expand, x), x),

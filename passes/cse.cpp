@@ -2,9 +2,11 @@
 
 #include <bit>
 #include <cmath>
+#include <algorithm>
 #include <functional>
 #include <unordered_map>
 
+#include "ir/meta/meta.h"
 #include "passes/constants.h"
 
 namespace kiln {
@@ -63,6 +65,32 @@ struct NodeKeyHash {
   }
 };
 
+// Reshapes of one value whose layout they cannot view (a transposed tensor merged to rows) are
+// copies, one kernel each; a later one reads the first's result instead, which is contiguous and
+// so a view. attention's backward merged dQ's heads twice, [B,T,H*D] for the input's gradient and
+// [B*T,H*D] for the weight's (and dK's, dV's): two copies of the same data per layer. The first
+// may be the forward's and the later the backward's: then the merged copy is what stays alive
+// between them (the same bytes as the value it was made from).
+bool share_reshape_copies(Graph& g) {
+  std::unordered_map<const Node*, std::vector<std::pair<int, Node*>>> copies;  // by source node: (result, first copy)
+  bool changed = false;
+  for (Node* n : g.nodes()) {
+    if (n->op() != Op::Reshape) continue;
+    const Value x = n->input(0);
+    const TensorMeta& in = x.meta();
+    if (meta::view_strides(in.shape, in.strides, n->meta().shape)) continue;  // a view, no copy
+    auto& firsts = copies[x.node];
+    auto it = std::find_if(firsts.begin(), firsts.end(), [&](auto& f) { return f.first == x.index; });
+    if (it == firsts.end()) {
+      firsts.emplace_back(x.index, n);
+      continue;
+    }
+    n->set_input(0, it->second->result(0));
+    changed = true;
+  }
+  return changed;
+}
+
 }  // namespace
 
 bool run_cse(Graph& g) {
@@ -81,7 +109,7 @@ bool run_cse(Graph& g) {
     g.erase(n);
     changed = true;
   }
-  return changed;
+  return share_reshape_copies(g) || changed;
 }
 
 }  // namespace kiln

@@ -296,16 +296,21 @@ TEST(BackendCuda, HeldRowsAreDeterministicAndMatchTheInterpreter) {
   KILN_REQUIRE_CUDA_DEVICE();
 }
 
-// Kernels that stride over their work by gridDim.x (codegen::LaunchConfig::persistent): a flat
-// loop, warp rows, block rows and column chunks. Each launches at most what the SMs hold at once
-// for its compiled code, and computes what the interpreter does at that grid.
+// Kernels that stride over their work by gridDim.x (codegen::LaunchConfig::persistent, under
+// the knob blocks_per_sm N; the default is a full grid): a flat loop, warp rows, block rows and
+// column chunks. Each launches at most what the SMs hold at once for its compiled code, and
+// computes what the interpreter does at that grid.
 TEST(BackendCuda, PersistentKernelsLaunchWhatTheSmsHoldAtOnce) {
   Graph g("persistent");
   Builder b(g);
   Var x = input(b, "x", F({2048, 4096})), w = input(b, "w", F({4096})), bias = input(b, "bias", F({4096}));
   g.set_outputs({b.mul(b.op(Op::Gelu, {b.add(b.mul(x, w), bias)}), b.sigmoid(x)), b.op(Op::Softmax, {x}, {{"dim", int64_t(-1)}}),
                  b.sum(x, {0}), b.op(Op::LayerNorm, {x, w, bias}, {{"normalized_shape", IntList{4096}}})});
-  backend::CompiledGraph cg = compile_cuda(g);
+  for (const codegen::Kernel& k : compile_cuda(g).executable.lowered().kernels)
+    EXPECT_FALSE(k.launch.persistent) << k.name << ": " << k.schedule.mapping << " (the default: a full grid)";
+  backend::CompileOptions o;
+  o.schedule_knobs = "blocks_per_sm 8";
+  backend::CompiledGraph cg = compile_cuda(g, o);
   const std::vector<codegen::Kernel>& kernels = cg.executable.lowered().kernels;
   for (const codegen::Kernel& k : kernels) EXPECT_TRUE(k.launch.persistent) << k.name << ": " << k.schedule.mapping;
   KILN_REQUIRE_CUDA_DEVICE();
@@ -323,6 +328,33 @@ TEST(BackendCuda, PersistentKernelsLaunchWhatTheSmsHoldAtOnce) {
       EXPECT_EQ(grids[i] % sms, 0) << k.name << ": whole waves of the " << sms << " SMs";
     }
   }
+}
+
+// Column reductions over a few leading rows with kept points enough for a thread each on every
+// SM (GQA's dK/dV summed over the query heads a key head serves): a thread per kept point, its
+// accumulators in registers, the reduced dims walked in order, so no temp buffer of
+// accumulators; bf16 and f32, a sum over two dims, and a mean whose full-size user (x - mean)
+// is computed in the same kernel. Bit-identical runs, the interpreter's results.
+TEST(BackendCuda, ColumnSumsOverFewRowsKeepAThreadsAccumulatorsInRegisters) {
+  Graph g("columns");
+  Builder b(g);
+  Var k = input(b, "k", TensorMeta(DType::BF16, {4, 8, 40000})), x = input(b, "x", F({3, 5, 50000})),
+      y = input(b, "y", F({6, 140001}));
+  g.set_outputs({b.sum(k, {1}), b.sum(x, {0, 1}), b.sub(y, b.mean(y, {0}, /*keepdim=*/true))});
+  backend::CompiledGraph cg = compile_cuda(g);
+  const std::vector<codegen::Kernel>& kernels = cg.executable.lowered().kernels;
+  int by_thread = 0;
+  for (const codegen::Kernel& kn : kernels) {
+    if (kn.schedule.mapping != "thread per row") continue;
+    ++by_thread;
+    for (const codegen::Buffer& buf : kn.buffers) EXPECT_NE(buf.role, codegen::BufferRole::Temp) << kn.name << ": " << buf.name;
+  }
+  EXPECT_EQ(by_thread, 3) << "one kernel a thread per kept point for each reduction";
+  KILN_REQUIRE_CUDA_DEVICE();
+  std::vector<HostTensor> in = inputs_for(g, 11);
+  std::vector<HostTensor> first = cg.run(in), second = cg.run(in);
+  expect_bit_identical(first, second);
+  expect_matches(first, interpret(g, in), 2);
 }
 
 TEST(BackendCuda, CudaGraphsRefillTheirStaticInputs) {

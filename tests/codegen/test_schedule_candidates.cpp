@@ -91,7 +91,7 @@ TEST(ScheduleCandidates, EachMappingGetsItsOwnVariants) {
   auto pw = schedule_candidates(lowered_kernels(fmt::format(kPointwise, 1 << 22), t).at(0), t);
   expect_distinct(pw);
   EXPECT_EQ(pw[0].kernel.schedule.mapping, "grid-stride");
-  EXPECT_EQ(pw.size(), 7u) << fmt::format("{}", fmt::join(knobs_of(pw), " | "));
+  EXPECT_EQ(pw.size(), 10u) << fmt::format("{}", fmt::join(knobs_of(pw), " | "));
   EXPECT_EQ(pw[1].knobs, "pointwise_block 128");
   EXPECT_EQ(pw[1].kernel.launch.block, 128);
   // Iterations a thread runs at once: the loop's and the record's, and said where the record shows.
@@ -100,6 +100,12 @@ TEST(ScheduleCandidates, EachMappingGetsItsOwnVariants) {
   EXPECT_EQ(pw[0].kernel.schedule.unroll, 2);
   EXPECT_NE(print_schedule(pw[6].kernel.schedule, pw[6].kernel.launch).find("4 iterations at once"), std::string::npos)
       << print_schedule(pw[6].kernel.schedule, pw[6].kernel.launch);
+  // A full grid (blocks_per_sm 0): every thread runs its unrolled iterations once, the launch
+  // not capped at what the SMs hold; 2^22 elements are 2^20 vectors, 2 a thread of 256 blocks.
+  EXPECT_EQ(pw[7].knobs, "blocks_per_sm 0");
+  EXPECT_FALSE(pw[7].kernel.launch.persistent);
+  EXPECT_TRUE(pw[0].kernel.launch.persistent);
+  EXPECT_EQ(pw[7].kernel.launch.grid * pw[7].kernel.launch.block * 2, (1 << 22) / 4);
 
   // Rows of 1024 (a warp per row): rows per block, or a block per row.
   auto sm = schedule_candidates(lowered_kernels(fmt::format(kSoftmax, 4096, 1024), t).at(0), t);
