@@ -94,7 +94,7 @@ std::vector<Knobs> variants_of(const std::string& m, bool tiled, AttentionTiles 
   // A chunk's block starts at reduction_block threads and grows until what each holds fits.
   if (m == "block per chunk of rows")
     return {{{"chunk_held_bytes_per_thread", 64}},
-            {{"reduction_block", 256}, {"chunk_held_bytes_per_thread", 512}},
+            {{"reduction_block", 512}, {"chunk_held_bytes_per_thread", 512}},
             {{"reduction_block", 1024}}};
   return {};  // the tensor-core backward, cluster rows, one thread: one schedule
 }

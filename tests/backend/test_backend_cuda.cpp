@@ -338,7 +338,7 @@ TEST(BackendCuda, PersistentKernelsLaunchWhatTheSmsHoldAtOnce) {
 TEST(BackendCuda, ColumnSumsOverFewRowsKeepAThreadsAccumulatorsInRegisters) {
   Graph g("columns");
   Builder b(g);
-  Var k = input(b, "k", TensorMeta(DType::BF16, {4, 8, 40000})), x = input(b, "x", F({3, 5, 50000})),
+  Var k = input(b, "k", TensorMeta(DType::BF16, {4, 8, 40000})), x = input(b, "x", F({3, 5, 150000})),
       y = input(b, "y", F({6, 140001}));
   g.set_outputs({b.sum(k, {1}), b.sum(x, {0, 1}), b.sub(y, b.mean(y, {0}, /*keepdim=*/true))});
   backend::CompiledGraph cg = compile_cuda(g);

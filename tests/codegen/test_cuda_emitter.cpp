@@ -39,10 +39,13 @@ Buffer buf(const std::string& name, DType dt, BufferRole role, int64_t numel, co
 }
 
 // A target whose choose_vectors may use `shared_limit` bytes of dynamic shared memory beside
-// the kernel's own `static_shared` (0: none) and clusters only when `clusters` (sm_90).
+// the kernel's own `static_shared` (0: none) and clusters only when `clusters` (sm_90). Its flat
+// loops run two iterations at once (the tuner's `pointwise_unroll 2`; the default is one), so
+// that the unrolled form's emission is what these tests read.
 Target vectors_target(int64_t shared_limit, int64_t static_shared, bool clusters = false) {
   Target t = cuda_target(clusters ? "sm_90" : "sm_80");
   t.shared_memory_optin = shared_limit + static_shared;
+  t.pointwise_unroll = 2;
   return t;
 }
 

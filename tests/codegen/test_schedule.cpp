@@ -59,9 +59,15 @@ TEST(Schedule, PointwiseIsAGridStrideLoopOnAGpuAndChunksOnTheCpu) {
   // 2^16 elements: 16384 iterations; blocks of 256 would leave 68 of the 132 SMs idle.
   std::string small = scheduled(pointwise(1 << 16), cuda_target());
   EXPECT_TRUE(has(small, "launch grid 128 x block 128")) << small;
-  // A grid-stride loop is correct at any grid: the launch may take fewer blocks (what the SMs
-  // hold at once for the compiled code), and kernels.txt says so.
-  EXPECT_TRUE(has(gpu, "the grid at most what the SMs hold at once")) << gpu;
+  // A grid-stride loop is correct at any grid: a persistent one (blocks_per_sm N) may launch
+  // fewer blocks (what the SMs hold at once for the compiled code), and kernels.txt says so; the
+  // default grid covers the work.
+  EXPECT_FALSE(has(gpu, "the grid at most what the SMs hold at once")) << gpu;
+  Target persistent = cuda_target();
+  persistent.blocks_per_sm = 8;
+  std::string capped = scheduled(pointwise(1 << 24), persistent);
+  EXPECT_TRUE(has(capped, "the grid at most what the SMs hold at once")) << capped;
+  EXPECT_TRUE(has(capped, "launch grid 1056 x block 256")) << capped;
   EXPECT_FALSE(has(scheduled(pointwise(1 << 20), cpu_target()), "the grid at most"));
   std::string cpu = scheduled(pointwise(1 << 20), cpu_target());
   EXPECT_TRUE(has(cpu, "@cpu_threads(grain 32768)")) << cpu;
@@ -98,7 +104,7 @@ TEST(Schedule, RowReductionsMapByRowLength) {
   // Long rows: a block each, threads combine through shared memory.
   std::string b = scheduled(row_sum(64, 5000), cuda_target());
   EXPECT_TRUE(has(b, "@gpu_blocks") && has(b, "@gpu_threads") && has(b, "combine acc <sum> across block")) << b;
-  EXPECT_TRUE(has(b, "block 512")) << b;
+  EXPECT_TRUE(has(b, "block 256")) << b;
   // The CPU: rows to the pool, each row's loop plain.
   std::string c = scheduled(row_sum(64, 5000), cpu_target());
   EXPECT_TRUE(has(c, "@cpu_threads") && has(c, "reduction for r in 0..5000 @serial")) << c;
@@ -141,12 +147,12 @@ TEST(Schedule, RecordsItsMappingAndHoldsRowsThatFitInRegisters) {
   Kernel block = two_pass(64, 4096);
   schedule(block, cuda_target());
   EXPECT_EQ(block.schedule.mapping, "block per row");
-  EXPECT_EQ(block.launch.block, 512);
-  EXPECT_EQ(block.schedule.held_elements, 8);
+  EXPECT_EQ(block.launch.block, 256);
+  EXPECT_EQ(block.schedule.held_elements, 16);
 
   Kernel grown = two_pass(64, 32000);
   schedule(grown, cuda_target());
-  EXPECT_EQ(grown.launch.block, 1024) << "32000 / 512 threads is 63 values a thread; at 1024, 32";
+  EXPECT_EQ(grown.launch.block, 1024) << "32000 / 256 threads is 125 values a thread; at 1024, 32";
   EXPECT_EQ(grown.schedule.threads_per_row, 1024);
   EXPECT_EQ(grown.schedule.held_elements, 32);
 
@@ -166,10 +172,15 @@ TEST(Schedule, RecordsItsMappingAndHoldsRowsThatFitInRegisters) {
   EXPECT_EQ(odd.launch.grid, 132 * 8) << "132 SMs of 8 blocks of 256 threads: 132 clusters of 8";
   EXPECT_TRUE(has(print_kernel(odd), "cluster per row, 2048 threads per row in a cluster of 8 blocks")) << print_kernel(odd);
   EXPECT_TRUE(has(print_kernel(odd), "hold(b1: 25 vectors per thread) cluster(8 blocks per row)")) << print_kernel(odd);
-  // Blocks that stride over their rows take any grid; a cluster's grid is whole clusters placed
-  // together, launched as scheduled.
-  EXPECT_TRUE(block.launch.persistent);
-  EXPECT_TRUE(grown.launch.persistent);
+  // A block a row by default (full grids); blocks that stride over their rows (blocks_per_sm N)
+  // take any grid; a cluster's grid is whole clusters placed together, launched as scheduled.
+  EXPECT_FALSE(block.launch.persistent);
+  EXPECT_EQ(block.launch.grid, 64);
+  Target persistent = cuda_target();
+  persistent.blocks_per_sm = 8;
+  Kernel strided = two_pass(64, 32000);
+  schedule(strided, persistent);
+  EXPECT_TRUE(strided.launch.persistent);
   EXPECT_FALSE(odd.launch.persistent);
   // 100000 words: clusters of 8 blocks of 512.
   Kernel longer = two_pass(64, 100000);
@@ -195,7 +206,7 @@ TEST(Schedule, RecordsItsMappingAndHoldsRowsThatFitInRegisters) {
     Kernel too_long = two_pass(64, 300000);
     schedule(too_long, cuda_target(arch));
     EXPECT_TRUE(too_long.schedule.held.empty()) << arch;
-    EXPECT_EQ(too_long.launch.block, 512) << arch;
+    EXPECT_EQ(too_long.launch.block, 256) << arch;
     EXPECT_EQ(too_long.launch.cluster, 1) << arch;
     EXPECT_EQ(too_long.launch.dynamic_shared_bytes, 0) << arch;
   }

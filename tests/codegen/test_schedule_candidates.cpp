@@ -91,21 +91,25 @@ TEST(ScheduleCandidates, EachMappingGetsItsOwnVariants) {
   auto pw = schedule_candidates(lowered_kernels(fmt::format(kPointwise, 1 << 22), t).at(0), t);
   expect_distinct(pw);
   EXPECT_EQ(pw[0].kernel.schedule.mapping, "grid-stride");
-  EXPECT_EQ(pw.size(), 10u) << fmt::format("{}", fmt::join(knobs_of(pw), " | "));
+  EXPECT_EQ(pw.size(), 8u) << fmt::format("{}", fmt::join(knobs_of(pw), " | "));
   EXPECT_EQ(pw[1].knobs, "pointwise_block 128");
   EXPECT_EQ(pw[1].kernel.launch.block, 128);
-  // Iterations a thread runs at once: the loop's and the record's, and said where the record shows.
-  EXPECT_EQ(pw[5].knobs, "pointwise_unroll 1");
-  EXPECT_EQ(pw[5].kernel.schedule.unroll, 0);
-  EXPECT_EQ(pw[0].kernel.schedule.unroll, 2);
-  EXPECT_NE(print_schedule(pw[6].kernel.schedule, pw[6].kernel.launch).find("4 iterations at once"), std::string::npos)
-      << print_schedule(pw[6].kernel.schedule, pw[6].kernel.launch);
-  // A full grid (blocks_per_sm 0): every thread runs its unrolled iterations once, the launch
-  // not capped at what the SMs hold; 2^22 elements are 2^20 vectors, 2 a thread of 256 blocks.
-  EXPECT_EQ(pw[7].knobs, "blocks_per_sm 0");
-  EXPECT_FALSE(pw[7].kernel.launch.persistent);
-  EXPECT_TRUE(pw[0].kernel.launch.persistent);
-  EXPECT_EQ(pw[7].kernel.launch.grid * pw[7].kernel.launch.block * 2, (1 << 22) / 4);
+  // The default: a full grid, one vector a thread (2^22 elements are 2^20 vectors), the launch
+  // not capped at what the SMs hold.
+  EXPECT_FALSE(pw[0].kernel.launch.persistent);
+  EXPECT_EQ(pw[0].kernel.schedule.unroll, 0);
+  EXPECT_EQ(pw[0].kernel.launch.grid * pw[0].kernel.launch.block, (1 << 22) / 4);
+  // Iterations a thread runs at once: the loop's and the record's, and said where the record
+  // shows; a full grid gives each thread its unrolled iterations once.
+  EXPECT_EQ(pw[3].knobs, "pointwise_unroll 2");
+  EXPECT_EQ(pw[3].kernel.schedule.unroll, 2);
+  EXPECT_EQ(pw[3].kernel.launch.grid * pw[3].kernel.launch.block * 2, (1 << 22) / 4);
+  EXPECT_NE(print_schedule(pw[4].kernel.schedule, pw[4].kernel.launch).find("4 iterations at once"), std::string::npos)
+      << print_schedule(pw[4].kernel.schedule, pw[4].kernel.launch);
+  // A persistent grid: at most 8 blocks an SM, striding over the rest.
+  EXPECT_EQ(pw[5].knobs, "blocks_per_sm 8");
+  EXPECT_TRUE(pw[5].kernel.launch.persistent);
+  EXPECT_EQ(pw[5].kernel.launch.grid, 132 * 8);
 
   // Rows of 1024 (a warp per row): rows per block, or a block per row.
   auto sm = schedule_candidates(lowered_kernels(fmt::format(kSoftmax, 4096, 1024), t).at(0), t);
