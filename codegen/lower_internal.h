@@ -331,8 +331,10 @@ class GraphLowering {
   // Level of each reduction of a group: 1 + the deepest reduction of the group its input
   // depends on; returns the deepest level.
   int reduction_levels(const FusionGroup& grp, const std::vector<const Node*>& reductions, std::map<const Node*, int>& level);
+  // `order`: Reduction (the schedule may spread the loop over threads) or Ordered (one thread,
+  // in order: a column's sums).
   void emit_row_reductions(KernelBuilder& kb, const std::vector<const Node*>& reductions, std::map<const Node*, int>& level, int levels,
-                           const ExprPtr& row);
+                           const ExprPtr& row, LoopKind order = LoopKind::Reduction);
   void lower_scatter(const FusionGroup& grp);
   void lower_matmul(const FusionGroup& grp);
   void lower_call(const FusionGroup& grp, Step::Kind kind);  // opaque ops and collectives
@@ -361,6 +363,11 @@ class GraphLowering {
   // A reduction group's outputs as kernel buffers: those over the full space S (written in
   // the innermost loops) and those per row (reductions and values in the reduced space).
   using NamedOutputs = std::vector<std::pair<Value, std::string>>;
+  // A reduction group's outputs at kept point `row` (after emit_row_reductions): those of the
+  // reduced shape stored at `row`, those of the input's shape S (reduced dims `red`) in a loop
+  // of kind `full_kind` over the reduced dims.
+  void emit_reduction_outputs(KernelBuilder& kb, const NamedOutputs& full_outs, const NamedOutputs& row_outs, const Shape& S,
+                              const std::vector<bool>& red, const ExprPtr& row, LoopKind full_kind);
   std::pair<NamedOutputs, NamedOutputs> split_reduction_outputs(KernelBuilder& kb, const FusionGroup& grp, const Shape& S) {
     NamedOutputs full_outs, row_outs;
     for (Value v : grp.outputs) {

@@ -63,7 +63,7 @@ std::pair<const Node*, const Node*> welford_partner(const Node* s1, const std::v
 // The row reductions of a group at row `row` (any expression: a loop variable, or a chunk's
 // row), one reduction loop `r` per level; each reduction's result is then a let (set_reduced).
 void GraphLowering::emit_row_reductions(KernelBuilder& kb, const std::vector<const Node*>& reductions, std::map<const Node*, int>& level,
-                                        int levels, const ExprPtr& row) {
+                                        int levels, const ExprPtr& row, LoopKind order) {
   const Shape& S = reductions[0]->input(0).meta().shape;
   std::vector<bool> red = reduced_dims_of(reductions[0]);
   Shape kept, rdims;
@@ -121,7 +121,7 @@ void GraphLowering::emit_row_reductions(KernelBuilder& kb, const std::vector<con
                                                       : "");
     }
     kb.pop_scope();
-    kb.emit(for_loop("r", nred, LoopKind::Reduction, std::move(body), "reduces" + names));
+    kb.emit(for_loop("r", nred, order, std::move(body), "reduces" + names + (order == LoopKind::Ordered ? " in order" : "")));
     for (const Node* n : here) {
       std::string fin = kb.fresh(n->name());
       DType at = acc_type[n];
@@ -207,7 +207,7 @@ void GraphLowering::lower_reduction(const FusionGroup& grp) {
   std::vector<bool> red = reduced_dims_of(reductions[0]);
   Shape kept, rdims;
   for (size_t d = 0; d < S.size(); ++d) (red[d] ? rdims : kept).push_back(S[d]);
-  int64_t nrow = product(kept), nred = product(rdims);
+  int64_t nrow = product(kept);
   std::map<const Node*, int> level;
   int levels = reduction_levels(grp, reductions, level);
 
@@ -220,28 +220,9 @@ void GraphLowering::lower_reduction(const FusionGroup& grp) {
   std::vector<StmtPtr> top, rowbody;
   kb.push_scope(&top, {});
   ExprPtr row = var("row", 0, std::max<int64_t>(nrow - 1, 0));
-  ExprPtr r = var("r", 0, std::max<int64_t>(nred - 1, 0));
   kb.push_scope(&rowbody, {"row"});
   emit_row_reductions(kb, reductions, level, levels, row);
-  Index kept_idx = unravel(row, kept), red_idx = unravel(r, rdims);
-  auto full_index = [&]() { return merge_index(red, kept_idx, red_idx); };
-  for (auto& [v, name] : row_outs) {
-    Index idx = unravel(row, v.meta().shape);
-    for (auto& e : idx) e = simplify(e);
-    kb.emit(store(name, row, cast(v.meta().dtype, kb.value_at(v, idx))));
-  }
-  if (!full_outs.empty()) {
-    std::vector<StmtPtr> body;
-    kb.push_scope(&body, {"r"});
-    std::vector<Value> vs;
-    for (auto& [v, name] : full_outs) {
-      Index full = full_index();
-      kb.emit(store(name, simplify(ravel(full, S)), cast(v.meta().dtype, kb.value_at(v, full))));
-      vs.push_back(v);
-    }
-    kb.pop_scope();
-    kb.emit(for_loop("r", nred, LoopKind::Parallel, std::move(body), outputs_comment(vs)));
-  }
+  emit_reduction_outputs(kb, full_outs, row_outs, S, red, row, LoopKind::Parallel);
   kb.pop_scope();
   kb.emit(for_loop("row", nrow, LoopKind::Parallel, std::move(rowbody), "rows of " + outputs_comment(grp.outputs)));
   kb.pop_scope();
@@ -249,80 +230,57 @@ void GraphLowering::lower_reduction(const FusionGroup& grp) {
   add_kernel_step(kb, std::move(k), grp.id);
 }
 
-// A GPU with kept points enough for a thread each on every SM: each thread holds its kept
-// point's accumulators in registers and walks the reduced dims in order (the tile form's order,
-// so the same sums), its loads coalesced across the warp's consecutive kept points. The tile
-// form below keeps its accumulators in memory, read and written at each reduced step: GQA's
-// dK/dV sums over the 8 query heads a key head serves ran at 1300 GB/s there (1.6 ms of the
-// Llama step, bench/NOTES.md stop 42).
-constexpr int64_t kColumnThreadsPerSm = 1024;
+// Kept points enough for a thread each (Target::column_thread_min_points; a GPU's default):
+// each thread holds its kept point's accumulators in registers and walks the reduced dims in
+// order (the tile form's order, so the same sums), its loads coalesced across a warp's
+// consecutive kept points. The tile form below keeps its accumulators in memory, read and
+// written at each reduced step: GQA's dK/dV sums over the 8 query heads a key head serves ran
+// at 1300 GB/s there (1.6 ms of the Llama step, bench/NOTES.md stop 42).
 
 void GraphLowering::lower_column_reduction_by_thread(const FusionGroup& grp, const std::vector<const Node*>& reductions,
                                                      std::map<const Node*, int>& level, int levels) {
   const Shape& S = reductions[0]->input(0).meta().shape;
   std::vector<bool> red = reduced_dims_of(reductions[0]);
-  Shape kept, rdims;
-  for (size_t d = 0; d < S.size(); ++d) (red[d] ? rdims : kept).push_back(S[d]);
-  const int64_t nred = product(rdims), nrow = product(kept);
+  int64_t nrow = 1;
+  for (size_t d = 0; d < S.size(); ++d)
+    if (!red[d]) nrow *= S[d];
   KernelBuilder kb(*this, &grp, group_comment(grp));
   auto [full_outs, row_outs] = split_reduction_outputs(kb, grp, S);
   std::vector<StmtPtr> top, body;
   kb.push_scope(&top, {});
-  ExprPtr row = var("row", 0, nrow - 1), r = var("r", 0, nred - 1);
+  ExprPtr row = var("row", 0, nrow - 1);
   kb.push_scope(&body, {"row"});
-  Index kept_idx = unravel(row, kept), red_idx = unravel(r, rdims);
-  auto full_index = [&]() { return merge_index(red, kept_idx, red_idx); };
-  for (int lvl = 1; lvl <= levels; ++lvl) {
-    std::vector<const Node*> here;
-    for (const Node* n : reductions)
-      if (level[n] == lvl) here.push_back(n);
-    if (here.empty()) continue;
-    std::map<const Node*, std::string> acc;
-    std::string names;
-    for (const Node* n : here) {
-      acc[n] = kb.fresh(n->name() + "_acc");
-      kb.emit(decl_acc(acc[n], reduction_acc_dtype(n), combine_of(n)));
-      for (const char* part : {"", "_idx", "_max", "_mean", "_n"}) kb.define(acc[n] + part);
-      names += " %" + n->name();
-    }
-    std::vector<StmtPtr> rbody;
-    kb.push_scope(&rbody, {"r"});
-    for (const Node* n : here) {
-      ExprPtr x = kb.value_at(n->input(0), full_index());
-      if (n->op() == Op::Sum || n->op() == Op::Prod) x = cast(n->meta().dtype, x);
-      kb.emit(accumulate(acc[n], combine_of(n), cast(reduction_acc_dtype(n), x)));
-    }
-    kb.pop_scope();
-    kb.emit(for_loop("r", nred, LoopKind::Ordered, std::move(rbody), "reduces" + names + " in order"));
-    for (const Node* n : here) {
-      std::string fin = kb.fresh(n->name());
-      kb.emit(let(fin, cast(n->meta().dtype, value_var(acc[n], reduction_acc_dtype(n)))));
-      kb.define(fin);
-      kb.set_reduced(n, value_var(fin, n->meta().dtype));
-    }
-  }
-  for (auto& [v, name] : row_outs) {
-    Index idx = unravel(row, v.meta().shape);
-    for (auto& e : idx) e = simplify(e);
-    kb.emit(store(name, row, cast(v.meta().dtype, kb.value_at(v, idx))));
-  }
-  if (!full_outs.empty()) {
-    std::vector<StmtPtr> rbody;
-    kb.push_scope(&rbody, {"r"});
-    for (auto& [v, name] : full_outs) {
-      Index full = full_index();
-      kb.emit(store(name, simplify(ravel(full, S)), cast(v.meta().dtype, kb.value_at(v, full))));
-    }
-    kb.pop_scope();
-    std::vector<Value> vs;
-    for (auto& [v, name] : full_outs) vs.push_back(v);
-    kb.emit(for_loop("r", nred, LoopKind::Ordered, std::move(rbody), outputs_comment(vs)));
-  }
+  emit_row_reductions(kb, reductions, level, levels, row, LoopKind::Ordered);
+  emit_reduction_outputs(kb, full_outs, row_outs, S, red, row, LoopKind::Ordered);
   kb.pop_scope();
   kb.emit(for_loop("row", nrow, LoopKind::Parallel, std::move(body), "kept points, a thread each, of " + outputs_comment(grp.outputs)));
   kb.pop_scope();
   Kernel k = kb.finish(block(std::move(top)));
   add_kernel_step(kb, std::move(k), grp.id);
+}
+
+void GraphLowering::emit_reduction_outputs(KernelBuilder& kb, const NamedOutputs& full_outs, const NamedOutputs& row_outs, const Shape& S,
+                                           const std::vector<bool>& red, const ExprPtr& row, LoopKind full_kind) {
+  Shape kept, rdims;
+  for (size_t d = 0; d < S.size(); ++d) (red[d] ? rdims : kept).push_back(S[d]);
+  const int64_t nred = product(rdims);
+  for (auto& [v, name] : row_outs) {
+    Index idx = unravel(row, v.meta().shape);
+    for (auto& e : idx) e = simplify(e);
+    kb.emit(store(name, row, cast(v.meta().dtype, kb.value_at(v, idx))));
+  }
+  if (full_outs.empty()) return;
+  ExprPtr r = var("r", 0, std::max<int64_t>(nred - 1, 0));
+  Index full = merge_index(red, unravel(row, kept), unravel(r, rdims));
+  std::vector<StmtPtr> body;
+  kb.push_scope(&body, {"r"});
+  std::vector<Value> vs;
+  for (auto& [v, name] : full_outs) {
+    kb.emit(store(name, simplify(ravel(full, S)), cast(v.meta().dtype, kb.value_at(v, full))));
+    vs.push_back(v);
+  }
+  kb.pop_scope();
+  kb.emit(for_loop("r", nred, full_kind, std::move(body), outputs_comment(vs)));
 }
 
 // Reductions over leading dims that keep the innermost one (a bias gradient: sum over the
@@ -351,7 +309,7 @@ bool GraphLowering::lower_column_reduction(const FusionGroup& grp, const std::ve
   for (size_t d = 0; d < S.size(); ++d) (red[d] ? rdims : kept).push_back(S[d]);
   int64_t C = product(S, d1), nred = product(rdims), nrow = product(kept);
   if (C < 8 || nred < 2 || nrow == 0) return false;
-  if (target_.is_gpu() && nrow >= int64_t(target_.num_sms) * kColumnThreadsPerSm) {
+  if (target_.column_thread_min_points > 0 && nrow >= target_.column_thread_min_points) {
     lower_column_reduction_by_thread(grp, reductions, level, levels);
     return true;
   }

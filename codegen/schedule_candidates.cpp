@@ -34,6 +34,7 @@ const std::map<std::string, std::function<void(Target&, int64_t)>>& knob_setters
       {"attention_key_tile", [](Target& t, int64_t v) { t.attention_key_tile = static_cast<int>(v); }},
       {"attention_ffma_rows", [](Target& t, int64_t v) { t.attention_ffma_rows = static_cast<int>(v); }},
       {"attention_ffma_keys", [](Target& t, int64_t v) { t.attention_ffma_keys = static_cast<int>(v); }},
+      {"column_thread_min_points", [](Target& t, int64_t v) { t.column_thread_min_points = v; }},
   };
   return setters;
 }
@@ -140,8 +141,10 @@ Target with_knobs(Target target, const std::string& knobs) {
     std::string digits = one.substr(space + 1);
     auto [end_of, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
     // A byte budget of 0 turns its feature off; every other knob counts something there is.
-    // blocks_per_sm 0: no cap, a full grid (each block one step of its loop, not persistent).
-    const int64_t least = it->first == "row_prefetch_bytes_per_thread" || it->first == "blocks_per_sm" ? 0 : 1;
+    // blocks_per_sm 0: no cap, a full grid (each block one step of its loop, not persistent);
+    // column_thread_min_points 0: column sums always in tiles.
+    const int64_t least =
+        it->first == "row_prefetch_bytes_per_thread" || it->first == "blocks_per_sm" || it->first == "column_thread_min_points" ? 0 : 1;
     if (ec != std::errc() || end_of != digits.data() + digits.size() || value < least)
       fail("schedule knobs '{}': the value of '{}' is not a {} integer", knobs, one, least == 0 ? "non-negative" : "positive");
     // Blocks of threads (pointwise_block, reduction_block): what a launch and the block combines take.

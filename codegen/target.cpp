@@ -45,6 +45,7 @@ Target cuda_target(const std::string& arch, int num_sms) {
   // columns (coalesced); enough tiles to give every multiprocessor a few blocks.
   t.column_tile_max = 256;
   t.column_tiles_wanted = 2 * num_sms;
+  t.column_thread_min_points = int64_t(num_sms) * 1024;
   // Opt-in shared memory per block by architecture (the CUDA guide's table); the backend reads
   // the device's own figure when there is one.
   t.shared_memory_optin = cc >= 90 ? 227 * 1024 : cc == 80 || cc == 87 ? 163 * 1024 : cc >= 70 ? 99 * 1024 : 48 * 1024;

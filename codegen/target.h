@@ -26,6 +26,11 @@ struct Target {
   // Column reductions (kept innermost dim): tiles of at most `column_tile_max` consecutive
   // kept points, narrow enough that `column_tiles_wanted` tiles exist when the shape allows.
   int64_t column_tile_max = 256;
+  // A column reduction with at least this many kept points (0: never) is a thread per kept
+  // point instead, its sums in registers, the reduced dims walked in order (the same sums):
+  // cuda_target asks for 1024 an SM, where the tiles' sums in memory ran at a third of the
+  // bandwidth (GQA's dK/dV sums, bench/NOTES.md stop 42); the CPU's vectorized tiles stay.
+  int64_t column_thread_min_points = 0;
   int64_t column_tiles_wanted = 16;
 
   // Arena buffers start at multiples of this many bytes (a GPU's 16-byte vector accesses and

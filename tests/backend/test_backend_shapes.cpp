@@ -190,6 +190,29 @@ TEST_P(BackendShapes, ColumnReductions) {
   }
 }
 
+// Column sums over a few leading rows of many kept points (GQA's dK/dV summed over the query
+// heads a key head serves) as a thread per kept point, its sums in registers, the rows in
+// order: a GPU's default above 1024 kept points an SM, asked of both targets here
+// (column_thread_min_points) so that the lowering is checked wherever the tests run. bf16 and
+// f32, two reduced dims, a max, and a mean whose full-size user (x - mean) joins the kernel.
+TEST_P(BackendShapes, ColumnSumsAThreadPerKeptPoint) {
+  KILN_REQUIRE_JIT();
+  Graph g("column_threads");
+  Builder b(g);
+  Var k = input(b, "k", TensorMeta(DType::BF16, {2, 8, 3, 70})), x = input(b, "x", F({3, 5, 333})), y = input(b, "y", F({6, 257}));
+  g.set_outputs({b.sum(k, {1}), b.sum(x, {0, 1}), b.amax(x, {1}), b.sub(y, b.mean(y, {0}, /*keepdim=*/true))});
+  backend::CompileOptions options;
+  options.schedule_knobs = "column_thread_min_points 64";
+  backend::CompiledGraph cg = compile_for_test(g, options);
+  EXPECT_TRUE(has(cg.executable.source(), "kept points, a thread each")) << cg.executable.source();
+  for (const codegen::Kernel& kn : cg.executable.lowered().kernels)
+    for (const codegen::Buffer& buf : kn.buffers) EXPECT_NE(buf.role, codegen::BufferRole::Temp) << kn.name << ": " << buf.name;
+  expect_matches_reference(g, inputs_for(g, 13), 2, options);
+  // Off (0): the tiles' sums, the same values.
+  options.schedule_knobs = "column_thread_min_points 0";
+  EXPECT_FALSE(has(compile_for_test(g, options).executable.source(), "kept points, a thread each"));
+}
+
 TEST_P(BackendShapes, MiddleAndLeadingDims) {
   KILN_REQUIRE_JIT();
   SCOPED_TRACE("f32[4,37,9] over dim 1 (keepdim or not), over dims 0 and 2; f32[300,7,5] over dim 0");

@@ -39,11 +39,13 @@ std::vector<CompileConfig> default_configs() {
   c[2].options.fusion.recompute_from_statistics = true;
   c[2].options.fusion.column_partials_in_rows = true;
   // And every CUDA kernel under schedule knobs other than the defaults, one per mapping, as the
-  // tuner may choose them (codegen/schedule_candidates.h; the CPU reads none of them).
+  // tuner may choose them (codegen/schedule_candidates.h): persistent grids, unrolled flat
+  // loops. The CPU reads one of them: column sums of 64 kept points or more as a thread per
+  // kept point (the GPU's form above 1024 an SM), so that both targets check that lowering.
   c[2].options.schedule_knobs =
-      "pointwise_block 128, blocks_per_sm 16, tile_blocks_per_sm 4, warp_rows_per_block 4, reduction_block 128, "
-      "held_bytes_per_thread 64, chunk_held_bytes_per_thread 512, attention_rows_per_warp 16, "
-      "attention_key_tile 32";
+      "pointwise_block 128, blocks_per_sm 16, pointwise_unroll 2, tile_blocks_per_sm 4, warp_rows_per_block 4, "
+      "reduction_block 128, held_bytes_per_thread 64, chunk_held_bytes_per_thread 512, attention_rows_per_warp 16, "
+      "attention_key_tile 32, column_thread_min_points 64";
   return c;
 }
 
