@@ -318,8 +318,8 @@ class GraphLowering {
  private:
   void lower_pointwise(const FusionGroup& grp);
   void lower_reduction(const FusionGroup& grp);
-  void lower_column_reduction_by_thread(const FusionGroup& grp, const std::vector<const Node*>& reductions,
-                                        std::map<const Node*, int>& level, int levels);
+  void lower_reduction_rows(const FusionGroup& grp, const std::vector<const Node*>& reductions, std::map<const Node*, int>& level,
+                            int levels, LoopKind order);
   bool lower_column_reduction(const FusionGroup& grp, const std::vector<const Node*>& reductions,
                               std::map<const Node*, int>& level, int levels);
   bool lower_split_reduction(const FusionGroup& grp, const std::vector<const Node*>& reductions, int levels);

@@ -203,42 +203,20 @@ void GraphLowering::lower_reduction(const FusionGroup& grp) {
     lower_reduction(rows);
   }
   std::vector<const Node*> reductions = reductions_of(grp);
-  const Shape& S = reductions[0]->input(0).meta().shape;
-  std::vector<bool> red = reduced_dims_of(reductions[0]);
-  Shape kept, rdims;
-  for (size_t d = 0; d < S.size(); ++d) (red[d] ? rdims : kept).push_back(S[d]);
-  int64_t nrow = product(kept);
   std::map<const Node*, int> level;
   int levels = reduction_levels(grp, reductions, level);
 
   if (lower_split_reduction(grp, reductions, levels)) return;
   if (lower_column_reduction(grp, reductions, level, levels)) return;
 
-  KernelBuilder kb(*this, &grp, group_comment(grp));
-  auto [full_outs, row_outs] = split_reduction_outputs(kb, grp, S);
-
-  std::vector<StmtPtr> top, rowbody;
-  kb.push_scope(&top, {});
-  ExprPtr row = var("row", 0, std::max<int64_t>(nrow - 1, 0));
-  kb.push_scope(&rowbody, {"row"});
-  emit_row_reductions(kb, reductions, level, levels, row);
-  emit_reduction_outputs(kb, full_outs, row_outs, S, red, row, LoopKind::Parallel);
-  kb.pop_scope();
-  kb.emit(for_loop("row", nrow, LoopKind::Parallel, std::move(rowbody), "rows of " + outputs_comment(grp.outputs)));
-  kb.pop_scope();
-  Kernel k = kb.finish(block(std::move(top)));
-  add_kernel_step(kb, std::move(k), grp.id);
+  lower_reduction_rows(grp, reductions, level, levels, LoopKind::Reduction);
 }
 
-// Kept points enough for a thread each (Target::column_thread_min_points; a GPU's default):
-// each thread holds its kept point's accumulators in registers and walks the reduced dims in
-// order (the tile form's order, so the same sums), its loads coalesced across a warp's
-// consecutive kept points. The tile form below keeps its accumulators in memory, read and
-// written at each reduced step: GQA's dK/dV sums over the 8 query heads a key head serves ran
-// at 1300 GB/s there (1.6 ms of the Llama step, bench/NOTES.md stop 42).
-
-void GraphLowering::lower_column_reduction_by_thread(const FusionGroup& grp, const std::vector<const Node*>& reductions,
-                                                     std::map<const Node*, int>& level, int levels) {
+// One kernel over the kept points: `order` Reduction, a row each, its reduction loops the
+// schedule's to spread over threads; Ordered, a thread each, walking the reduced dims in order
+// (column sums by thread: lower_column_reduction).
+void GraphLowering::lower_reduction_rows(const FusionGroup& grp, const std::vector<const Node*>& reductions, std::map<const Node*, int>& level,
+                                         int levels, LoopKind order) {
   const Shape& S = reductions[0]->input(0).meta().shape;
   std::vector<bool> red = reduced_dims_of(reductions[0]);
   int64_t nrow = 1;
@@ -246,14 +224,15 @@ void GraphLowering::lower_column_reduction_by_thread(const FusionGroup& grp, con
     if (!red[d]) nrow *= S[d];
   KernelBuilder kb(*this, &grp, group_comment(grp));
   auto [full_outs, row_outs] = split_reduction_outputs(kb, grp, S);
-  std::vector<StmtPtr> top, body;
+  std::vector<StmtPtr> top, rowbody;
   kb.push_scope(&top, {});
-  ExprPtr row = var("row", 0, nrow - 1);
-  kb.push_scope(&body, {"row"});
-  emit_row_reductions(kb, reductions, level, levels, row, LoopKind::Ordered);
-  emit_reduction_outputs(kb, full_outs, row_outs, S, red, row, LoopKind::Ordered);
+  ExprPtr row = var("row", 0, std::max<int64_t>(nrow - 1, 0));
+  kb.push_scope(&rowbody, {"row"});
+  emit_row_reductions(kb, reductions, level, levels, row, order);
+  emit_reduction_outputs(kb, full_outs, row_outs, S, red, row, order == LoopKind::Ordered ? LoopKind::Ordered : LoopKind::Parallel);
   kb.pop_scope();
-  kb.emit(for_loop("row", nrow, LoopKind::Parallel, std::move(body), "kept points, a thread each, of " + outputs_comment(grp.outputs)));
+  const std::string what = order == LoopKind::Ordered ? "kept points, a thread each, of " : "rows of ";
+  kb.emit(for_loop("row", nrow, LoopKind::Parallel, std::move(rowbody), what + outputs_comment(grp.outputs)));
   kb.pop_scope();
   Kernel k = kb.finish(block(std::move(top)));
   add_kernel_step(kb, std::move(k), grp.id);
@@ -309,8 +288,14 @@ bool GraphLowering::lower_column_reduction(const FusionGroup& grp, const std::ve
   for (size_t d = 0; d < S.size(); ++d) (red[d] ? rdims : kept).push_back(S[d]);
   int64_t C = product(S, d1), nred = product(rdims), nrow = product(kept);
   if (C < 8 || nred < 2 || nrow == 0) return false;
+  // Kept points enough for a thread each (Target::column_thread_min_points; a GPU's default):
+  // each thread holds its kept point's accumulators in registers and walks the reduced dims in
+  // order (the tile form's order, so the same sums), its loads coalesced across a warp's
+  // consecutive kept points. The tile form below keeps its accumulators in memory, read and
+  // written at each reduced step: GQA's dK/dV sums over the 8 query heads a key head serves ran
+  // at 1300 GB/s there (1.6 ms of the Llama step, bench/NOTES.md stop 42).
   if (target_.column_thread_min_points > 0 && nrow >= target_.column_thread_min_points) {
-    lower_column_reduction_by_thread(grp, reductions, level, levels);
+    lower_reduction_rows(grp, reductions, level, levels, LoopKind::Ordered);
     return true;
   }
   // The tile: a divisor of C (so tiles never straddle an outer index) up to the target's

@@ -1,8 +1,8 @@
 #include "passes/cse.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
-#include <algorithm>
 #include <functional>
 #include <unordered_map>
 
@@ -67,7 +67,7 @@ struct NodeKeyHash {
 
 // Reshapes of one value whose layout they cannot view (a transposed tensor merged to rows) are
 // copies, one kernel each; a later one reads the first's result instead, which is contiguous and
-// so a view. attention's backward merged dQ's heads twice, [B,T,H*D] for the input's gradient and
+// so a view. Attention's backward merged dQ's heads twice, [B,T,H*D] for the input's gradient and
 // [B*T,H*D] for the weight's (and dK's, dV's): two copies of the same data per layer. The first
 // may be the forward's and the later the backward's: then the merged copy is what stays alive
 // between them (the same bytes as the value it was made from).
