@@ -528,10 +528,7 @@ void schedule_cuda(Kernel& k, const Target& t) {
     while (block > kSmallestFlatBlock && (items + block - 1) / block < t.num_sms) block /= 2;
     k.launch.block = block;
     // (A full grid gives each thread its unrolled iterations, not one.)
-    int64_t unroll = 1;
-    visit(k.body, [&](const Stmt& x) {
-      if (x.kind == StmtKind::For && x.map == LoopMap::GpuGridStride) unroll = std::max<int64_t>(1, x.unroll);
-    });
+    const int64_t unroll = std::max<int64_t>(1, k.schedule.unroll);
     k.launch.grid = grid_of(t.blocks_per_sm > 0 ? block : block * unroll, items);
   }
   if (k.launch.cluster > 1) {

@@ -57,10 +57,10 @@ std::vector<Knobs> variants_of(const std::string& m, bool tiled, AttentionTiles 
   if (attention == AttentionTiles::TensorCoreForward) return {{{"attention_rows_per_warp", 16}}, {{"attention_key_tile", 32}}};
   if (attention == AttentionTiles::Ffma)
     return {{{"attention_ffma_rows", 32}}, {{"attention_ffma_keys", 32}}, {{"attention_ffma_rows", 32}, {"attention_ffma_keys", 32}}};
-  // (More blocks than an SM holds is no candidate: the launch caps a grid-stride grid at what the
-  // SMs hold at once, LaunchConfig::persistent. Nor is min_blocks_per_sm: registers capped for a
-  // full SM ran 4-38% slower on every row kernel and the pointwise row, stop 40.)
-  // blocks_per_sm 8: the persistent grid (the default until stop 42).
+  // Grids are full by default; blocks_per_sm 8 is the persistent grid (the default until stop
+  // 42), which the launch caps at what the SMs hold at once (LaunchConfig::persistent).
+  // min_blocks_per_sm is no candidate: registers capped for a full SM ran 4-38% slower on every
+  // row kernel and the pointwise row, stop 40.
   if (m == "grid-stride")
     return {{{"pointwise_block", 128}},
             {{"pointwise_block", 512}},
