@@ -14,8 +14,12 @@ const std::vector<std::string>& default_pipeline() {
 
 std::vector<std::string> compile_pipeline(bool decompose, bool optimize) {
   std::vector<std::string> p;
-  // Attention written out becomes the op before decomposition splits its softmax apart.
-  if (optimize && decompose) p.push_back("fuse_attention");
+  // Attention written out becomes the op before decomposition splits its softmax apart, and
+  // linears that read one input become one while they are still linears.
+  if (optimize && decompose) {
+    p.push_back("fuse_attention");
+    p.push_back("merge_linears");
+  }
   if (decompose) p.push_back("decompose");
   p.push_back("collectives_dim0");  // what the engines can run, whatever the other options
   if (optimize) p.insert(p.end(), default_pipeline().begin(), default_pipeline().end());

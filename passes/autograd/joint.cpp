@@ -1,6 +1,7 @@
 #include "passes/autograd/joint.h"
 #include "passes/decompose.h"
 #include "passes/fuse_attention.h"
+#include "passes/merge_linears.h"
 
 #include <algorithm>
 #include <unordered_map>
@@ -113,6 +114,7 @@ JointGraph build_joint(const Graph& forward, const JointOptions& options) {
   joint.graph = forward.clone();
   Graph& g = joint.graph;
   if (options.fuse_attention) run_fuse_attention(g);
+  if (options.merge_linears) run_merge_linears(g);
   decompose_ops(g, decomposed_before_differentiation());
   std::vector<Node*> wrt = wrt_inputs(g, options.wrt);
   for (Node* in : wrt) joint.wrt.push_back(in->name());

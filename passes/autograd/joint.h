@@ -24,6 +24,9 @@ struct JointOptions {
   // Rewrite attention written out into scaled_dot_product_attention first
   // (passes/fuse_attention.h), so that its derivative is the flash backward.
   bool fuse_attention = true;
+  // Then merge linears that read one input into one over concatenated weights
+  // (passes/merge_linears.h), so that the backward's GEMMs merge too.
+  bool merge_linears = true;
   // How many leading outputs get a tangent (-1: every floating one). The others are values the
   // forward also returns but nothing differentiates (a training step's new running statistics).
   int seeded_outputs = -1;

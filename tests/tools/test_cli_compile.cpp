@@ -127,7 +127,7 @@ TEST_F(CliCompile, DumpWritesEveryStageAndTheKirFilesParseBack) {
   Result r = kiln("compile mlp.kir --device cpu --dump out");
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_TRUE(has(r.out, "wrote passes/, decomposed.kir, fused.kir, fused.dot, kernels.txt, kernels.cpp, report.txt to out")) << r.out;
-  for (const char* f : {"passes/00_input.kir", "passes/01_fuse_attention.kir", "passes/02_decompose.kir", "decomposed.kir", "fused.kir", "fused.dot", "kernels.txt",
+  for (const char* f : {"passes/00_input.kir", "passes/01_fuse_attention.kir", "passes/02_merge_linears.kir", "passes/03_decompose.kir", "decomposed.kir", "fused.kir", "fused.dot", "kernels.txt",
                         "kernels.cpp", "report.txt"}) {
     ASSERT_TRUE(fs::exists(path("out/") + f)) << f;
     EXPECT_GT(fs::file_size(path("out/") + f), 0u) << f;
