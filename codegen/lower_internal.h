@@ -327,7 +327,8 @@ class GraphLowering {
   // false where no chunking pays (nothing emitted).
   bool lower_rows_with_column_partials(const FusionGroup& rows, const FusionGroup& cols);
   void lower_partials_combine(const FusionGroup& grp, const std::vector<const Node*>& reductions, const std::map<const Node*, int>& partial,
-                              int64_t P, int64_t nrow, const std::vector<Value>& row_outs);
+                              int64_t P, int64_t nrow, const std::vector<Value>& row_outs,
+                              const std::map<const Node*, int>& combined = {});
   // Level of each reduction of a group: 1 + the deepest reduction of the group its input
   // depends on; returns the deepest level.
   int reduction_levels(const FusionGroup& grp, const std::vector<const Node*>& reductions, std::map<const Node*, int>& level);

@@ -14,12 +14,22 @@
 //
 // Applies to one level of reductions without argmax. Outputs over the full space that do
 // not depend on the reductions (a ReLU gradient beside the bias gradient that sums it) are
-// written by the partials kernel as it walks its chunk; a group with full-space outputs that
-// do (a softmax) stays one kernel. P is a divisor of the reduced size, so no chunk needs a
-// bounds guard.
+// written by the partials kernel as it walks its chunk. Outputs over the full space that do (a
+// softmax; a loss's gradient scaled by the count it sums) need the combined values: a row
+// group with them splits only where its rows are so few that even a cluster of blocks a row
+// would leave most SMs idle (a mean loss's one row of 65536 targets ran 0.15 ms on one block),
+// and a third kernel over the full space computes them from the combined values, reading the
+// row again. Column groups with such outputs stay one kernel. P is a divisor of the reduced
+// size, so no chunk needs a bounds guard.
 #include "codegen/lower_internal.h"
 
 namespace kiln::codegen::detail {
+
+namespace {
+// The most blocks a thread-block cluster holds portably (codegen/schedule.cpp): a row group
+// with at least num_sms / 8 rows fills the machine with a cluster a row.
+constexpr int64_t kClusterBlocks = 8;
+}  // namespace
 
 bool GraphLowering::lower_split_reduction(const FusionGroup& grp, const std::vector<const Node*>& reductions, int levels) {
   const Target& t = target_;
@@ -42,11 +52,11 @@ bool GraphLowering::lower_split_reduction(const FusionGroup& grp, const std::vec
       if (after_reduction(in.node)) return true;
     return false;
   };
-  std::vector<Value> full_outs, row_outs;
+  std::vector<Value> full_outs, row_outs, late_outs;  // late: over the full space, from the reductions
   for (Value v : grp.outputs) {
     bool full = v.meta().shape == S && v.node->category() != OpCategory::Reduction;
-    if (full && after_reduction(v.node)) return false;  // needs the reduced values: one kernel
-    (full ? full_outs : row_outs).push_back(v);
+    if (full && after_reduction(v.node)) late_outs.push_back(v);
+    else (full ? full_outs : row_outs).push_back(v);
   }
 
   // Column reductions: the reduced dims all come before the kept ones that end the shape.
@@ -60,11 +70,12 @@ bool GraphLowering::lower_split_reduction(const FusionGroup& grp, const std::vec
   int64_t threads_wanted = int64_t(t.num_sms) * 2048;  // a full machine of resident threads
   int64_t P = 1;
   if (column) {
-    if (nrow * 2 >= threads_wanted || nred < 64) return false;
+    if (!late_outs.empty() || nrow * 2 >= threads_wanted || nred < 64) return false;
     P = divisor_at_most(nred, std::min<int64_t>(threads_wanted / nrow, nred / 16));
   } else {
     int64_t blocks_wanted = 2 * int64_t(t.num_sms);
     if (nrow >= blocks_wanted || nred < 8192) return false;
+    if (!late_outs.empty() && nrow * kClusterBlocks >= t.num_sms) return false;
     P = divisor_at_most(nred, std::min<int64_t>(blocks_wanted / nrow, nred / 2048));
   }
   if (P < 2) return false;
@@ -127,23 +138,54 @@ bool GraphLowering::lower_split_reduction(const FusionGroup& grp, const std::vec
     add_kernel_step(kb, std::move(k), grp.id);
   }
 
-  lower_partials_combine(grp, reductions, partial, P, nrow, row_outs);
+  std::map<const Node*, int> combined;  // each reduction's value per kept point, for the late outputs
+  if (!late_outs.empty())
+    for (const Node* n : reductions)
+      combined[n] = temp_buffer(n->meta().dtype, {nrow}, fmt::format("%{} combined", n->name()));
+  lower_partials_combine(grp, reductions, partial, P, nrow, row_outs, combined);
+  if (late_outs.empty()) return true;
+
+  // ---- kernel 3: the outputs over the full space, from the combined values
+  KernelBuilder kb(*this, &grp, group_comment(grp) + " (the outputs over the full space, from the combined reductions)");
+  std::vector<std::pair<Value, std::string>> late_named;
+  for (Value v : late_outs) late_named.emplace_back(v, kb.buffer(new_buffer(v), BufferRole::Output));
+  std::map<const Node*, std::string> cb;
+  for (const Node* n : reductions) cb[n] = kb.buffer(combined.at(n), BufferRole::Input);
+  std::vector<StmtPtr> top;
+  kb.push_scope(&top, {});
+  kb.loop_over(
+      S,
+      [&](const Index& idx) {
+        Index kept_idx;
+        for (size_t d = 0; d < S.size(); ++d)
+          if (!red[d]) kept_idx.push_back(idx[d]);
+        ExprPtr point = simplify(ravel(kept_idx, kept));
+        for (const Node* n : reductions) kb.set_reduced(n, load(cb[n], n->meta().dtype, point));
+        for (auto& [v, name] : late_named)
+          kb.emit(store(name, simplify(ravel(idx, S)), cast(v.meta().dtype, kb.value_at(v, idx))));
+      },
+      outputs_comment(late_outs));
+  kb.pop_scope();
+  Kernel k = kb.finish(block(std::move(top)));
+  add_kernel_step(kb, std::move(k), grp.id);
   return true;
 }
 
 // Kernel 2 of a split (and of column partials): over the kept points, the P partials of each
 // reduction (buffer `partial`, [P, nrow]) combined in chunk order, then the group's outputs
-// of the reduced space computed from them.
+// of the reduced space computed from them; each reduction's value also stored to its buffer in
+// `combined` where it has one (for a third kernel's outputs over the full space).
 void GraphLowering::lower_partials_combine(const FusionGroup& grp, const std::vector<const Node*>& reductions,
                                            const std::map<const Node*, int>& partial, int64_t P, int64_t nrow,
-                                           const std::vector<Value>& row_outs) {
+                                           const std::vector<Value>& row_outs, const std::map<const Node*, int>& combined) {
   std::map<const Node*, DType> acc_type;
   for (const Node* n : reductions) acc_type[n] = reduction_acc_dtype(n);
   KernelBuilder kb(*this, &grp, group_comment(grp) + fmt::format(" (combines {} partials)", P));
   std::vector<std::pair<Value, std::string>> row_named;
   for (Value v : row_outs) row_named.emplace_back(v, kb.buffer(new_buffer(v), BufferRole::Output));
-  std::map<const Node*, std::string> pb;
+  std::map<const Node*, std::string> pb, cb;
   for (const Node* n : reductions) pb[n] = kb.buffer(partial.at(n), BufferRole::Input);
+  for (auto& [n, b] : combined) cb[n] = kb.buffer(b, BufferRole::Output);
   std::vector<StmtPtr> top, rowbody, cbody;
   kb.push_scope(&top, {});
   ExprPtr row = var("row", 0, nrow - 1), c = var("j", 0, P - 1);
@@ -164,6 +206,7 @@ void GraphLowering::lower_partials_combine(const FusionGroup& grp, const std::ve
     kb.emit(let(fin, cast(n->meta().dtype, value_var(acc[n], acc_type[n]))));
     kb.define(fin);
     kb.set_reduced(n, value_var(fin, n->meta().dtype));
+    if (cb.count(n)) kb.emit(store(cb[n], row, value_var(fin, n->meta().dtype)));
   }
   for (auto& [v, name] : row_named) {
     Index idx = unravel(row, v.meta().shape);

@@ -213,6 +213,31 @@ TEST_P(BackendShapes, ColumnSumsAThreadPerKeptPoint) {
   EXPECT_FALSE(has(compile_for_test(g, options).executable.source(), "kept points, a thread each"));
 }
 
+// Few long rows whose outputs over the full space need their reductions: a softmax of two
+// rows of 40000 (a cluster's worth of rows on a GPU), a mean loss's count of 65536 targets that
+// are not ignored and its gradient scaled by it (a row of bools), a row divided by its sum, and
+// a prime length no chunk count divides. On a GPU these split into partials, a combine and a
+// kernel over the full space (codegen/lower_split.cpp); every device gives the interpreter's
+// values.
+TEST_P(BackendShapes, FewLongRowsAndOutputsScaledByTheirReductions) {
+  KILN_REQUIRE_JIT();
+  Graph g("few_long_rows");
+  Builder b(g);
+  Var x = input(b, "x", F({2, 40000})), t = input(b, "t", TensorMeta(DType::I64, {65536})), r = input(b, "r", F({1, 65536}));
+  Var p = input(b, "p", F({1, 100003}));
+  Var keep = b.op(Op::Ne, {t, b.scalar(3, DType::I64)});
+  Var count = b.op(Op::Sum, {b.op(Op::To, {keep}, {{"dtype", DType::F32}})});
+  Var scaled = b.where(keep, b.op(Op::Div, {b.scalar(1.0, DType::F32), count}), b.scalar(0.0, DType::F32));
+  Var rs = b.sum(r, {-1}, true);
+  g.set_outputs({b.op(Op::Softmax, {x}, {{"dim", int64_t{-1}}}), count, scaled, b.op(Op::Div, {r, rs}), rs,
+                 b.sub(p, b.amax(p, {-1}, true))});
+  if (on_cuda()) {
+    EXPECT_GE(occurrences(compile_for_test(g).executable.source(), "from the combined reductions"), 3)
+        << "the softmax, the scaled targets and the row over its sum each split";
+  }
+  expect_matches_reference(g, inputs_for(g, 21), 10);
+}
+
 TEST_P(BackendShapes, MiddleAndLeadingDims) {
   KILN_REQUIRE_JIT();
   SCOPED_TRACE("f32[4,37,9] over dim 1 (keepdim or not), over dims 0 and 2; f32[300,7,5] over dim 0");

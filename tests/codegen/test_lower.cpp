@@ -23,6 +23,7 @@ namespace {
 using kiln::testing::F;
 using kiln::testing::I;
 using kiln::testing::has;
+using kiln::testing::occurrences;
 
 // A plan with one group per entry, in order: (kind, nodes by result name).
 fusion::FusionPlan plan_of(const Graph& g, std::vector<std::pair<fusion::KernelKind, std::vector<std::string>>> groups) {
@@ -51,12 +52,6 @@ fusion::FusionPlan plan_of(const Graph& g, std::vector<std::pair<fusion::KernelK
 }
 
 std::string body_of(const Kernel& k) { return print_stmt(k.body); }
-
-int occurrences(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
 
 TEST(Lower, PointwiseChainWithBroadcastIsOneLoop) {
   // 7x33 is small: the dims merge into one contiguous loop (no thread handoff).
@@ -421,6 +416,31 @@ TEST(Lower, SplitColumnReductionOnGpuTargets) {
   EXPECT_TRUE(has(partials, "parallel for q in 0..10240 {")) << partials;
   EXPECT_TRUE(has(combine, "ordered for j in 0..256 {  # combines the partials in chunk order")) << combine;
   EXPECT_EQ(lower(g, plan).kernels.size(), 1u);  // the CPU's column tiles
+}
+
+// A row group over so few long rows that even a cluster of blocks a row would leave most SMs
+// idle (a mean loss's count of 65536 targets and its gradient scaled by it) splits on a GPU
+// even where an output over the full space needs the reduced value: partials, a combine that
+// also stores the combined value, and a third kernel over the full space reading it. More rows
+// (a cluster each fills the machine) stay one kernel, as do column groups with such outputs.
+TEST(Lower, FewLongRowsSplitWithTheirOutputsOverTheFullSpaceInAThirdKernel) {
+  auto lowered = [](int64_t rows, int64_t cols) {
+    Graph g("scaled");
+    Builder b(g);
+    Var x = b.wrap(g.add_input("x", F({rows, cols})));
+    Var s = b.op(Op::Sum, {x}, {{"dim", IntList{-1}}, {"keepdim", true}}, "s");
+    g.set_outputs({s, b.op(Op::Div, {x, s}, {}, "y")});
+    auto plan = plan_of(g, {{fusion::KernelKind::Reduction, {"s", "y"}}});
+    return lower(g, plan, cuda_target());
+  };
+  LoweredGraph one = lowered(1, 65536);
+  ASSERT_EQ(one.kernels.size(), 3u) << print_schedule(one);
+  EXPECT_TRUE(has(one.kernels[0].comment, "(partials over 32 chunks)")) << one.kernels[0].comment;
+  EXPECT_TRUE(has(print_kernel(one.kernels[1]), "output %s combined")) << print_kernel(one.kernels[1]);
+  EXPECT_TRUE(has(one.kernels[2].comment, "the outputs over the full space, from the combined reductions")) << one.kernels[2].comment;
+  EXPECT_TRUE(has(print_kernel(one.kernels[2]), "input %s combined")) << print_kernel(one.kernels[2]);
+  EXPECT_EQ(lowered(64, 65536).kernels.size(), 1u) << "64 rows: a cluster a row fills the machine";
+  EXPECT_EQ(lowered(1, 4096).kernels.size(), 1u) << "a short row: one block holds it";
 }
 
 // A column tile's accumulators live in a temp buffer that three loops of the kernel touch

@@ -63,6 +63,12 @@ TensorMeta meta(Op op, std::vector<TensorMeta> inputs, const Attrs& attrs) {
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
+int occurrences(const std::string& text, const std::string& part) {
+  int n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + part.size())) ++n;
+  return n;
+}
+
 std::string meta_error(Op op, std::vector<TensorMeta> inputs, const Attrs& attrs) {
   return error_of([&] { infer_meta(op_info(op), inputs, attrs); });
 }

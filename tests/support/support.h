@@ -46,6 +46,8 @@ TensorMeta meta(Op op, std::vector<TensorMeta> inputs, const Attrs& attrs = {});
 
 // Whether `text` contains `part`.
 bool has(const std::string& text, const std::string& part);
+// How many times `part` occurs in `text`, not overlapping.
+int occurrences(const std::string& text, const std::string& part);
 
 // The message of the kiln::Error that `fn` throws, or "" if it throws none.
 template <class Fn>

@@ -19,12 +19,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-size_t occurrences(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
-  return n;
-}
-
 class CliCache : public CliTest {
  protected:
   void SetUp() override {
@@ -103,7 +97,7 @@ TEST_F(CliCache, ManyProcessesCompileTheSameGraphsOnTheCpu) {
   for (int i = 0; i < kProcesses; ++i) {
     std::string out = read_text(path(fmt::format("out_{}.txt", i)));
     EXPECT_EQ(rcs[static_cast<size_t>(i)], 0) << "process " << i << ":\n" << out;
-    EXPECT_EQ(occurrences(out, ": PASS "), 3u) << "process " << i << ": every output matches the interpreter\n" << out;
+    EXPECT_EQ(occurrences(out, ": PASS "), 3) << "process " << i << ": every output matches the interpreter\n" << out;
     EXPECT_EQ(out.find("FAIL"), std::string::npos) << out;
   }
   EXPECT_EQ(cache_files(".o"), 2u) << "one object per graph";
@@ -115,7 +109,7 @@ TEST_F(CliCache, ManyProcessesCompileTheSameGraphsOnTheCpu) {
   for (const char* graph : {"attention", "norm"}) {
     CliResult warm = kiln(fmt::format("run {}.kir --device cpu --check", graph));
     EXPECT_EQ(warm.rc, 0) << warm.out << warm.err;
-    EXPECT_EQ(occurrences(warm.err, "disk hit"), 1u) << graph << ":\n" << warm.err;
+    EXPECT_EQ(occurrences(warm.err, "disk hit"), 1) << graph << ":\n" << warm.err;
     EXPECT_EQ(warm.err.find("] compiled"), std::string::npos) << graph << ": clang ran again\n" << warm.err;
     EXPECT_EQ(warm.err.find("corrupt"), std::string::npos) << warm.err;
   }
