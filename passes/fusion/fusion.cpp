@@ -101,6 +101,14 @@ class Fuser {
         continue;
       }
       if (!opt_.vertical) continue;
+      if (opt_.matmul_epilogues && is_gemm_epilogue(p) && drafts_.nodes(mine).size() == 1) {
+        // Joined, n would be a second result of the group the GEMM could compute as its epilogue
+        // (the ReLU's mask that a backward reads): the group would stay a kernel that reads the
+        // product and writes the activation again. Apart, n joins its own readers and reads the
+        // activation the GEMM writes (passes/fusion/matmul_epilogue.h).
+        note(mine, fmt::format("{} stays out of {}: that group is a GEMM's bias and activation epilogue", node_str(n), ref(p)), n);
+        continue;
+      }
       // Once n has joined one producer, a further producer group joins n's group: say which.
       std::string why = vertical_why(n, p);
       if (drafts_.nodes(mine).size() > 1)
@@ -109,6 +117,20 @@ class Fuser {
     }
     if (!blas_operand) surgery_.recompute_cheap_inputs(n, d);
     if (opt_.horizontal && !blas_operand) horizontal(n, d);
+  }
+
+  // Whether draft d is exactly what a GEMM's epilogue computes (passes/fusion/matmul_epilogue.h):
+  // a bias added to a product that nothing else reads, then a ReLU or a tanh GELU. The bias's
+  // other conditions are matmul_epilogue's to check; a near miss there costs a kernel, as before.
+  bool is_gemm_epilogue(int d) const {
+    std::vector<Node*> ns = drafts_.nodes_in_order(d);
+    if (ns.size() != 2 || ns[0]->op() != Op::Add) return false;
+    const Node* act = ns[1];
+    if (act->input(0) != ns[0]->result() || ns[0]->result_info(0).uses.size() != 1) return false;
+    if (act->op() != Op::Relu && !(act->op() == Op::Gelu && act->attrs().get_string("approximate") == "tanh")) return false;
+    for (const Value& in : ns[0]->inputs())
+      if (!in.node->is_input() && in.node->op() == Op::Matmul && in.node->result_info(0).uses.size() == 1) return true;
+    return false;
   }
 
   // A view chain (an alias draft) is folded into the one group that reads it; read by

@@ -1006,6 +1006,37 @@ graph lin(%x: f32[6,4], %w: f32[4,5], %b: f32[5]) {
   EXPECT_EQ(off.plan.num_kernels(), 2);
 }
 
+// A training step reads the ReLU's mask (relu <= 0) in its backward. Joined to the bias and
+// ReLU after a matmul, the mask would keep that group a kernel of its own (a second result);
+// where the GEMM has the epilogue, the mask stays out, the GEMM writes the ReLU, and the mask is
+// computed by its reader from the ReLU's result. Without epilogues the mask joins as before.
+TEST(Fusion, AReluMaskStaysOutOfAGemmEpilogueAndJoinsItsReader) {
+  const char* text = R"(
+graph step(%x: f32[6,4], %w: f32[4,5], %b: f32[5], %g: f32[6,5]) {
+  %mm = matmul(%x, %w) : f32[6,5]
+  %y = add(%mm, %b) : f32[6,5]
+  %act = relu(%y) : f32[6,5]
+  %zero = full(size=[], fill_value=0.0, dtype=f32) : f32[]
+  %mask = le(%act, %zero) : bool[6,5]
+  %dy = where(%mask, %zero, %g) : f32[6,5]
+  %db = sum(%dy, dim=[0]) : f32[5]
+  return (%act, %db)
+})";
+  fusion::FusionOptions epilogues;
+  epilogues.matmul_epilogues = true;
+  Fused f = fuse_text(text, epilogues);
+  EXPECT_EQ(f.of("mm").epilogue, fusion::MatmulEpilogue::BiasRelu) << f.dump();
+  EXPECT_EQ(f.of("mask").id, f.of("db").id) << "the mask is computed where it is read\n" << f.dump();
+  EXPECT_EQ(f.plan.num_kernels(), 2) << "the GEMM with its epilogue, and the masked sum";
+  bool noted = false;
+  for (const std::string& r : f.of("mask").reasons) noted |= has(r, "stays out of") && has(r, "epilogue");
+  EXPECT_TRUE(noted) << f.dump();
+
+  Fused off = fuse_text(text);
+  EXPECT_EQ(off.of("mask").id, off.of("act").id) << off.dump();
+  EXPECT_EQ(off.of("mm").epilogue, fusion::MatmulEpilogue::None);
+}
+
 }  // namespace
 
 }  // namespace kiln
