@@ -10,7 +10,8 @@ KILN_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 KILN_BUILD="${KILN_BUILD:-$KILN_ROOT/build}"
 
 # llvm-14-dev and libclang-14-dev are for the CPU backend (clang + ORC JIT), libxxhash-dev
-# keys its kernel cache, libopenblas-dev (found through pkg-config) does its matmuls, libgloo-dev
+# keys its kernel cache, libopenblas-dev (found through pkg-config) does its f32 and f64 matmuls and
+# libdnnl-dev (oneDNN) its bf16 and f16 ones on the CPU's 16-bit units, libgloo-dev
 # carries collectives between processes on the CPU (kiln launch, DDP). libonnx-dev and
 # libprotobuf-dev are for ONNX import (frontend/onnx/), libonnx-testdata for the ONNX test
 # suite it is checked by (tests/onnx/).
@@ -18,7 +19,7 @@ KILN_BUILD="${KILN_BUILD:-$KILN_ROOT/build}"
 # NVRTC, cuBLASLt and the driver's user-space library, so that every generated CUDA kernel is
 # compiled with NVRTC even on a machine with no GPU. KILN_NO_CUDA=1 leaves it out.
 KILN_PACKAGES=(cmake ninja-build g++ pkg-config libfmt-dev libcli11-dev nlohmann-json3-dev libxxhash-dev
-               libgtest-dev graphviz llvm-14-dev libclang-14-dev libopenblas-dev libgloo-dev
+               libgtest-dev graphviz llvm-14-dev libclang-14-dev libopenblas-dev libdnnl-dev libgloo-dev
                libonnx-dev libprotobuf-dev libonnx-testdata)
 if [[ "${KILN_NO_CUDA:-0}" != 1 ]]; then
   KILN_PACKAGES+=(nvidia-cuda-dev)

@@ -9,6 +9,7 @@
 
 #include "ir/error.h"
 #include "ir/half.h"
+#include "runtime/cpu/dnnl_gemm.h"
 #include "runtime/cpu/thread_pool.h"
 
 #if KILN_HAVE_BLAS
@@ -65,14 +66,17 @@ void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, 
               lda, b, ldb, beta, c, ldc);
 }
 
+#endif
+
 // One product over kiln's pool: C's rows (or its columns, when it has fewer rows than columns)
-// in blocks of at least kBlockWork multiply-adds, each block one single-threaded BLAS call.
-template <typename T>
-void pooled_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
-                 int64_t ldb, T beta, T* c, int64_t ldc) {
+// in blocks of at least kBlockWork multiply-adds, each block one single-threaded call of
+// `one(ta, tb, m, n, k, a, lda, b, ldb, c, ldc)` (OpenBLAS's, or oneDNN's for 16-bit elements E).
+template <typename E, typename One>
+void pooled(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const E* a, int64_t lda, const E* b, int64_t ldb, E* c,
+            int64_t ldc, const One& one) {
   const int64_t work = m * n * std::max<int64_t>(k, 1);
   if (work < 2 * kBlockWork || num_threads() == 1 || in_parallel_region()) {
-    blas_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    one(ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
     return;
   }
   const int64_t blocks = kBlocksPerThread * num_threads();
@@ -80,15 +84,24 @@ void pooled_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, con
     // Rows i of op(A): A's row i, or A's column i when transposed.
     const int64_t grain = std::max(kBlockWork / (n * std::max<int64_t>(k, 1)), m / blocks);
     parallel_for(m, grain, [&](int64_t i0, int64_t i1) {
-      blas_gemm(ta, tb, i1 - i0, n, k, alpha, ta ? a + i0 : a + i0 * lda, lda, b, ldb, beta, c + i0 * ldc, ldc);
+      one(ta, tb, i1 - i0, n, k, ta ? a + i0 : a + i0 * lda, lda, b, ldb, c + i0 * ldc, ldc);
     });
   } else {
     // Columns j of op(B): B's column j, or B's row j when transposed.
     const int64_t grain = std::max(kBlockWork / (m * std::max<int64_t>(k, 1)), n / blocks);
     parallel_for(n, grain, [&](int64_t j0, int64_t j1) {
-      blas_gemm(ta, tb, m, j1 - j0, k, alpha, a, lda, tb ? b + j0 * ldb : b + j0, ldb, beta, c + j0, ldc);
+      one(ta, tb, m, j1 - j0, k, a, lda, tb ? b + j0 * ldb : b + j0, ldb, c + j0, ldc);
     });
   }
+}
+
+#if KILN_HAVE_BLAS
+template <typename T>
+void pooled_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
+                 int64_t ldb, T beta, T* c, int64_t ldc) {
+  pooled(ta, tb, m, n, k, a, lda, b, ldb, c, ldc,
+         [&](bool ta_, bool tb_, int64_t m_, int64_t n_, int64_t k_, const T* a_, int64_t lda_, const T* b_, int64_t ldb_, T* c_,
+             int64_t ldc_) { blas_gemm(ta_, tb_, m_, n_, k_, alpha, a_, lda_, b_, ldb_, beta, c_, ldc_); });
 }
 #else
 void match_blas_threads() {}
@@ -173,11 +186,21 @@ void gemm(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
                   ldb, beta, static_cast<double*>(c), ldc);
       return;
     case DType::F16:
-      gemm_16bit<half_bits_to_float, float_to_half_bits>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    case DType::BF16: {
+      auto widening = dtype == DType::F16 ? gemm_16bit<half_bits_to_float, float_to_half_bits>
+                                          : gemm_16bit<bf16_bits_to_float, float_to_bf16_bits>;
+      if (!dnnl_multiplies(dtype)) return widening(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+      // oneDNN's 16-bit units, a block of C per call on kiln's pool (runtime/cpu/dnnl_gemm.h).
+      pooled(trans_a, trans_b, m, n, k, static_cast<const uint16_t*>(a), lda, static_cast<const uint16_t*>(b), ldb,
+             static_cast<uint16_t*>(c), ldc,
+             [&](bool ta, bool tb, int64_t m_, int64_t n_, int64_t k_, const uint16_t* a_, int64_t lda_, const uint16_t* b_,
+                 int64_t ldb_, uint16_t* c_, int64_t ldc_) {
+               if (!dnnl_gemm_16bit(dtype, ta, tb, m_, n_, k_, static_cast<float>(alpha), a_, lda_, b_, ldb_,
+                                    static_cast<float>(beta), c_, ldc_))
+                 widening(ta, tb, m_, n_, k_, alpha, a_, lda_, b_, ldb_, beta, c_, ldc_);
+             });
       return;
-    case DType::BF16:
-      gemm_16bit<bf16_bits_to_float, float_to_bf16_bits>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-      return;
+    }
     default:
       KILN_INTERNAL_ASSERT(false, "check_shape admits floating dtypes only");
   }

@@ -3,9 +3,10 @@
 // it: C = alpha * op(A) * op(B) + beta * C, op(X) = X or X^T, op(A) m x k, op(B) k x n,
 // leading dimensions in elements. With beta == 0, C is written without being read.
 //
-// f32 and f64 go to sgemm/dgemm. f16 and bf16 have no BLAS routine: A and B are widened to
-// f32, multiplied with sgemm (f32 accumulation, as PyTorch's CPU matmul), and C is rounded back
-// to nearest even once at the end. Integer types are a kiln::Error.
+// f32 and f64 go to sgemm/dgemm. f16 and bf16 go to oneDNN where it multiplies them on the
+// CPU's 16-bit units (runtime/cpu/dnnl_gemm.h); else, having no BLAS routine, A and B are
+// widened to f32 and multiplied with sgemm. Either way the accumulation is f32 (as PyTorch's CPU
+// matmul) and C is rounded to nearest even once at the end. Integer types are a kiln::Error.
 //
 // Threads: kiln's pool owns the cores (docs/threads.md). OpenBLAS runs each call on the calling
 // thread, and a large product is split into blocks of rows or columns over the pool. Builds without OpenBLAS

@@ -5,15 +5,13 @@
 // the graph left unmerged.
 #include <gtest/gtest.h>
 
-#include <filesystem>
-
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/reference/interpreter.h"
 #include "passes/autograd/joint.h"
 #include "passes/merge_linears.h"
+#include "tests/passes/case_values.h"
 #include "tests/support/gradcheck_util.h"
-#include "tests/support/support.h"
 
 namespace kiln {
 namespace {
@@ -24,25 +22,9 @@ int count_op(const Graph& g, Op op) {
   return n;
 }
 
+// The same products, summed in the same order: bf16 results round the same f32 sums.
 TEST(MergeLinears, EveryCaseComputesTheSameValuesAfterTheRewrite) {
-  int cases = 0;
-  for (auto& e : std::filesystem::directory_iterator(kiln::testing::data_dir() + "/passes/cases")) {
-    const std::string file = e.path().filename().string();
-    if (file.rfind("merge_linears_", 0) != 0) continue;
-    ++cases;
-    SCOPED_TRACE(file);
-    Graph g = std::move(parse_graphs(kiln::testing::read_text(e.path().string()), file)[0]);
-    std::vector<HostTensor> in;
-    for (size_t i = 0; i < g.inputs().size(); ++i) in.push_back(random_tensor(g.inputs()[i]->meta(), 31 + i, 2));
-    std::vector<HostTensor> want = interpret(g, in);
-    Graph m = g.clone();
-    run_merge_linears(m);
-    std::vector<HostTensor> got = interpret(m, in);
-    ASSERT_EQ(got.size(), want.size());
-    // The same products, summed in the same order: bf16 results round the same f32 sums.
-    for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(kiln::testing::tensors_close(got[i], want[i], 0, 0)) << "output " << i;
-  }
-  EXPECT_GE(cases, 3);
+  EXPECT_GE(kiln::testing::expect_cases_keep_their_values("merge_linears_", [](Graph& g) { run_merge_linears(g); }, 0, 0, 31), 3);
 }
 
 // q, k and v projections with biases of one input of 1024 rows, and a gated MLP's two

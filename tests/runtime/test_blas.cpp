@@ -9,6 +9,7 @@
 #include "ir/error.h"
 #include "ir/half.h"
 #include "runtime/cpu/blas.h"
+#include "runtime/cpu/dnnl_gemm.h"
 
 namespace kiln::runtime::cpu {
 namespace {
@@ -114,6 +115,42 @@ void check_16bit(DType dtype, double ulp) {
 
 TEST(Blas, F16) { check_16bit<half_bits_to_float, float_to_half_bits>(DType::F16, 1.0 / 1024); }
 TEST(Blas, BF16) { check_16bit<bf16_bits_to_float, float_to_bf16_bits>(DType::BF16, 1.0 / 128); }
+
+// 16-bit products large enough to be split over the pool, with padded leading dimensions,
+// alpha and beta, every transpose: on oneDNN's 16-bit units where this build and CPU have them
+// (runtime/cpu/dnnl_gemm.h), else widened for OpenBLAS. The reference multiplies the rounded
+// inputs in double; C is rounded once (C's own rounding before beta adds half a step more).
+template <float (*widen)(uint16_t), uint16_t (*narrow)(float)>
+void check_16bit_large(DType dtype, double ulp) {
+  SCOPED_TRACE(std::string("oneDNN: ") + (dnnl_multiplies(dtype) ? dnnl_implementation(dtype) : "no (widened to f32)"));
+  uint32_t seed = 31;
+  for (const Case& c : pooled_cases()) {
+    int64_t lda = (c.ta ? c.m : c.k) + 3, ldb = (c.tb ? c.k : c.n) + 5, ldc = c.n + 2;
+    auto a = random_values((c.ta ? c.k : c.m) * lda, seed++), b = random_values((c.tb ? c.n : c.k) * ldb, seed++);
+    auto c0 = random_values(c.m * ldc, seed++);
+    std::vector<uint16_t> a16(a.size()), b16(b.size()), c16(c0.size());
+    for (size_t i = 0; i < a.size(); ++i) a[i] = widen(a16[i] = narrow(static_cast<float>(a[i])));
+    for (size_t i = 0; i < b.size(); ++i) b[i] = widen(b16[i] = narrow(static_cast<float>(b[i])));
+    for (size_t i = 0; i < c0.size(); ++i) c0[i] = widen(c16[i] = narrow(static_cast<float>(c0[i])));
+    for (double beta : {0.0, 0.5}) {
+      std::vector<double> expected = c0;
+      naive_gemm(c.ta, c.tb, c.m, c.n, c.k, 1.5, a, lda, b, ldb, beta, expected, ldc);
+      std::vector<uint16_t> out = c16;
+      if (beta == 0) std::fill(out.begin(), out.end(), narrow(std::numeric_limits<float>::quiet_NaN()));  // must not be read
+      gemm(dtype, c.ta, c.tb, c.m, c.n, c.k, 1.5, a16.data(), lda, b16.data(), ldb, beta, out.data(), ldc);
+      for (int64_t i = 0; i < c.m; ++i)
+        for (int64_t j = 0; j < c.n; ++j) {
+          const double want = expected[i * ldc + j], scale = std::sqrt(static_cast<double>(c.k));
+          ASSERT_NEAR(widen(out[i * ldc + j]), want, ulp * std::max(scale, std::abs(want)))
+              << "ta=" << c.ta << " tb=" << c.tb << " m=" << c.m << " n=" << c.n << " k=" << c.k << " beta=" << beta << " at " << i
+              << "," << j;
+        }
+    }
+  }
+}
+
+TEST(Blas, F16SplitOverThePool) { check_16bit_large<half_bits_to_float, float_to_half_bits>(DType::F16, 1.0 / 1024); }
+TEST(Blas, BF16SplitOverThePool) { check_16bit_large<bf16_bits_to_float, float_to_bf16_bits>(DType::BF16, 1.0 / 128); }
 
 void check_batched(int64_t batch, int64_t m, int64_t n, int64_t k, bool broadcast_b) {
   int64_t stride_a = m * k + 5, stride_b = broadcast_b ? 0 : k * n + 2, stride_c = m * n + 1;
