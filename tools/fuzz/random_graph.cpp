@@ -12,6 +12,7 @@
 
 #include "ir/error.h"
 #include "passes/dce.h"
+#include "passes/merge_linears.h"
 
 namespace kiln::fuzz {
 
@@ -312,6 +313,7 @@ class Generator {
   }
 
   bool matmul() {
+    if (chance(0.1)) return projections();
     auto a = pick([](const TensorMeta& m) { return is_floating(m.dtype) && m.rank() >= 1; });
     if (!a) return false;
     const Shape& s = a->meta().shape;
@@ -332,6 +334,31 @@ class Generator {
         if (s.size() != 3) return false;
         return add(Op::Bmm, {*a, new_input(TensorMeta(dt, {s[0], k, n}))}).has_value();
     }
+  }
+
+  // Linears of one new input of at least kMergeLinearsMinRows rows (attention's q, k and v;
+  // SwiGLU's gate and up), each maybe through a cast of its own as autocast writes them, with or
+  // without biases: what passes/merge_linears.h makes one GEMM over concatenated weights.
+  bool projections() {
+    const DType dt = random_float_dtype(), at = chance(0.5) ? random_float_dtype() : dt;
+    const int64_t rows = chance(0.5) ? kMergeLinearsMinRows : kMergeLinearsMinRows + 7, k = uniform(1, 3);
+    Value x = new_input(TensorMeta(dt, {rows, k}));
+    const bool bias = chance(0.6);
+    const int64_t count = uniform(2, 3);
+    bool any = false;
+    for (int64_t i = 0; i < count; ++i) {
+      Value xin = x;
+      if (at != dt) {
+        auto c = add(Op::To, {x}, {{"dtype", at}});
+        if (!c) return any;
+        xin = *c;
+      }
+      const int64_t n = uniform(1, 3);
+      std::vector<Value> in{xin, new_input(TensorMeta(at, {n, k}))};
+      if (bias) in.push_back(new_input(TensorMeta(at, {n})));
+      any |= add(Op::Linear, in).has_value();
+    }
+    return any;
   }
 
   // einsum of `a` (a letter a dim, two equal dims maybe one letter: a diagonal) with a new
