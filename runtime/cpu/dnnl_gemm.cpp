@@ -12,7 +12,9 @@
 #include <tuple>
 #include <vector>
 
-extern "C" void omp_set_num_threads(int);  // libgomp, oneDNN's threading runtime in Debian's build
+// libgomp, oneDNN's threading runtime in Debian's build.
+extern "C" void omp_set_num_threads(int);
+extern "C" int omp_get_max_threads();
 #endif
 
 namespace kiln::runtime::cpu {
@@ -77,14 +79,19 @@ const Made& primitive_for(const Key& key) {
   return made.emplace(key, std::move(x)).first->second;
 }
 
-// oneDNN's parallel regions on this thread: a team of one (kiln's pool has the cores).
-void one_thread() {
-  thread_local bool set = false;
-  if (!set) {
-    omp_set_num_threads(1);
-    set = true;
-  }
-}
+// oneDNN's parallel regions on this thread, while it lives: a team of one (kiln's pool has the
+// cores). The thread's own setting comes back after the call: a program's OpenMP code on the
+// thread that called kiln keeps its threads.
+class OneOpenMpThread {
+ public:
+  OneOpenMpThread() : before_(omp_get_max_threads()) { omp_set_num_threads(1); }
+  ~OneOpenMpThread() { omp_set_num_threads(before_); }
+  OneOpenMpThread(const OneOpenMpThread&) = delete;
+  OneOpenMpThread& operator=(const OneOpenMpThread&) = delete;
+
+ private:
+  int before_;
+};
 
 }  // namespace
 
@@ -93,7 +100,7 @@ bool dnnl_gemm_16bit(DType dtype, bool ta, bool tb, int64_t m, int64_t n, int64_
   if (dtype != DType::BF16 && dtype != DType::F16) return false;
   const Made& x = primitive_for({static_cast<int>(dtype), ta, tb, m, n, k, lda, ldb, ldc, alpha, beta});
   if (!x.primitive) return false;
-  one_thread();
+  OneOpenMpThread one;
   thread_local dnnl::stream stream(cpu_engine());
   thread_local std::vector<unsigned char> scratch;  // this thread's, grown to the largest asked
   scratch.resize(std::max(scratch.size(), x.scratchpad.get_size()));

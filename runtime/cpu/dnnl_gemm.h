@@ -8,10 +8,10 @@
 // one ran no faster there (bench/NOTES.md, stop 43).
 //
 // Threads: kiln's pool owns the cores (docs/threads.md). Debian's oneDNN runs its parallel
-// regions on OpenMP; every call here runs on its calling thread alone (an OpenMP team of one,
-// set once per thread), and blas.cpp spreads a large product over the pool in blocks, as it
-// does OpenBLAS's. Primitives are made once per problem (dtype, sizes, layouts, alpha, beta)
-// and kept for the process.
+// regions on OpenMP; every call here runs on its calling thread alone (an OpenMP team of one
+// for the call, the thread's setting restored after it), and blas.cpp spreads a large product
+// over the pool in blocks, as it does OpenBLAS's. Primitives are made once per problem (dtype,
+// sizes, layouts, alpha, beta) and kept for the process.
 #include <cstdint>
 
 #include "ir/dtype.h"
