@@ -170,6 +170,8 @@ class LinearMerger {
     IntList sizes;
     for (Node* n : kept) sizes.push_back(columns_of(*n));
     std::vector<Var> parts = b.split(merged, sizes, -1);
+    // The new nodes sit before `first`: a later group's weight may be one of the parts.
+    for (const Value& v : std::vector<Value>{wc, ins.back(), merged, parts[0]}) position_[v.node] = position_.at(first) - 1;
 
     std::vector<std::string> names;
     std::vector<Node*> dead;
@@ -242,7 +244,7 @@ class LinearMerger {
     while (!nodes.empty()) {
       Node* n = nodes.back();
       nodes.pop_back();
-      if (n->is_input() || erased.count(n)) continue;
+      if (erased.count(n) || n->is_input()) continue;  // (a node read twice may be gone already)
       bool used = false;
       for (int r = 0; r < n->num_results(); ++r) used |= g_.is_used(n->result(r));
       if (used) continue;
