@@ -55,21 +55,18 @@ int64_t depth_of(const Node& n) { return weight_of(n).meta().shape[is_linear(n) 
 // What members of one group must share, and a readable form of it for near misses.
 struct Signature {
   Op op;
-  DType weight, bias, result;
-  int64_t k;
+  DType weight, bias, result;  // (K is x's last dim for every reader of x)
   bool has_bias;
   bool operator==(const Signature&) const = default;
 };
 
 Signature signature_of(const Node& n) {
   Value b = bias_of(n);
-  return {n.op(), weight_of(n).meta().dtype, b ? b.meta().dtype : DType::F32, n.meta().dtype, depth_of(n),
-          static_cast<bool>(b)};
+  return {n.op(), weight_of(n).meta().dtype, b ? b.meta().dtype : DType::F32, n.meta().dtype, static_cast<bool>(b)};
 }
 
 std::string differs(const Signature& a, const Signature& b) {
   if (a.op != b.op) return "one is a linear, the other a matmul";
-  if (a.k != b.k) return fmt::format("their weights' inner sizes differ ({} and {})", a.k, b.k);
   if (a.weight != b.weight) return fmt::format("their weights' dtypes differ ({} and {})", dtype_name(a.weight), dtype_name(b.weight));
   if (a.has_bias != b.has_bias) return "one has a bias, the other none";
   if (a.bias != b.bias) return fmt::format("their biases' dtypes differ ({} and {})", dtype_name(a.bias), dtype_name(b.bias));

@@ -23,6 +23,7 @@
 #include "passes/decompose.h"
 #include "passes/fusion/draft.h"
 #include "passes/fusion/legality.h"
+#include "passes/fusion/matmul_epilogue.h"
 #include "passes/fusion/plan_builder.h"
 #include "passes/fusion/space.h"
 #include "passes/fusion/surgery.h"
@@ -127,7 +128,7 @@ class Fuser {
     if (ns.size() != 2 || ns[0]->op() != Op::Add) return false;
     const Node* act = ns[1];
     if (act->input(0) != ns[0]->result() || ns[0]->result_info(0).uses.size() != 1) return false;
-    if (act->op() != Op::Relu && !(act->op() == Op::Gelu && act->attrs().get_string("approximate") == "tanh")) return false;
+    if (epilogue_activation(*act) == MatmulEpilogue::None) return false;
     for (const Value& in : ns[0]->inputs())
       if (!in.node->is_input() && in.node->op() == Op::Matmul && in.node->result_info(0).uses.size() == 1) return true;
     return false;

@@ -64,9 +64,8 @@ std::optional<Fold> epilogue_of(const Graph& g, const FusionPlan& plan, const No
       why = fmt::format("%{} is read by more than the activation", add->name());
       return std::nullopt;
     }
-    if (act->op() == Op::Relu) f.kind = MatmulEpilogue::BiasRelu;
-    else if (act->op() == Op::Gelu && act->attrs().get_string("approximate") == "tanh") f.kind = MatmulEpilogue::BiasGelu;
-    else {
+    f.kind = epilogue_activation(*act);
+    if (f.kind == MatmulEpilogue::None) {
       why = fmt::format("%{} is not a ReLU or a tanh GELU (the epilogues the GEMM has)", act->name());
       return std::nullopt;
     }
@@ -77,6 +76,12 @@ std::optional<Fold> epilogue_of(const Graph& g, const FusionPlan& plan, const No
 }
 
 }  // namespace
+
+MatmulEpilogue epilogue_activation(const Node& act) {
+  if (act.op() == Op::Relu) return MatmulEpilogue::BiasRelu;
+  if (act.op() == Op::Gelu && act.attrs().get_string("approximate") == "tanh") return MatmulEpilogue::BiasGelu;
+  return MatmulEpilogue::None;
+}
 
 void choose_matmul_epilogues(const Graph& g, FusionPlan& plan) {
   for (size_t i = 0; i + 1 < plan.groups.size(); ++i) {

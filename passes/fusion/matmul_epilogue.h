@@ -13,4 +13,8 @@ namespace kiln::fusion {
 
 void choose_matmul_epilogues(const Graph& g, FusionPlan& plan);
 
+// The epilogue that applies `act` after the bias (BiasRelu, BiasGelu), or None: the activations
+// the target's GEMM has (a ReLU, a tanh GELU).
+MatmulEpilogue epilogue_activation(const Node& act);
+
 }  // namespace kiln::fusion

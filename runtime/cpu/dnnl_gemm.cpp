@@ -118,11 +118,14 @@ const char* dnnl_implementation(DType dtype) {
 }
 
 bool dnnl_multiplies(DType dtype) {
+  // Asked of every product: looked up once per dtype, not under primitive_for's lock each time.
   static const bool off = [] {
     const char* v = std::getenv("KILN_DNNL");
     return v && std::string(v) == "off";
   }();
-  return !off && *dnnl_implementation(dtype) != '\0';
+  static const bool bf16 = !off && *dnnl_implementation(DType::BF16) != '\0';
+  static const bool f16 = !off && *dnnl_implementation(DType::F16) != '\0';
+  return dtype == DType::BF16 ? bf16 : dtype == DType::F16 && f16;
 }
 
 #else
